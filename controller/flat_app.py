@@ -1,0 +1,73 @@
+"""os-ken shim for Elect-Flat: installs the planned rules on each switch and reports readiness."""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import time
+import traceback
+from pathlib import Path
+
+from os_ken.base import app_manager
+from os_ken.controller import ofp_event
+from os_ken.controller.handler import CONFIG_DISPATCHER, MAIN_DISPATCHER, set_ev_cls
+from os_ken.ofproto import ofproto_v1_3
+
+from controller.flat_plan import plan_flat_flows
+
+CONFIG_ENV = "TESTBED_CONTROLLER_CONFIG"
+
+
+def _fail_loudly(where: str) -> None:
+    """A handler failure leaves the fabric half-programmed: stop the whole controller."""
+    sys.stderr.write(f"controller: {where} failed:\n{traceback.format_exc()}")
+    sys.stderr.flush()
+    os._exit(3)
+
+
+class FlatFabricApp(app_manager.OSKenApp):
+    OFP_VERSIONS = [ofproto_v1_3.OFP_VERSION]
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        config = json.loads(Path(os.environ[CONFIG_ENV]).read_text())
+        topology = json.loads(Path(config["topology"]).read_text())
+        self.ready_path = Path(config["ready"])
+        self.plan = plan_flat_flows(topology)
+        self.programmed: set[int] = set()
+
+    @set_ev_cls(ofp_event.EventOFPSwitchFeatures, CONFIG_DISPATCHER)
+    def on_features(self, ev):
+        try:
+            datapath = ev.msg.datapath
+            parser = datapath.ofproto_parser
+            ofproto = datapath.ofproto
+            rules = self.plan.get(datapath.id)
+            if rules is None:
+                self.logger.warning("ignoring unknown switch %016x", datapath.id)
+                return
+            # Start from an empty table so a reconnecting switch never keeps stale rules.
+            datapath.send_msg(parser.OFPFlowMod(datapath, command=ofproto.OFPFC_DELETE,
+                                                table_id=ofproto.OFPTT_ALL, out_port=ofproto.OFPP_ANY,
+                                                out_group=ofproto.OFPG_ANY))
+            for rule in rules:
+                actions = [parser.OFPActionOutput(rule.out_port)]
+                instructions = [parser.OFPInstructionActions(ofproto.OFPIT_APPLY_ACTIONS, actions)]
+                datapath.send_msg(parser.OFPFlowMod(datapath, priority=rule.priority,
+                                                    match=parser.OFPMatch(**rule.match_dict()),
+                                                    instructions=instructions))
+            datapath.send_msg(parser.OFPBarrierRequest(datapath))
+        except Exception:
+            _fail_loudly("programming a switch")
+
+    @set_ev_cls(ofp_event.EventOFPBarrierReply, MAIN_DISPATCHER)
+    def on_barrier(self, ev):
+        try:
+            self.programmed.add(ev.msg.datapath.id)
+            if self.programmed >= set(self.plan):
+                tmp = self.ready_path.with_suffix(".tmp")
+                tmp.write_text(json.dumps({"switches": sorted(self.programmed), "time": time.time()}))
+                tmp.replace(self.ready_path)
+        except Exception:
+            _fail_loudly("recording readiness")

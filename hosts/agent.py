@@ -1,0 +1,148 @@
+"""The per-GPU agent: runs this host's part of schedule.json over real sockets and records events.
+
+Run inside a Mininet host as `python -m hosts.agent --config FILE --rank R`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+import traceback
+from pathlib import Path
+
+import numpy as np
+
+from hosts.collectives import StepRecord, ring_allreduce, ring_barrier
+from hosts.data import digest, element_count, gradient
+from hosts.timing import lower_timer_slack, wait_until
+from hosts.transport import TcpTransport
+
+BARRIER_TAG = 0xF0000000
+
+
+class Agent:
+    def __init__(self, config: dict, rank: int) -> None:
+        self.config = config
+        self.rank = rank
+        self.dilation = float(config["dilation"])
+        self.byte_scale = float(config["byte_scale"])
+        self.epoch = float(config["epoch_monotonic_s"])
+        schedule = json.loads(Path(config["schedule"]).read_text())
+        self.hosts = int(schedule["hosts"])
+        self.iterations = int(schedule["iterations"])
+        self.steps = schedule["gpus"][rank]["steps"]
+        self.events: list[dict] = []
+
+    def _event(self, kind: str, start: float, end: float, iteration: int, **fields) -> None:
+        self.events.append({
+            "t_s": (start - self.epoch) / self.dilation,
+            "t_emulated_s": start - self.epoch,
+            "duration_s": (end - start) / self.dilation,
+            "host": self.rank,
+            "iteration": iteration,
+            "kind": kind,
+            **fields,
+        })
+
+    def _step_events(self, step_id: str, iteration: int, records: list[StepRecord]) -> None:
+        for r in records:
+            real_bytes = round(r.bytes / self.byte_scale)
+            common = dict(step=step_id, phase=r.phase, index=r.step, bytes=real_bytes, emulated_bytes=r.bytes)
+            self._event("send", r.start_s, r.end_s, iteration, peer=r.send_peer, **common)
+            self._event("recv", r.start_s, r.end_s, iteration, peer=r.recv_peer, **common)
+
+    def _run_step(self, step: dict, iteration: int, transport: TcpTransport) -> dict:
+        if step["kind"] != "collective" or step.get("op") != "allreduce" or step.get("algorithm") != "ring":
+            raise ValueError(f"step {step['id']}: unsupported step {step}")
+        group = list(step["group"])
+        elements = element_count(round(step["bytes"] * self.byte_scale))
+        data = gradient(int(self.config["seed"]), iteration, self.rank, elements)
+        start = time.monotonic()
+        records = ring_allreduce(transport, group, data, tag_base=(iteration + 1) << 16)
+        end = time.monotonic()
+        self._step_events(step["id"], iteration, records)
+        self._event("collective", start, end, iteration, step=step["id"], op="allreduce", algorithm="ring",
+                    bytes=step["bytes"], emulated_bytes=int(data.nbytes))
+        # Rate over the transfer alone: each step's duration includes the alpha wait before sending.
+        busy = [(r.bytes, r.end_s - r.start_s - transport.latency.target_s) for r in records]
+        rates = [size * 8 / seconds for size, seconds in busy if seconds > 0]
+        return {"digest": digest(data), "elements": elements, "step_rates_bps": rates}
+
+    def run(self, out_dir: Path) -> dict:
+        addresses = list(self.config["rank_addresses"])
+        latency_s = float(self.config["latency_s"]) * self.dilation
+        transport = TcpTransport(self.rank, addresses, int(self.config["port"]), latency_s=latency_s,
+                                 connect_timeout_s=float(self.config.get("connect_timeout_s", 30.0)))
+        everyone = list(range(self.hosts))
+        # Ring neighbours carry both the barrier and the ring collectives: connect before timing.
+        transport.connect_all([(self.rank + 1) % self.hosts])
+        iterations = []
+        for iteration in range(self.iterations):
+            arrive = time.monotonic()
+            start_at = ring_barrier(transport, everyone, BARRIER_TAG + 2 * iteration)
+            wait_until(start_at)
+            start = time.monotonic()
+            self._event("barrier", arrive, start, iteration)
+            outcomes = [self._run_step(step, iteration, transport) for step in self.steps]
+            end = time.monotonic()
+            self._event("iteration", start, end, iteration)
+            iterations.append({
+                "iteration": iteration,
+                "start_s": start,
+                "end_s": end,
+                "start_overshoot_s": start - start_at,
+                "digests": [o["digest"] for o in outcomes],
+                "elements": [o["elements"] for o in outcomes],
+                "step_rates_bps": [r for o in outcomes for r in o["step_rates_bps"]],
+            })
+            if self.rank == 0 and self.config.get("progress"):
+                with open(self.config["progress"], "a") as progress:
+                    progress.write(f"{iteration}\n")
+        # Hold the connections until everyone is done, so no rank's close races a peer's last recv.
+        ring_barrier(transport, everyone, BARRIER_TAG - 2)
+        transport.close()
+        overshoots = np.array(transport.latency.overshoots_s or [0.0])
+        return {
+            "rank": self.rank,
+            "ok": True,
+            "iterations": iterations,
+            "latency": {
+                "target_s": transport.latency.target_s,
+                "count": len(transport.latency.overshoots_s),
+                "overshoot_mean_s": float(overshoots.mean()),
+                "overshoot_p99_s": float(np.percentile(overshoots, 99)),
+            },
+        }
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--config", required=True)
+    parser.add_argument("--rank", type=int, required=True)
+    args = parser.parse_args(argv)
+    config = json.loads(Path(args.config).read_text())
+    out_dir = Path(config["out_dir"])
+    out_dir.mkdir(parents=True, exist_ok=True)
+    slack = lower_timer_slack()
+    agent = None
+    try:
+        agent = Agent(config, args.rank)
+        result = agent.run(out_dir)
+        result["timer_slack_lowered"] = slack
+        code = 0
+    except Exception as error:  # reported to the runner through the result file
+        result = {"rank": args.rank, "ok": False, "error": f"{type(error).__name__}: {error}",
+                  "traceback": traceback.format_exc()}
+        code = 1
+    if agent is not None:
+        with open(out_dir / f"h{args.rank}.events.jsonl", "w") as events:
+            for event in agent.events:
+                events.write(json.dumps(event) + "\n")
+    (out_dir / f"h{args.rank}.result.json").write_text(json.dumps(result, indent=1) + "\n")
+    return code
+
+
+if __name__ == "__main__":
+    sys.exit(main())

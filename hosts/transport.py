@@ -1,0 +1,200 @@
+"""Message transports between ranks: TCP sockets for real runs, in-process queues for unit tests."""
+
+from __future__ import annotations
+
+import queue
+import socket
+import struct
+import threading
+import time
+from dataclasses import dataclass, field
+from typing import Protocol
+
+import numpy as np
+
+from hosts.timing import precise_sleep
+
+HEADER = struct.Struct("!IQ")  # tag, payload bytes
+HELLO = struct.Struct("!I")  # sender rank, first bytes on every connection
+
+
+class TransportError(RuntimeError):
+    """A peer could not be reached, closed early, or sent something unexpected."""
+
+
+class SendHandle:
+    """Completion of an asynchronous send."""
+
+    def __init__(self) -> None:
+        self._done = threading.Event()
+        self._error: BaseException | None = None
+
+    def _finish(self, error: BaseException | None = None) -> None:
+        self._error = error
+        self._done.set()
+
+    def wait(self, timeout_s: float | None = None) -> None:
+        if not self._done.wait(timeout_s):
+            raise TransportError("send did not complete in time")
+        if self._error is not None:
+            raise TransportError(f"send failed: {self._error}") from self._error
+
+
+class Transport(Protocol):
+    rank: int
+
+    def send(self, peer: int, tag: int, payload: np.ndarray) -> SendHandle: ...
+
+    def recv_into(self, peer: int, tag: int, out: np.ndarray) -> None: ...
+
+
+@dataclass
+class LatencyRecord:
+    """Per-message latency (alpha) the sender applied, and how far its waits overshot."""
+
+    target_s: float
+    overshoots_s: list[float] = field(default_factory=list)
+
+
+class InProcessTransport:
+    """Ranks as threads of one process; copies payloads. For unit tests of collectives."""
+
+    def __init__(self, rank: int, mailboxes: dict[tuple[int, int], queue.Queue]) -> None:
+        self.rank = rank
+        self._mailboxes = mailboxes
+
+    @staticmethod
+    def mesh(ranks: int) -> list["InProcessTransport"]:
+        boxes: dict[tuple[int, int], queue.Queue] = {
+            (a, b): queue.Queue() for a in range(ranks) for b in range(ranks) if a != b
+        }
+        return [InProcessTransport(r, boxes) for r in range(ranks)]
+
+    def send(self, peer: int, tag: int, payload: np.ndarray) -> SendHandle:
+        self._mailboxes[(self.rank, peer)].put((tag, np.array(payload, copy=True)))
+        handle = SendHandle()
+        handle._finish()
+        return handle
+
+    def recv_into(self, peer: int, tag: int, out: np.ndarray) -> None:
+        got_tag, payload = self._mailboxes[(peer, self.rank)].get(timeout=30)
+        if got_tag != tag or payload.nbytes != out.nbytes:
+            raise TransportError(f"rank {self.rank} expected tag {tag} ({out.nbytes} B) from {peer}, "
+                                 f"got tag {got_tag} ({payload.nbytes} B)")
+        out[...] = payload
+
+
+def _recv_exact(sock: socket.socket, view: memoryview) -> None:
+    while len(view):
+        got = sock.recv_into(view)
+        if got == 0:
+            raise TransportError("peer closed the connection")
+        view = view[got:]
+
+
+class TcpTransport:
+    """One TCP connection per ordered pair of ranks, opened on first use; alpha applied per message."""
+
+    def __init__(self, rank: int, addresses: list[str], port: int, latency_s: float = 0.0,
+                 connect_timeout_s: float = 30.0) -> None:
+        self.rank = rank
+        self.addresses = addresses
+        self.port = port
+        self.latency = LatencyRecord(target_s=latency_s)
+        self.connect_timeout_s = connect_timeout_s
+        self._incoming: dict[int, socket.socket] = {}
+        self._incoming_ready = threading.Condition()
+        self._senders: dict[int, tuple[socket.socket, queue.Queue]] = {}
+        self._listener = socket.create_server((addresses[rank], port), backlog=len(addresses) + 4)
+        self._closed = False
+        threading.Thread(target=self._accept_loop, daemon=True).start()
+
+    def _accept_loop(self) -> None:
+        while not self._closed:
+            try:
+                conn, _ = self._listener.accept()
+            except OSError:
+                return
+            conn.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            hello = bytearray(HELLO.size)
+            _recv_exact(conn, memoryview(hello))
+            (peer,) = HELLO.unpack(hello)
+            with self._incoming_ready:
+                self._incoming[peer] = conn
+                self._incoming_ready.notify_all()
+
+    def _connect(self, peer: int) -> socket.socket:
+        deadline = time.monotonic() + self.connect_timeout_s
+        while True:
+            try:
+                sock = socket.create_connection((self.addresses[peer], self.port), timeout=2.0)
+                sock.settimeout(None)
+                sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+                sock.sendall(HELLO.pack(self.rank))
+                return sock
+            except OSError as error:
+                if time.monotonic() > deadline:
+                    raise TransportError(f"rank {self.rank} could not reach rank {peer}: {error}") from error
+                time.sleep(0.02)
+
+    def _sender(self, peer: int) -> queue.Queue:
+        if peer not in self._senders:
+            sock = self._connect(peer)
+            work: queue.Queue = queue.Queue()
+            threading.Thread(target=self._send_loop, args=(sock, work), daemon=True).start()
+            self._senders[peer] = (sock, work)
+        return self._senders[peer][1]
+
+    def _send_loop(self, sock: socket.socket, work: queue.Queue) -> None:
+        while True:
+            item = work.get()
+            if item is None:
+                return
+            tag, payload, handle = item
+            try:
+                if self.latency.target_s > 0:
+                    self.latency.overshoots_s.append(precise_sleep(self.latency.target_s))
+                sock.sendall(HEADER.pack(tag, payload.nbytes))
+                sock.sendall(memoryview(payload).cast("B"))
+                handle._finish()
+            except OSError as error:
+                handle._finish(error)
+
+    def connect_all(self, peers: list[int]) -> None:
+        """Open outgoing connections ahead of the timed part."""
+        for peer in peers:
+            self._sender(peer)
+
+    def send(self, peer: int, tag: int, payload: np.ndarray) -> SendHandle:
+        handle = SendHandle()
+        self._sender(peer).put((tag, np.ascontiguousarray(payload), handle))
+        return handle
+
+    def _incoming_from(self, peer: int) -> socket.socket:
+        deadline = time.monotonic() + self.connect_timeout_s
+        with self._incoming_ready:
+            while peer not in self._incoming:
+                if not self._incoming_ready.wait(timeout=max(0.0, deadline - time.monotonic())):
+                    raise TransportError(f"rank {self.rank} heard nothing from rank {peer}")
+            return self._incoming[peer]
+
+    def recv_into(self, peer: int, tag: int, out: np.ndarray) -> None:
+        sock = self._incoming_from(peer)
+        header = bytearray(HEADER.size)
+        _recv_exact(sock, memoryview(header))
+        got_tag, size = HEADER.unpack(header)
+        if got_tag != tag or size != out.nbytes:
+            raise TransportError(f"rank {self.rank} expected tag {tag} ({out.nbytes} B) from rank {peer}, "
+                                 f"got tag {got_tag} ({size} B)")
+        _recv_exact(sock, memoryview(out).cast("B"))
+
+    def close(self) -> None:
+        self._closed = True
+        for sock, work in self._senders.values():
+            work.put(None)
+        self._listener.close()
+        for sock in [s for s, _ in self._senders.values()] + list(self._incoming.values()):
+            try:
+                sock.close()
+            except OSError:
+                pass

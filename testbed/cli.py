@@ -1,0 +1,171 @@
+"""The `testbed` command: doctor, check, predict, run, clean."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+from rich.console import Console
+from rich.table import Table
+
+from testbed.errors import InputError, TestbedError
+
+console = Console()
+err_console = Console(stderr=True)
+
+
+def cmd_doctor(args: argparse.Namespace) -> int:
+    from testbed.calibration import load_calibration, store_calibration
+    from testbed.paths import calibration_path
+    from testbed.platform import inspect_platform
+
+    if args.calibrate:
+        from testbed.calibrate import calibrate
+
+        with console.status("calibrating: forwarding capacity and timer precision inside a host ..."):
+            measured = calibrate()
+        path = store_calibration(measured)
+        console.print(f"calibration stored in {path}")
+    report = inspect_platform()
+    calibration = load_calibration()
+    if args.json:
+        print(json.dumps({**report.to_json(), "calibration": calibration.to_json()}, indent=1))
+        return 0
+    table = Table(title="What this machine can emulate", show_header=False)
+    yes = lambda flag: "[green]yes[/]" if flag else "[red]no[/]"  # noqa: E731
+    table.add_row("root", yes(report.root))
+    table.add_row("Open vSwitch running", yes(report.ovs_running) + (f" ({report.ovs_version})" if report.ovs_version else ""))
+    table.add_row("datapath", "kernel" if report.datapath == "kernel" else "userspace (netdev; no kernel module)")
+    table.add_row("netem (kernel delay/loss)", yes(report.netem))
+    table.add_row("Mininet + mnexec", yes(report.mininet))
+    table.add_row("cores", str(report.cores))
+    if calibration.measured:
+        table.add_row("calibration", f"capacity {calibration.capacity_bps / 1e6:.0f} Mb/s, timer p99 error "
+                      f"{calibration.timer_error_s * 1e6:.0f} µs ({calibration.measured_at}, {calibration_path()})")
+    else:
+        table.add_row("calibration", "[yellow]none[/]: run `testbed doctor --calibrate`; auto uses conservative defaults")
+    console.print(table)
+    return 0
+
+
+def cmd_check(args: argparse.Namespace) -> int:
+    from testbed.scenario import load_scenario
+
+    scenario = load_scenario(args.scenario)
+    f, w = scenario.fabric, scenario.workload
+    what = f"{w.collective} ({w.algorithm}, {w.bytes} B)" if w.kind == "collective" else w.kind
+    console.print(f"{args.scenario}: ok: {scenario.name}, {f.kind} with {f.hosts} hosts at "
+                  f"{f.gpu_bandwidth_gbps:g} Gb/s, {what}, {w.iterations} iterations")
+    return 0
+
+
+def cmd_predict(args: argparse.Namespace) -> int:
+    from testbed.predict import predict
+    from testbed.scenario import load_scenario
+    from testbed.schedule import schedule_for
+
+    scenario = load_scenario(args.scenario)
+    prediction = predict(scenario, schedule_for(scenario))
+    if args.json:
+        print(json.dumps(prediction.to_json(), indent=1))
+    else:
+        console.print(f"{scenario.name}: predicted iteration time {prediction.iteration_time_s * 1e3:.3f} ms "
+                      f"({prediction.formula})")
+    return 0
+
+
+def _summary(result: dict, run_dir: Path) -> None:
+    table = Table(title=f"{result['name']}: {result['status']}")
+    table.add_column("iteration", justify="right")
+    table.add_column("emulated (ms)", justify="right")
+    table.add_column("predicted (ms)", justify="right")
+    table.add_column("emulated/predicted", justify="right")
+    predicted_ms = result["predicted_iteration_time_s"] * 1e3
+    for i, (t, ratio) in enumerate(zip(result["iteration_times_s"], result["emulated_over_predicted"])):
+        table.add_row(str(i), f"{t * 1e3:.3f}", f"{predicted_ms:.3f}", f"{ratio:.3f}")
+    console.print(table)
+    fidelity = result["fidelity"]
+    verdict = "[green]faithful[/]" if fidelity["ok"] else "[red]NOT faithful[/]"
+    sums = "[green]correct[/]" if result["sums_correct"] else "[red]WRONG or unchecked[/]"
+    console.print(f"sums {sums}; fidelity {verdict}; dilation {result['dilation']:.4g}, "
+                  f"byte scale {result['byte_scale']:.4g}, {result['host_rate_bps'] / 1e6:.1f} Mb/s per host")
+    for name, monitor in fidelity["monitors"].items():
+        if not monitor["ok"]:
+            err_console.print(f"[yellow]warning[/]: {name}: {monitor['detail']}; {monitor['fix']}")
+    for note in result.get("notes", []):
+        err_console.print(f"[yellow]note[/]: {note}")
+    console.print(f"run directory: {run_dir}")
+
+
+def cmd_run(args: argparse.Namespace) -> int:
+    from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
+
+    from testbed.run import Runner, default_run_dir, prepare
+    from testbed.scenario import load_scenario
+
+    scenario = load_scenario(args.scenario)
+    prepared = prepare(scenario)
+    run_dir = Path(args.out) if args.out else default_run_dir(scenario)
+    with Progress(TextColumn("{task.description}"), BarColumn(), TextColumn("{task.completed}/{task.total}"),
+                  TimeElapsedColumn(), console=console, transient=True) as progress:
+        task = progress.add_task(f"{scenario.name}: iterations", total=scenario.workload.iterations)
+        runner = Runner(prepared, run_dir, on_progress=lambda done, total: progress.update(task, completed=done))
+        result = runner.execute()
+    _summary(result, run_dir)
+    if result["status"] != "ok":
+        err_console.print(f"[red]error[/]: {result['error']}")
+        return 1
+    return 0
+
+
+def cmd_clean(args: argparse.Namespace) -> int:
+    from testbed.platform import is_root
+    from testbed.registry import clean_orphans
+
+    if not is_root():
+        raise InputError("testbed clean needs root to remove bridges and processes; use sudo")
+    removed = clean_orphans()
+    console.print(f"removed leftovers of {removed['runs']} dead run(s): {removed['bridges']} bridge(s), "
+                  f"{removed['links']} link(s), {removed['processes']} process(es)")
+    return 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="testbed", description="Emulate ML-training interconnects with real packets.")
+    sub = parser.add_subparsers(dest="command", required=True)
+    doctor = sub.add_parser("doctor", help="what this machine can emulate")
+    doctor.add_argument("--calibrate", action="store_true", help="measure capacity and timer precision, store them")
+    doctor.add_argument("--json", action="store_true")
+    doctor.set_defaults(func=cmd_doctor)
+    check = sub.add_parser("check", help="validate a scenario (no root needed)")
+    check.add_argument("scenario")
+    check.set_defaults(func=cmd_check)
+    pred = sub.add_parser("predict", help="analytic iteration time of a scenario (no root needed)")
+    pred.add_argument("scenario")
+    pred.add_argument("--json", action="store_true")
+    pred.set_defaults(func=cmd_predict)
+    run = sub.add_parser("run", help="emulate a scenario and write its run directory")
+    run.add_argument("scenario")
+    run.add_argument("--out", help="run directory (default runs/<name>-<timestamp>)")
+    run.set_defaults(func=cmd_run)
+    clean = sub.add_parser("clean", help="remove what dead runs of this tool left behind (and nothing else)")
+    clean.set_defaults(func=cmd_clean)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        return args.func(args)
+    except TestbedError as error:
+        err_console.print(f"[red]error[/]: {error}", highlight=False, soft_wrap=True)
+        return error.exit_code
+    except KeyboardInterrupt:
+        err_console.print("[red]interrupted[/]")
+        return 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,82 @@
+"""Fidelity monitors (DESIGN §4): did the machine deliver what the emulation asked of it?"""
+
+from __future__ import annotations
+
+import statistics
+from dataclasses import dataclass
+
+from testbed.emulation import EVENT_TOLERANCE, MIN_MESSAGE_BYTES
+
+RATE_LOW, RATE_HIGH = 0.85, 1.10
+CPU_SATURATED = 0.97
+
+
+@dataclass(frozen=True)
+class Monitor:
+    name: str
+    value: float | None
+    ok: bool
+    detail: str
+    fix: str = ""
+
+    def to_json(self) -> dict[str, object]:
+        return {"value": self.value, "ok": self.ok, "detail": self.detail, "fix": self.fix}
+
+
+def link_rate_monitor(step_rates_bps: list[float], host_rate_bps: float) -> Monitor:
+    if not step_rates_bps:
+        return Monitor("link_rate", None, True, "no transfers to judge")
+    ratio = statistics.median(step_rates_bps) / host_rate_bps
+    ok = RATE_LOW <= ratio <= RATE_HIGH
+    return Monitor("link_rate", ratio, ok,
+                   f"busy links achieved {ratio:.2f} of the configured rate (median over steps)",
+                   "" if ok else "raise the dilation (or lower byte_scale) so the machine can keep up")
+
+
+def timer_monitor(overshoot_p99_s: float, shortest_event_emulated_s: float) -> Monitor:
+    if shortest_event_emulated_s <= 0:
+        return Monitor("timer", None, True, "no timed events")
+    frac = overshoot_p99_s / shortest_event_emulated_s
+    ok = frac <= EVENT_TOLERANCE
+    return Monitor("timer", frac, ok, f"p99 timer overshoot is {frac:.1%} of the shortest timed event",
+                   "" if ok else "raise the dilation so timed events are longer")
+
+
+def cpu_monitor(busy_frac: float | None) -> Monitor:
+    if busy_frac is None:
+        return Monitor("cpu", None, True, "not measured")
+    ok = busy_frac < CPU_SATURATED
+    return Monitor("cpu", busy_frac, ok, f"CPU busy {busy_frac:.0%} during the iterations",
+                   "" if ok else "fewer hosts or a larger dilation; the host programs were starved")
+
+
+def message_size_monitor(smallest_emulated_bytes: int) -> Monitor:
+    ok = smallest_emulated_bytes >= MIN_MESSAGE_BYTES
+    return Monitor("message_size", float(smallest_emulated_bytes), ok,
+                   f"smallest emulated message {smallest_emulated_bytes} B (floor {MIN_MESSAGE_BYTES} B)",
+                   "" if ok else "raise byte_scale (or use auto) so messages span many packets")
+
+
+def capacity_monitor(offered_bps: float, capacity_bps: float, calibrated: bool) -> Monitor:
+    frac = offered_bps / capacity_bps
+    ok = frac <= 1.0
+    source = "calibrated" if calibrated else "default (uncalibrated)"
+    return Monitor("capacity", frac, ok,
+                   f"offered load is {frac:.0%} of the {source} forwarding capacity",
+                   "" if ok else "use dilation: auto, or a larger dilation")
+
+
+def drop_monitor(dropped_packets: int | None) -> Monitor:
+    if dropped_packets is None:
+        return Monitor("drops", None, True, "not measured")
+    ok = dropped_packets == 0
+    return Monitor("drops", float(dropped_packets), ok,
+                   f"{dropped_packets} packets dropped by the switch datapath (the fabric intends none)",
+                   "" if ok else "the datapath was overloaded: raise the dilation")
+
+
+def verdict(monitors: list[Monitor]) -> dict[str, object]:
+    return {
+        "ok": all(m.ok for m in monitors),
+        "monitors": {m.name: m.to_json() for m in monitors},
+    }

@@ -1,0 +1,150 @@
+"""Turns what the hosts measured into the run directory's results.json, events.jsonl and plots."""
+
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from hosts.data import digest, expected_sum
+from testbed import fidelity
+from testbed.calibration import load_calibration
+
+if TYPE_CHECKING:
+    from testbed.run import Prepared
+
+
+def cpu_times() -> tuple[int, int]:
+    """(busy, total) jiffies over all cores, from /proc/stat."""
+    fields = [int(x) for x in Path("/proc/stat").read_text().split("\n")[0].split()[1:]]
+    idle = fields[3] + fields[4]
+    return sum(fields) - idle, sum(fields)
+
+
+def busy_fraction(before: tuple[int, int], after: tuple[int, int]) -> float | None:
+    total = after[1] - before[1]
+    return None if total <= 0 else (after[0] - before[0]) / total
+
+
+def switch_drops(bridge: str) -> int | None:
+    """Packets the bridge's ports dropped (rx + tx), from OpenFlow port statistics."""
+    out = subprocess.run(["ovs-ofctl", "-O", "OpenFlow13", "dump-ports", bridge], capture_output=True,
+                         text=True, check=False, timeout=10)
+    if out.returncode != 0:
+        return None
+    return sum(int(n) for n in re.findall(r"drop=(\d+)", out.stdout))
+
+
+def _host_results(hosts_dir: Path, ranks: int) -> list[dict | None]:
+    found = []
+    for rank in range(ranks):
+        path = hosts_dir / f"h{rank}.result.json"
+        try:
+            found.append(json.loads(path.read_text()))
+        except (OSError, ValueError):
+            found.append(None)
+    return found
+
+
+def _merge_events(hosts_dir: Path, run_dir: Path) -> list[dict]:
+    events = []
+    for path in sorted(hosts_dir.glob("h*.events.jsonl")):
+        events.extend(json.loads(line) for line in path.read_text().splitlines() if line.strip())
+    events.sort(key=lambda e: (e["t_s"], e["host"]))
+    with open(run_dir / "events.jsonl", "w") as out:
+        for event in events:
+            out.write(json.dumps(event) + "\n")
+    return events
+
+
+def _check_sums(prepared: "Prepared", per_host: list[dict]) -> tuple[bool, list[str]]:
+    """Every host's result must equal the numpy sum of all inputs, in every iteration."""
+    problems = []
+    iterations = min(len(h["iterations"]) for h in per_host)
+    for it in range(iterations):
+        elements = per_host[0]["iterations"][it]["elements"][0]
+        want = digest(expected_sum(prepared.scenario.seed, it, len(per_host), elements))
+        for host in per_host:
+            if host["iterations"][it]["digests"][0] != want:
+                problems.append(f"host {host['rank']} iteration {it}: sum differs from numpy")
+    return not problems, problems
+
+
+def assemble(prepared: "Prepared", run_dir: Path, measured: dict, outcome: dict) -> dict:
+    scenario, plan, prediction = prepared.scenario, prepared.plan, prepared.prediction
+    dilation = plan.dilation
+    hosts_dir = run_dir / "hosts"
+    per_host_all = _host_results(hosts_dir, scenario.fabric.hosts)
+    per_host = [h for h in per_host_all if h and h.get("ok")]
+    errors = [f"rank {h['rank']}: {h['error']}" for h in per_host_all if h and not h.get("ok")]
+    events = _merge_events(hosts_dir, run_dir) if hosts_dir.is_dir() else []
+
+    iteration_times_s: list[float] = []
+    sums_ok = False
+    sum_problems: list[str] = []
+    complete = len(per_host) == scenario.fabric.hosts
+    if complete:
+        count = min(len(h["iterations"]) for h in per_host)
+        for it in range(count):
+            start = min(h["iterations"][it]["start_s"] for h in per_host)
+            end = max(h["iterations"][it]["end_s"] for h in per_host)
+            iteration_times_s.append(dilation.real_time_s(end - start))
+        sums_ok, sum_problems = _check_sums(prepared, per_host)
+    predicted = prediction.iteration_time_s
+    ratios = [t / predicted for t in iteration_times_s]
+
+    calibration = load_calibration()
+    rates = [r for h in per_host for it in h["iterations"] for r in it["step_rates_bps"]]
+    overshoot = max((h["latency"]["overshoot_p99_s"] for h in per_host), default=0.0)
+    step_emulated_s = dilation.emulated_time_s(predicted / (2 * (scenario.fabric.hosts - 1)))
+    smallest = round(dilation.byte_scale * (scenario.workload.bytes or 0) / scenario.fabric.hosts)
+    monitors = [
+        fidelity.link_rate_monitor(rates, plan.host_rate_bps),
+        fidelity.timer_monitor(overshoot, step_emulated_s),
+        fidelity.cpu_monitor(measured.get("cpu_busy_frac")),
+        fidelity.message_size_monitor(smallest),
+        fidelity.capacity_monitor(plan.host_rate_bps * scenario.fabric.hosts, calibration.capacity_bps,
+                                  calibration.measured),
+        fidelity.drop_monitor(measured.get("switch_drops")),
+    ]
+    verdict = fidelity.verdict(monitors)
+
+    status = outcome.get("status", "failed")
+    if status == "ok" and (not complete or errors):
+        status = "failed"
+        outcome = {**outcome, "error": errors[0] if errors else "some host agents wrote no result"}
+    if status == "ok" and not sums_ok:
+        status = "failed"
+        outcome = {**outcome, "error": sum_problems[0]}
+    mean = lambda xs: sum(xs) / len(xs) if xs else None  # noqa: E731
+    comm = [e["duration_s"] for e in events if e["kind"] == "collective"]
+    result = {
+        "name": scenario.name,
+        "status": status,
+        "error": outcome.get("error"),
+        "iteration_times_s": iteration_times_s,
+        "predicted_iteration_time_s": predicted,
+        "emulated_over_predicted": ratios,
+        "dilation": dilation.dilation,
+        "byte_scale": dilation.byte_scale,
+        "host_rate_bps": plan.host_rate_bps,
+        "breakdown": {
+            "compute_s": 0.0,
+            "communication_s": mean(comm) if comm else None,
+            "reconfiguration_s": 0.0,
+            "retransmission_s": 0.0,
+        },
+        "predicted_breakdown": prediction.breakdown.to_json(),
+        "sums_correct": sums_ok,
+        "sum_problems": sum_problems,
+        "fidelity": verdict,
+        "notes": list(plan.notes),
+    }
+    (run_dir / "results.json").write_text(json.dumps(result, indent=1) + "\n")
+    if events:
+        from testbed.plots import plot_run
+
+        plot_run(run_dir, events, result)
+    return result

@@ -1,0 +1,275 @@
+"""One emulation run: scenario → schedule → fabric + controller + host agents → run directory."""
+
+from __future__ import annotations
+
+import json
+import os
+import secrets
+import signal
+import subprocess
+import sys
+import time
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from pathlib import Path
+from contextlib import contextmanager
+from typing import TYPE_CHECKING, Callable, Iterator
+
+from testbed import results as results_mod
+from testbed.calibration import load_calibration
+from testbed.controller_proc import ControllerProcess
+from testbed.emulation import EmulationPlan, resolve_emulation
+from testbed.errors import EnvironmentProblem, RunFailed
+from testbed.paths import registry_dir
+from testbed.platform import datapath, is_root, mininet_available, ovs_running
+from testbed.predict import Prediction, predict
+from testbed.registry import RunRecord, clean_orphans, remove_resources
+from testbed.scenario import Scenario, scenario_to_yaml
+from testbed.schedule import Schedule, schedule_for
+from testbed.units import us_to_s
+
+if TYPE_CHECKING:
+    from testbed.fabric import ElectFlatFabric
+
+AGENT_PORT = 5001
+READY_TIMEOUT_S = 30.0
+
+
+class RunInterrupted(Exception):
+    """Ctrl-C or SIGTERM during a run."""
+
+
+@dataclass
+class Prepared:
+    """Everything decided before any root-only work: pure, so `predict` and tests share it."""
+
+    scenario: Scenario
+    schedule: Schedule
+    prediction: Prediction
+    plan: EmulationPlan
+
+
+def shortest_event_s(scenario: Scenario, prediction: Prediction) -> float:
+    """Real-world duration of the shortest timed event: one ring step (alpha plus one chunk)."""
+    steps = 2 * (scenario.fabric.hosts - 1)
+    return prediction.iteration_time_s / steps
+
+
+def prepare(scenario: Scenario) -> Prepared:
+    schedule = schedule_for(scenario)
+    prediction = predict(scenario, schedule)
+    assert scenario.workload.bytes is not None
+    plan = resolve_emulation(
+        scenario,
+        predicted_iteration_s=prediction.iteration_time_s,
+        shortest_event_s=shortest_event_s(scenario, prediction),
+        smallest_message_bytes=scenario.workload.bytes / scenario.fabric.hosts,
+        concurrent_senders=scenario.fabric.hosts,
+        calibration=load_calibration(),
+    )
+    return Prepared(scenario, schedule, prediction, plan)
+
+
+def default_run_dir(scenario: Scenario) -> Path:
+    stamp = datetime.now(timezone.utc).strftime("%Y%m%d-%H%M%S")
+    return Path("runs") / f"{scenario.name}-{stamp}-{secrets.token_hex(2)}"
+
+
+def require_emulation_platform() -> None:
+    if not is_root():
+        raise EnvironmentProblem("testbed run needs root (Mininet creates namespaces and links); use sudo")
+    if not mininet_available():
+        raise EnvironmentProblem("Mininet is not importable or mnexec is missing; run the set-up script")
+    if not ovs_running():
+        raise EnvironmentProblem("Open vSwitch is not running; start it (the set-up script does) and retry")
+
+
+def _unused_tag() -> str:
+    existing = set(subprocess.run(["ovs-vsctl", "--timeout=5", "list-br"], capture_output=True, text=True,
+                                  check=False).stdout.split())
+    taken = {p.stem for p in registry_dir().glob("*.json")} if registry_dir().is_dir() else set()
+    while True:
+        tag = secrets.token_hex(2)
+        if f"tb{tag}s1" not in existing and tag not in taken:
+            return tag
+
+
+class _SignalGuard:
+    """Turns SIGTERM and SIGHUP into RunInterrupted so cleanup runs; `shield=True` (for the cleanup
+    itself) ignores SIGINT, SIGTERM and SIGHUP until it is done. Restores the handlers on exit."""
+
+    def __init__(self, shield: bool = False) -> None:
+        self.shield = shield
+
+    def __enter__(self):
+        def raise_interrupt(signum, frame):
+            raise RunInterrupted(signal.Signals(signum).name)
+
+        signals = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP) if self.shield else (signal.SIGTERM, signal.SIGHUP)
+        handler = signal.SIG_IGN if self.shield else raise_interrupt
+        self._old = {sig: signal.signal(sig, handler) for sig in signals}
+        return self
+
+    def __exit__(self, *exc):
+        for sig, handler in self._old.items():
+            signal.signal(sig, handler)
+        return False
+
+
+@dataclass
+class LiveFabric:
+    fabric: "ElectFlatFabric"
+    controller: ControllerProcess
+    record: RunRecord
+
+
+@contextmanager
+def live_fabric(hosts: int, host_rate_bps: float, work_dir: Path) -> Iterator[LiveFabric]:
+    """A programmed Elect-Flat fabric with its controller; everything it made is removed on exit.
+
+    Cleanup runs on success, on exceptions, on Ctrl-C and (through _SignalGuard) on SIGTERM; what a
+    SIGKILLed runner leaves is in its registry record for the next run or `testbed clean`.
+    """
+    from testbed.fabric import ElectFlatFabric  # Mininet only where an emulation needs it
+
+    clean_orphans()
+    tag = _unused_tag()
+    record = RunRecord.new(tag, str(work_dir.resolve()))
+    controller = ControllerProcess(work_dir / "controller_config.json", work_dir / "controller.log")
+    fabric = ElectFlatFabric(tag=tag, hosts=hosts, host_rate_bps=host_rate_bps, controller_port=0,
+                             datapath=datapath(), record=record)
+    try:
+        topology_path = work_dir / "topology.json"
+        ready_path = work_dir / "controller.ready"
+        ready_path.unlink(missing_ok=True)
+        # The topology is known before the network exists: the controller reads it when it starts.
+        topology_path.write_text(json.dumps(fabric.topology(), indent=1))
+        (work_dir / "controller_config.json").write_text(json.dumps(
+            {"topology": str(topology_path.resolve()), "ready": str(ready_path.resolve())}))
+        fabric.controller_port = controller.start()
+        record.add_process(controller.process.pid)
+        fabric.start()
+        _wait_ready(controller, ready_path)
+        yield LiveFabric(fabric, controller, record)
+    finally:
+        with _SignalGuard(shield=True):
+            fabric.stop()
+            controller.stop()
+            remove_resources(record)
+
+
+def _wait_ready(controller: ControllerProcess, ready_path: Path) -> None:
+    deadline = time.monotonic() + READY_TIMEOUT_S
+    while not ready_path.exists():
+        controller.check_alive()
+        if time.monotonic() > deadline:
+            raise RunFailed(f"the switch was not programmed within {READY_TIMEOUT_S:.0f} s; "
+                            f"see {controller.log_path}")
+        time.sleep(0.02)
+
+
+@dataclass
+class Runner:
+    prepared: Prepared
+    run_dir: Path
+    on_progress: Callable[[int, int], None] = lambda done, total: None
+    agents: list[subprocess.Popen] = field(default_factory=list)
+
+    def execute(self) -> dict:
+        require_emulation_platform()
+        self.run_dir.mkdir(parents=True, exist_ok=True)
+        self._write_inputs()
+        outcome: dict = {"status": "failed"}
+        measured: dict = {}
+        try:
+            with _SignalGuard(), live_fabric(self.prepared.scenario.fabric.hosts, self.prepared.plan.host_rate_bps,
+                                             self.run_dir) as live:
+                try:
+                    measured = self._run_agents(live)
+                finally:
+                    with _SignalGuard(shield=True):
+                        self._stop_agents()
+            outcome = {"status": "ok"}
+        except RunInterrupted as why:
+            outcome = {"status": "interrupted", "error": f"run interrupted by {why}"}
+        except KeyboardInterrupt:
+            outcome = {"status": "interrupted", "error": "run interrupted by SIGINT (Ctrl-C)"}
+        except RunFailed as error:
+            outcome = {"status": "failed", "error": str(error)}
+        return results_mod.assemble(self.prepared, self.run_dir, measured, outcome)
+
+    def _write_inputs(self) -> None:
+        plan = self.prepared.plan
+        resolved = {"dilation": plan.dilation.dilation, "byte_scale": plan.dilation.byte_scale}
+        (self.run_dir / "scenario.yaml").write_text(scenario_to_yaml(self.prepared.scenario, resolved))
+        (self.run_dir / "schedule.json").write_text(json.dumps(self.prepared.schedule.to_json(), indent=1))
+        (self.run_dir / "emulation.json").write_text(json.dumps(plan.to_json(), indent=1))
+
+    def _run_agents(self, live: "LiveFabric") -> dict:
+        fabric, record, controller = live.fabric, live.record, live.controller
+        scenario, plan = self.prepared.scenario, self.prepared.plan
+        hosts_dir = self.run_dir / "hosts"
+        hosts_dir.mkdir(exist_ok=True)
+        epoch = time.monotonic()
+        config = {
+            "rank_addresses": [h["ip"] for h in fabric.topology()["hosts"]],
+            "port": AGENT_PORT,
+            "dilation": plan.dilation.dilation,
+            "byte_scale": plan.dilation.byte_scale,
+            "latency_s": us_to_s(scenario.fabric.latency_us),
+            "seed": scenario.seed,
+            "epoch_monotonic_s": epoch,
+            "schedule": str((self.run_dir / "schedule.json").resolve()),
+            "out_dir": str(hosts_dir.resolve()),
+            "progress": str((hosts_dir / "progress").resolve()),
+        }
+        config_path = self.run_dir / "agent_config.json"
+        config_path.write_text(json.dumps(config, indent=1))
+        env = dict(os.environ, PYTHONUNBUFFERED="1")
+        cpu_before = results_mod.cpu_times()
+        for rank in range(scenario.fabric.hosts):
+            log = open(hosts_dir / f"h{rank}.log", "wb")
+            process = fabric.host(rank).popen(
+                [sys.executable, "-m", "hosts.agent", "--config", str(config_path.resolve()), "--rank", str(rank)],
+                stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env=env,
+            )
+            log.close()
+            self.agents.append(process)
+            record.add_process(process.pid)
+        limit_s = 60.0 + 4 * plan.expected_wall_s
+        deadline = time.monotonic() + limit_s
+        total = scenario.workload.iterations
+        while any(p.poll() is None for p in self.agents):
+            controller.check_alive()
+            if any(p.poll() not in (None, 0) for p in self.agents):
+                break  # one agent failed: the others would wait on it forever
+            if time.monotonic() > deadline:
+                raise RunFailed(f"host agents did not finish within {limit_s:.0f} s; see {hosts_dir}")
+            self.on_progress(_progress(hosts_dir / "progress"), total)
+            time.sleep(0.05)
+        cpu_after = results_mod.cpu_times()
+        self.on_progress(_progress(hosts_dir / "progress"), total)
+        failed = [rank for rank, p in enumerate(self.agents) if p.poll() != 0]
+        return {
+            "failed_ranks": failed,
+            "cpu_busy_frac": results_mod.busy_fraction(cpu_before, cpu_after),
+            "switch_drops": results_mod.switch_drops(fabric.switch_name),
+        }
+
+    def _stop_agents(self) -> None:
+        for process in self.agents:
+            if process.poll() is None:
+                process.kill()
+        for process in self.agents:
+            try:
+                process.wait(timeout=5)
+            except subprocess.TimeoutExpired:
+                pass
+
+
+def _progress(path: Path) -> int:
+    try:
+        return len(path.read_text().split())
+    except OSError:
+        return 0
+

@@ -1,0 +1,213 @@
+"""Scenario file (DESIGN §3.1): strict pydantic models and a loader whose errors are one sentence."""
+
+from __future__ import annotations
+
+import difflib
+from pathlib import Path
+from typing import Any, Literal, Union
+
+import yaml
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationError,
+    ValidationInfo,
+    field_validator,
+    model_validator,
+)
+
+from testbed.errors import InputError
+
+FabricKind = Literal["elect-flat", "elect-cluster", "sip-ocs", "sip-ring", "ina", "ps"]
+CollectiveOp = Literal["allreduce", "allgather", "reducescatter", "alltoall", "sendrecv", "broadcast"]
+Algorithm = Literal["ring", "halving-doubling", "tree", "ps", "byteps", "ina"]
+
+# Fields that only mean something for one fabric kind; setting them elsewhere is a mistake.
+KIND_SPECIFIC_FIELDS: dict[str, FabricKind] = {
+    "gpus_per_server": "elect-cluster",
+    "server_uplink_gbps": "elect-cluster",
+    "ocs_switches": "sip-ocs",
+    "multi_shot": "sip-ocs",
+    "wavelengths": "sip-ring",
+    "wavelength_gbps": "sip-ring",
+    "neighbors": "sip-ring",
+    "estimate_period_us": "sip-ring",
+    "aggregation_gbps": "ina",
+    "slots": "ina",
+    "workers_per_job": "ina",
+    "cpu_servers": "ps",
+}
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True, strict=False)
+
+
+class Fabric(_Strict):
+    kind: FabricKind
+    hosts: int = Field(ge=2, le=1024)
+    gpu_bandwidth_gbps: float = Field(gt=0)
+    latency_us: float = Field(default=1.0, ge=0)
+    gpus_per_server: int = Field(default=8, ge=1)
+    server_uplink_gbps: float = Field(default=400.0, gt=0)
+    ocs_switches: int | None = Field(default=None, ge=1)
+    reconfig_us: float | None = Field(default=None, ge=0)
+    multi_shot: bool = False
+    wavelengths: int | None = Field(default=None, ge=1)
+    wavelength_gbps: float = Field(default=25.0, gt=0)
+    neighbors: int = Field(default=16, ge=1)
+    estimate_period_us: float = Field(default=100.0, gt=0)
+    aggregation_gbps: float | None = Field(default=None, gt=0)
+    slots: int | None = Field(default=None, ge=1)
+    workers_per_job: int | None = Field(default=None, ge=1)
+    cpu_servers: int = Field(default=0, ge=0)
+
+    @model_validator(mode="after")
+    def _kind_specific(self) -> "Fabric":
+        for field in sorted(self.model_fields_set):
+            owner = KIND_SPECIFIC_FIELDS.get(field)
+            if owner is not None and owner != self.kind:
+                raise ValueError(f"field '{field}' applies only to kind {owner}, not {self.kind}")
+        if self.kind == "sip-ring" and self.wavelengths is None:
+            raise ValueError("kind sip-ring needs 'wavelengths' (W)")
+        return self
+
+
+class ModelWorkload(_Strict):
+    name: str
+    global_batch: int = Field(ge=1)
+    mp: int = Field(default=1, ge=1)
+    dp: int = Field(default=1, ge=1)
+    degree: int | None = Field(default=None, ge=1)
+
+
+class Workload(_Strict):
+    kind: Literal["collective", "model", "trace"]
+    collective: CollectiveOp | None = None
+    algorithm: Algorithm = "ring"
+    bytes: int | None = Field(default=None, gt=0)
+    model: ModelWorkload | None = None
+    trace: str | None = None
+    iterations: int = Field(default=3, ge=1, le=10000)
+
+    @model_validator(mode="after")
+    def _kind_fields(self) -> "Workload":
+        if self.kind == "collective":
+            if self.collective is None:
+                raise ValueError("kind collective needs 'collective' (e.g. allreduce)")
+            if self.bytes is None:
+                raise ValueError("kind collective needs 'bytes' (the real-world message size)")
+        if self.kind == "model" and self.model is None:
+            raise ValueError("kind model needs a 'model' section")
+        if self.kind == "trace" and self.trace is None:
+            raise ValueError("kind trace needs 'trace' (a path)")
+        return self
+
+
+class Emulation(_Strict):
+    dilation: Union[Literal["auto"], float] = "auto"
+    byte_scale: Union[Literal["auto"], float] = "auto"
+    # Wall time the user allows for the measured iterations; `auto` sizes the run to fit it.
+    max_wall_s: float = Field(default=60.0, gt=0)
+    # Fraction of the calibrated forwarding capacity that `auto` lets the run use.
+    capacity_fraction: float = Field(default=0.6, gt=0, le=1)
+
+    @field_validator("dilation", "byte_scale", mode="before")
+    @classmethod
+    def _auto_or_positive(cls, value: Any, info: ValidationInfo) -> Any:
+        if value == "auto":
+            return value
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or value <= 0:
+            raise ValueError(f"'{info.field_name}' must be 'auto' or a number greater than 0 (got {value!r})")
+        return float(value)
+
+
+class Scenario(_Strict):
+    name: str = Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
+    seed: int = 0
+    fabric: Fabric
+    workload: Workload
+    emulation: Emulation = Emulation()
+
+
+def _field_path(loc: tuple[Any, ...]) -> str:
+    # pydantic puts union-branch tags in loc (e.g. 'float', "literal['auto']"); they are not fields.
+    return ".".join(str(p) for p in loc if not (isinstance(p, str) and ("[" in p or p in {"float", "int"})))
+
+
+def _known_fields(loc: tuple[Any, ...]) -> list[str]:
+    model: type[BaseModel] = Scenario
+    for part in loc[:-1]:
+        field = model.model_fields.get(str(part))
+        annotation = getattr(field, "annotation", None)
+        candidates = [a for a in getattr(annotation, "__args__", (annotation,)) if isinstance(a, type)]
+        models = [a for a in candidates if issubclass(a, BaseModel)]
+        if not models:
+            return []
+        model = models[0]
+    return list(model.model_fields)
+
+
+def describe_validation_error(error: ValidationError, source: str) -> str:
+    """Turn pydantic's report into one sentence naming the file and the field."""
+    errors = error.errors()
+    first = errors[0]
+    loc = tuple(first["loc"])
+    where = _field_path(loc) or "(top level)"
+    more = f" (and {len(errors) - 1} more problem{'s' if len(errors) > 2 else ''})" if len(errors) > 1 else ""
+    if first["type"] == "extra_forbidden":
+        known = _known_fields(loc)
+        close = difflib.get_close_matches(str(loc[-1]), known, n=1)
+        hint = f"did you mean '{close[0]}'?" if close else f"allowed fields here: {', '.join(known)}"
+        return f"{source}: unknown field '{where}'; {hint}{more}"
+    if first["type"] == "missing":
+        return f"{source}: missing required field '{where}'; add it{more}"
+    message = first["msg"].removeprefix("Value error, ")
+    got = first.get("input")
+    got_text = "" if isinstance(got, (dict, list)) or got is None else f" (got {got!r})"
+    if first["type"] == "value_error":
+        return f"{source}: {where}: {message}{more}"
+    return f"{source}: field '{where}': {message}{got_text}{more}"
+
+
+def parse_scenario(data: Any, source: str = "<scenario>") -> Scenario:
+    if not isinstance(data, dict):
+        raise InputError(f"{source}: a scenario must be a YAML mapping with name, fabric and workload")
+    try:
+        return Scenario.model_validate(data)
+    except ValidationError as error:
+        raise InputError(describe_validation_error(error, source)) from None
+
+
+def load_scenario(path: str | Path) -> Scenario:
+    """Read and validate a scenario file; every problem becomes an InputError."""
+    path = Path(path)
+    if not path.is_file():
+        raise InputError(f"{path}: no such scenario file; check the path")
+    try:
+        data = yaml.safe_load(path.read_text())
+    except yaml.YAMLError as error:
+        mark = getattr(error, "problem_mark", None)
+        line = f" at line {mark.line + 1}" if mark is not None else ""
+        raise InputError(f"{path}: not valid YAML{line}; fix the syntax") from None
+    return parse_scenario(data, str(path))
+
+
+def apply_overrides(scenario: Scenario, overrides: dict[str, Any]) -> Scenario:
+    """Return a copy with dotted-path overrides applied (e.g. {'fabric.hosts': 4}), re-validated."""
+    data = scenario.model_dump(mode="python", exclude_unset=True)
+    for dotted, value in overrides.items():
+        node = data
+        parts = dotted.split(".")
+        for part in parts[:-1]:
+            node = node.setdefault(part, {})
+        node[parts[-1]] = value
+    return parse_scenario(data, f"{scenario.name} (with overrides)")
+
+
+def scenario_to_yaml(scenario: Scenario, resolved: dict[str, Any] | None = None) -> str:
+    data = scenario.model_dump(mode="json", exclude_none=True)
+    if resolved:
+        data["emulation"].update(resolved)
+    return yaml.safe_dump(data, sort_keys=False)

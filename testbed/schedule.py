@@ -1,0 +1,116 @@
+"""Per-GPU schedules (steps with dependencies) and the per-iteration traffic matrix, as JSON."""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from testbed.errors import InputError
+from testbed.scenario import Scenario
+
+SCHEDULE_FORMAT = "testbed-schedule/1"
+
+
+@dataclass(frozen=True)
+class Step:
+    """One step of a GPU's iteration. `kind` is compute, send, recv or collective."""
+
+    id: str
+    kind: str
+    deps: tuple[str, ...] = ()
+    compute_us: float | None = None
+    peer: int | None = None
+    bytes: int | None = None
+    tag: str | None = None
+    op: str | None = None
+    algorithm: str | None = None
+    group: tuple[int, ...] | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        return {k: (list(v) if isinstance(v, tuple) else v) for k, v in asdict(self).items() if v is not None}
+
+
+@dataclass(frozen=True)
+class GpuSchedule:
+    rank: int
+    steps: tuple[Step, ...]
+
+
+@dataclass(frozen=True)
+class Schedule:
+    name: str
+    hosts: int
+    iterations: int
+    gpus: tuple[GpuSchedule, ...]
+    traffic_matrix_bytes: tuple[tuple[int, ...], ...] = field(default=())
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "format": SCHEDULE_FORMAT,
+            "name": self.name,
+            "hosts": self.hosts,
+            "iterations": self.iterations,
+            "gpus": [{"rank": g.rank, "steps": [s.to_json() for s in g.steps]} for g in self.gpus],
+            "traffic_matrix_bytes": [list(row) for row in self.traffic_matrix_bytes],
+        }
+
+
+def ring_allreduce_traffic(hosts: int, size_bytes: int) -> tuple[tuple[int, ...], ...]:
+    """Bytes each rank sends to each other rank in one ring all-reduce (to its right neighbour)."""
+    chunks = [size_bytes // hosts + (1 if i < size_bytes % hosts else 0) for i in range(hosts)]
+    matrix = [[0] * hosts for _ in range(hosts)]
+    for rank in range(hosts):
+        # 2(n-1) steps; in step t rank sends chunk (rank - t) mod n, repeated for both phases.
+        sent = sum(chunks[(rank - t) % hosts] for t in range(hosts - 1))
+        sent += sum(chunks[(rank + 1 - t) % hosts] for t in range(hosts - 1))
+        matrix[rank][(rank + 1) % hosts] = sent
+    return tuple(tuple(row) for row in matrix)
+
+
+SUPPORTED_COLLECTIVES = {("allreduce", "ring")}
+
+
+def collective_schedule(scenario: Scenario) -> Schedule:
+    """Schedule of a `collective` workload: every GPU runs the same collective once per iteration."""
+    workload = scenario.workload
+    if workload.kind != "collective":
+        raise InputError(
+            f"{scenario.name}: workload.kind {workload.kind} is not supported yet; use kind collective"
+        )
+    key = (workload.collective, workload.algorithm)
+    if key not in SUPPORTED_COLLECTIVES:
+        supported = ", ".join(f"{c}/{a}" for c, a in sorted(SUPPORTED_COLLECTIVES))
+        raise InputError(
+            f"{scenario.name}: workload collective {key[0]} with algorithm {key[1]} is not supported yet; "
+            f"supported: {supported}"
+        )
+    hosts = scenario.fabric.hosts
+    assert workload.bytes is not None  # guaranteed by scenario validation
+    group = tuple(range(hosts))
+    gpus = tuple(
+        GpuSchedule(
+            rank=rank,
+            steps=(
+                Step(
+                    id="allreduce",
+                    kind="collective",
+                    op=workload.collective,
+                    algorithm=workload.algorithm,
+                    group=group,
+                    bytes=workload.bytes,
+                ),
+            ),
+        )
+        for rank in range(hosts)
+    )
+    return Schedule(
+        name=scenario.name,
+        hosts=hosts,
+        iterations=workload.iterations,
+        gpus=gpus,
+        traffic_matrix_bytes=ring_allreduce_traffic(hosts, workload.bytes),
+    )
+
+
+def schedule_for(scenario: Scenario) -> Schedule:
+    return collective_schedule(scenario)

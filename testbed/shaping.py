@@ -1,0 +1,27 @@
+"""tc commands that shape a host's egress to the emulated rate (HTB on the host side of each link)."""
+
+from __future__ import annotations
+
+MTU_FRAME_BYTES = 1514
+# Bucket depth: about 1 ms at the shaped rate, but never below two full frames.
+BURST_WINDOW_S = 1e-3
+
+
+def burst_bytes(rate_bps: float) -> int:
+    return max(2 * MTU_FRAME_BYTES, int(rate_bps * BURST_WINDOW_S / 8))
+
+
+def htb_commands(interface: str, rate_bps: float) -> list[str]:
+    """Commands (run inside the host) replacing the root qdisc with one HTB class at rate_bps."""
+    rate = int(round(rate_bps))
+    burst = burst_bytes(rate_bps)
+    return [
+        f"tc qdisc replace dev {interface} root handle 1: htb default 1",
+        f"tc class replace dev {interface} parent 1: classid 1:1 htb rate {rate}bit ceil {rate}bit "
+        f"burst {burst} cburst {burst}",
+    ]
+
+
+def offload_command(interface: str) -> str:
+    """Userspace OVS forwards TCP only with checksum and segmentation offloads off."""
+    return f"ethtool -K {interface} rx off tx off sg off tso off gso off gro off"
