@@ -20,6 +20,7 @@ from hosts.timing import lower_timer_slack, wait_until
 from hosts.transport import TcpTransport
 
 BARRIER_TAG = 0xF0000000
+WARMUP_DATA_BASE = 1_000_000
 
 
 class Agent:
@@ -32,11 +33,15 @@ class Agent:
         schedule = json.loads(Path(config["schedule"]).read_text())
         self.hosts = int(schedule["hosts"])
         self.iterations = int(schedule["iterations"])
+        self.warmups = int(config.get("warmup_iterations", 0))
         self.steps = schedule["gpus"][rank]["steps"]
         self.events: list[dict] = []
 
     def _event(self, kind: str, start: float, end: float, iteration: int, **fields) -> None:
-        self.events.append({
+        self.events.append(self._make_event(kind, start, end, iteration, **fields))
+
+    def _make_event(self, kind: str, start: float, end: float, iteration: int, **fields) -> dict:
+        return {
             "t_s": (start - self.epoch) / self.dilation,
             "t_emulated_s": start - self.epoch,
             "duration_s": (end - start) / self.dilation,
@@ -44,7 +49,7 @@ class Agent:
             "iteration": iteration,
             "kind": kind,
             **fields,
-        })
+        }
 
     def _step_events(self, step_id: str, iteration: int, records: list[StepRecord]) -> None:
         for r in records:
@@ -53,14 +58,22 @@ class Agent:
             self._event("send", r.start_s, r.end_s, iteration, peer=r.send_peer, **common)
             self._event("recv", r.start_s, r.end_s, iteration, peer=r.recv_peer, **common)
 
-    def _run_step(self, step: dict, iteration: int, transport: TcpTransport) -> dict:
-        if step["kind"] != "collective" or step.get("op") != "allreduce" or step.get("algorithm") != "ring":
-            raise ValueError(f"step {step['id']}: unsupported step {step}")
+    def _inputs(self, iteration: int) -> list[np.ndarray]:
+        """Each step's gradient buffer, made before the iteration starts so it costs no timed work."""
+        buffers = []
+        for step in self.steps:
+            if step["kind"] != "collective" or step.get("op") != "allreduce" or step.get("algorithm") != "ring":
+                raise ValueError(f"step {step['id']}: unsupported step {step}")
+            elements = element_count(round(step["bytes"] * self.byte_scale))
+            buffers.append(gradient(int(self.config["seed"]), iteration, self.rank, elements))
+        return buffers
+
+    def _run_step(self, step: dict, data: np.ndarray, iteration: int, round_: int,
+                  transport: TcpTransport) -> dict:
         group = list(step["group"])
-        elements = element_count(round(step["bytes"] * self.byte_scale))
-        data = gradient(int(self.config["seed"]), iteration, self.rank, elements)
+        elements = data.size
         start = time.monotonic()
-        records = ring_allreduce(transport, group, data, tag_base=(iteration + 1) << 16)
+        records = ring_allreduce(transport, group, data, tag_base=(round_ + 1) << 16)
         end = time.monotonic()
         self._step_events(step["id"], iteration, records)
         self._event("collective", start, end, iteration, step=step["id"], op="allreduce", algorithm="ring",
@@ -79,14 +92,23 @@ class Agent:
         # Ring neighbours carry both the barrier and the ring collectives: connect before timing.
         transport.connect_all([(self.rank + 1) % self.hosts])
         iterations = []
-        for iteration in range(self.iterations):
+        for round_ in range(self.warmups + self.iterations):
+            # Warm-up rounds use their own data and record nothing; measured ones count from 0.
+            measured = round_ >= self.warmups
+            iteration = round_ - self.warmups if measured else WARMUP_DATA_BASE + round_
+            inputs = self._inputs(iteration)
             arrive = time.monotonic()
-            start_at = ring_barrier(transport, everyone, BARRIER_TAG + 2 * iteration)
-            wait_until(start_at)
+            start_at = ring_barrier(transport, everyone, BARRIER_TAG + 2 * round_)
+            wait_until(start_at, spin=False)
             start = time.monotonic()
-            self._event("barrier", arrive, start, iteration)
-            outcomes = [self._run_step(step, iteration, transport) for step in self.steps]
+            events_before = len(self.events)
+            outcomes = [self._run_step(step, data, iteration, round_, transport)
+                        for step, data in zip(self.steps, inputs)]
             end = time.monotonic()
+            if not measured:
+                del self.events[events_before:]
+                continue
+            self.events.insert(events_before, self._make_event("barrier", arrive, start, iteration))
             self._event("iteration", start, end, iteration)
             iterations.append({
                 "iteration": iteration,

@@ -19,9 +19,17 @@ def lower_timer_slack() -> bool:
         return False
 
 
-def wait_until(deadline: float, clock=time.monotonic) -> float:
-    """Wait until `deadline` on `clock`; returns the overshoot in seconds (never negative)."""
+def wait_until(deadline: float, clock=time.monotonic, spin: bool = True) -> float:
+    """Wait until `deadline` on `clock`; returns the overshoot in seconds (never negative).
+
+    spin=False only sleeps: right when many hosts wake together on few cores, where spinning
+    ranks would starve each other.
+    """
     remaining = deadline - clock()
+    if not spin:
+        if remaining > 0:
+            time.sleep(remaining)
+        return max(0.0, clock() - deadline)
     if remaining > SPIN_WINDOW_S:
         time.sleep(remaining - SPIN_WINDOW_S)
     while clock() < deadline:

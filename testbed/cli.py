@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import signal
 import sys
 from pathlib import Path
 
@@ -107,6 +108,8 @@ def cmd_run(args: argparse.Namespace) -> int:
 
     scenario = load_scenario(args.scenario)
     prepared = prepare(scenario)
+    # Started in the background, a process may inherit SIGINT ignored; a run must stay interruptible.
+    signal.signal(signal.SIGINT, signal.default_int_handler)
     run_dir = Path(args.out) if args.out else default_run_dir(scenario)
     with Progress(TextColumn("{task.description}"), BarColumn(), TextColumn("{task.completed}/{task.total}"),
                   TimeElapsedColumn(), console=console, transient=True) as progress:

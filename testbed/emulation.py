@@ -11,7 +11,7 @@ from testbed.units import Dilation, gbps_to_bps
 # Per-message cost of the host programs (thread hand-off, numpy reduce) that the shortest timed
 # event must dwarf; and the share of an event that such costs may take.
 HOST_OVERHEAD_S = 2e-3
-EVENT_TOLERANCE = 0.05
+EVENT_TOLERANCE = 0.02
 # Messages below this many emulated bytes are dominated by packet granularity, not by rate.
 MIN_MESSAGE_BYTES = 64 * 1024
 
@@ -82,7 +82,7 @@ def resolve_emulation(
             v = s * max_host_rate_bps / rate_bps
     dilation = Dilation(dilation=s, byte_scale=v)
     host_rate_bps = dilation.emulated_rate_bps(rate_bps)
-    expected_wall_s = iterations * dilation.emulated_time_s(predicted_iteration_s)
+    expected_wall_s = (iterations + emulation.warmup_iterations) * dilation.emulated_time_s(predicted_iteration_s)
     if host_rate_bps * concurrent_senders > calibration.capacity_bps:
         notes.append(
             f"emulated traffic {host_rate_bps * concurrent_senders / 1e6:.0f} Mb/s exceeds the calibrated "

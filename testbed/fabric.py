@@ -11,7 +11,7 @@ from mininet.node import OVSSwitch, RemoteController
 
 from testbed.errors import RunFailed
 from testbed.registry import RunRecord, process_start_ticks
-from testbed.shaping import htb_commands, offload_command
+from testbed.shaping import htb_commands, line_rate_bps, offload_command
 
 
 class UserspaceOVS(OVSSwitch):
@@ -104,7 +104,8 @@ class ElectFlatFabric:
             ],
             "links": [
                 {"host": f"h{rank + 1}", "switch": self.switch_name, "port": rank + 1,
-                 "rate_bps": self.host_rate_bps, "shaped_on": "host"}
+                 "payload_rate_bps": self.host_rate_bps, "line_rate_bps": line_rate_bps(self.host_rate_bps),
+                 "shaped_on": "host"}
                 for rank in range(self.hosts)
             ],
         }

@@ -5,10 +5,11 @@ from __future__ import annotations
 import statistics
 from dataclasses import dataclass
 
-from testbed.emulation import EVENT_TOLERANCE, MIN_MESSAGE_BYTES
+from testbed.emulation import MIN_MESSAGE_BYTES
 
 RATE_LOW, RATE_HIGH = 0.85, 1.10
 CPU_SATURATED = 0.97
+TIMER_TOLERANCE = 0.05
 
 
 @dataclass(frozen=True)
@@ -33,13 +34,17 @@ def link_rate_monitor(step_rates_bps: list[float], host_rate_bps: float) -> Moni
                    "" if ok else "raise the dilation (or lower byte_scale) so the machine can keep up")
 
 
-def timer_monitor(overshoot_p99_s: float, shortest_event_emulated_s: float) -> Monitor:
+def timer_monitor(overshoot_mean_s: float, overshoot_p99_s: float, shortest_event_emulated_s: float) -> Monitor:
+    """Mean overshoot against the shortest event: along a chain of events the overshoots add up,
+    so their mean, not a rare tail, is what distorts an iteration's time."""
     if shortest_event_emulated_s <= 0:
         return Monitor("timer", None, True, "no timed events")
-    frac = overshoot_p99_s / shortest_event_emulated_s
-    ok = frac <= EVENT_TOLERANCE
-    return Monitor("timer", frac, ok, f"p99 timer overshoot is {frac:.1%} of the shortest timed event",
-                   "" if ok else "raise the dilation so timed events are longer")
+    frac = overshoot_mean_s / shortest_event_emulated_s
+    tail = overshoot_p99_s / shortest_event_emulated_s
+    ok = frac <= TIMER_TOLERANCE
+    return Monitor("timer", frac, ok,
+                   f"timed waits overshot by {frac:.1%} of the shortest timed event on average ({tail:.1%} at p99)",
+                   "" if ok else "raise the dilation so timed events are longer, or run fewer hosts")
 
 
 def cpu_monitor(busy_frac: float | None) -> Monitor:

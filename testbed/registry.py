@@ -72,6 +72,16 @@ class RunRecord:
         return cls(**data)
 
 
+def list_bridges() -> set[str]:
+    """Open vSwitch bridges on this machine (empty if Open vSwitch is absent or down)."""
+    try:
+        out = subprocess.run(["ovs-vsctl", "--timeout=5", "list-br"], capture_output=True, text=True,
+                             check=False, timeout=30)
+    except (OSError, subprocess.TimeoutExpired):
+        return set()
+    return set(out.stdout.split())
+
+
 def _quiet(args: list[str]) -> bool:
     return subprocess.run(args, capture_output=True, timeout=30, check=False).returncode == 0
 
@@ -86,8 +96,7 @@ def remove_resources(record: RunRecord) -> dict[str, int]:
                 killed += 1
             except ProcessLookupError:
                 pass
-    existing = set(subprocess.run(["ovs-vsctl", "--timeout=5", "list-br"], capture_output=True, text=True,
-                                  check=False).stdout.split())
+    existing = list_bridges()
     for bridge in record.bridges:
         if bridge in existing and _quiet(["ovs-vsctl", "--timeout=10", "--if-exists", "del-br", bridge]):
             bridges += 1

@@ -97,12 +97,13 @@ def assemble(prepared: "Prepared", run_dir: Path, measured: dict, outcome: dict)
 
     calibration = load_calibration()
     rates = [r for h in per_host for it in h["iterations"] for r in it["step_rates_bps"]]
-    overshoot = max((h["latency"]["overshoot_p99_s"] for h in per_host), default=0.0)
+    overshoot_mean = max((h["latency"]["overshoot_mean_s"] for h in per_host), default=0.0)
+    overshoot_p99 = max((h["latency"]["overshoot_p99_s"] for h in per_host), default=0.0)
     step_emulated_s = dilation.emulated_time_s(predicted / (2 * (scenario.fabric.hosts - 1)))
     smallest = round(dilation.byte_scale * (scenario.workload.bytes or 0) / scenario.fabric.hosts)
     monitors = [
         fidelity.link_rate_monitor(rates, plan.host_rate_bps),
-        fidelity.timer_monitor(overshoot, step_emulated_s),
+        fidelity.timer_monitor(overshoot_mean, overshoot_p99, step_emulated_s),
         fidelity.cpu_monitor(measured.get("cpu_busy_frac")),
         fidelity.message_size_monitor(smallest),
         fidelity.capacity_monitor(plan.host_rate_bps * scenario.fabric.hosts, calibration.capacity_bps,

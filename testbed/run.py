@@ -23,7 +23,7 @@ from testbed.errors import EnvironmentProblem, RunFailed
 from testbed.paths import registry_dir
 from testbed.platform import datapath, is_root, mininet_available, ovs_running
 from testbed.predict import Prediction, predict
-from testbed.registry import RunRecord, clean_orphans, remove_resources
+from testbed.registry import RunRecord, clean_orphans, list_bridges, remove_resources
 from testbed.scenario import Scenario, scenario_to_yaml
 from testbed.schedule import Schedule, schedule_for
 from testbed.units import us_to_s
@@ -85,8 +85,7 @@ def require_emulation_platform() -> None:
 
 
 def _unused_tag() -> str:
-    existing = set(subprocess.run(["ovs-vsctl", "--timeout=5", "list-br"], capture_output=True, text=True,
-                                  check=False).stdout.split())
+    existing = list_bridges()
     taken = {p.stem for p in registry_dir().glob("*.json")} if registry_dir().is_dir() else set()
     while True:
         tag = secrets.token_hex(2)
@@ -218,6 +217,7 @@ class Runner:
             "byte_scale": plan.dilation.byte_scale,
             "latency_s": us_to_s(scenario.fabric.latency_us),
             "seed": scenario.seed,
+            "warmup_iterations": scenario.emulation.warmup_iterations,
             "epoch_monotonic_s": epoch,
             "schedule": str((self.run_dir / "schedule.json").resolve()),
             "out_dir": str(hosts_dir.resolve()),

@@ -110,6 +110,8 @@ class Emulation(_Strict):
     byte_scale: Union[Literal["auto"], float] = "auto"
     # Wall time the user allows for the measured iterations; `auto` sizes the run to fit it.
     max_wall_s: float = Field(default=60.0, gt=0)
+    # Unmeasured iterations first: TCP windows open and buffers fault in before timing starts.
+    warmup_iterations: int = Field(default=1, ge=0, le=100)
     # Fraction of the calibrated forwarding capacity that `auto` lets the run use.
     capacity_fraction: float = Field(default=0.6, gt=0, le=1)
 
@@ -151,7 +153,8 @@ def _known_fields(loc: tuple[Any, ...]) -> list[str]:
 
 def describe_validation_error(error: ValidationError, source: str) -> str:
     """Turn pydantic's report into one sentence naming the file and the field."""
-    errors = error.errors()
+    # A misspelt field also shows up as the missing real one: report the misspelling first.
+    errors = sorted(error.errors(), key=lambda e: e["type"] != "extra_forbidden")
     first = errors[0]
     loc = tuple(first["loc"])
     where = _field_path(loc) or "(top level)"

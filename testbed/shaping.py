@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 MTU_FRAME_BYTES = 1514
+# A full TCP segment carries 1448 payload bytes in a 1514-byte frame (Ethernet 14, IPv4 20, TCP with
+# timestamps 32). The oracle's B is payload bandwidth, so links are shaped to carry B of payload.
+TCP_PAYLOAD_BYTES = 1448
 # Bucket depth: about 1 ms at the shaped rate, but never below two full frames.
 BURST_WINDOW_S = 1e-3
 
@@ -11,10 +14,16 @@ def burst_bytes(rate_bps: float) -> int:
     return max(2 * MTU_FRAME_BYTES, int(rate_bps * BURST_WINDOW_S / 8))
 
 
-def htb_commands(interface: str, rate_bps: float) -> list[str]:
-    """Commands (run inside the host) replacing the root qdisc with one HTB class at rate_bps."""
-    rate = int(round(rate_bps))
-    burst = burst_bytes(rate_bps)
+def line_rate_bps(payload_rate_bps: float) -> float:
+    """Frame rate HTB must allow so that full-sized TCP segments carry payload_rate_bps of payload."""
+    return payload_rate_bps * MTU_FRAME_BYTES / TCP_PAYLOAD_BYTES
+
+
+def htb_commands(interface: str, payload_rate_bps: float) -> list[str]:
+    """Commands (run inside the host) replacing the root qdisc with one HTB class that carries
+    payload_rate_bps of TCP payload."""
+    rate = int(round(line_rate_bps(payload_rate_bps)))
+    burst = burst_bytes(rate)
     return [
         f"tc qdisc replace dev {interface} root handle 1: htb default 1",
         f"tc class replace dev {interface} parent 1: classid 1:1 htb rate {rate}bit ceil {rate}bit "

@@ -1,0 +1,68 @@
+#!/usr/bin/env bash
+# Set up this machine for the testbed (Debian 12 / Ubuntu 24.04, as root), then optionally act:
+#   bash scripts/setup.sh run    set up, then run scenarios/quickstart.yaml end to end
+#   bash scripts/setup.sh test   set up, then run the whole test suite (unit and root integration)
+#   bash scripts/setup.sh        set up only (the Vagrant VM provisions with this)
+# Idempotent: packages, the venv and the calibration are only (re)made when missing or stale.
+set -euo pipefail
+
+action="${1:-none}"
+case "$action" in run|test|none) ;; *) echo "usage: bash scripts/setup.sh [run|test]" >&2; exit 2 ;; esac
+root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+cd "$root"
+
+if [ "$(id -u)" != 0 ]; then
+  echo "setup.sh must run as root (Mininet and Open vSwitch need it); try: sudo bash scripts/setup.sh $action" >&2
+  exit 2
+fi
+
+packages=(mininet openvswitch-switch iperf3 ethtool iproute2 nftables iptables tcpdump iputils-ping procps
+          python3 python3-venv python3-pip)
+missing=()
+for p in "${packages[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if [ ${#missing[@]} -gt 0 ]; then
+  echo "== installing: ${missing[*]}"
+  export DEBIAN_FRONTEND=noninteractive
+  apt-get update -q
+  apt-get install -y -q --no-install-recommends "${missing[@]}"
+fi
+
+if ! ovs-vsctl --timeout=5 show >/dev/null 2>&1; then
+  echo "== starting Open vSwitch"
+  if [ -d /run/systemd/system ]; then
+    systemctl start openvswitch-switch
+  else
+    /usr/share/openvswitch/scripts/ovs-ctl start --system-id=random >/dev/null
+  fi
+  for _ in $(seq 1 50); do ovs-vsctl --timeout=2 show >/dev/null 2>&1 && break; sleep 0.2; done
+  ovs-vsctl --timeout=5 show >/dev/null || { echo "Open vSwitch did not start" >&2; exit 1; }
+fi
+
+# Mininet's Python lives in the distribution's interpreter: build the venv from it, seeing system packages.
+stamp=".venv/.installed-$(sha256sum pyproject.toml | cut -c1-16)"
+if [ ! -f "$stamp" ]; then
+  echo "== building .venv and installing the testbed"
+  [ -x .venv/bin/python ] || /usr/bin/python3 -m venv --system-site-packages .venv
+  .venv/bin/python -m pip install -q --upgrade pip >/dev/null
+  .venv/bin/python -m pip install -q -e '.[test]'
+  rm -f .venv/.installed-*
+  touch "$stamp"
+fi
+.venv/bin/python -c "import mininet.net, os_ken, numpy, testbed" || { echo "the venv is incomplete" >&2; exit 1; }
+
+if ! .venv/bin/testbed doctor --json | .venv/bin/python -c "import json,sys; sys.exit(0 if json.load(sys.stdin)['calibration']['measured'] else 1)"; then
+  echo "== calibrating this machine (once)"
+  .venv/bin/testbed doctor --calibrate
+fi
+
+case "$action" in
+  run)
+    .venv/bin/testbed doctor
+    .venv/bin/testbed run scenarios/quickstart.yaml
+    ;;
+  test)
+    .venv/bin/python -m pytest -q tests
+    ;;
+esac

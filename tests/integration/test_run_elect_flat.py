@@ -1,0 +1,119 @@
+"""End-to-end runs on Mininet + Open vSwitch + os-ken: timing tolerance, sums, cleanup."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from testbed.registry import list_bridges
+from testbed.run import Runner, prepare
+from testbed.scenario import apply_overrides, load_scenario
+
+from ..conftest import ROOT
+
+pytestmark = pytest.mark.root
+
+OURS = ("hosts.agent", "controller.launch", "mininet:h")
+
+
+def our_processes() -> set[int]:
+    found = set()
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                cmdline = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+            except OSError:
+                continue
+            if any(marker in cmdline for marker in OURS):
+                found.add(int(entry.name))
+    return found
+
+
+@pytest.fixture
+def machine_state(scratch_registry):
+    """What exists before a test; the test asserts that the same is true after it."""
+    before = (list_bridges(), our_processes())
+    yield before
+
+    def leftovers():
+        return list_bridges() - before[0], our_processes() - before[1]
+
+    deadline = time.monotonic() + 10
+    while any(leftovers()) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert leftovers() == (set(), set()), "the run left bridges or processes behind"
+    assert not list(scratch_registry.glob("*.json")), "the run left its registry record"
+
+
+def test_quickstart_is_faithful_and_correct(tmp_path, machine_state):
+    scenario = load_scenario(ROOT / "scenarios" / "quickstart.yaml")
+    result = Runner(prepare(scenario), tmp_path / "run").execute()
+    assert result["status"] == "ok", result["error"]
+    assert result["sums_correct"]
+    assert len(result["iteration_times_s"]) == 3
+    for ratio in result["emulated_over_predicted"]:
+        assert 0.85 <= ratio <= 1.15
+    for name in ("scenario.yaml", "schedule.json", "topology.json", "events.jsonl", "results.json", "timeline.png"):
+        assert (tmp_path / "run" / name).is_file(), name
+    events = [json.loads(line) for line in (tmp_path / "run" / "events.jsonl").read_text().splitlines()]
+    kinds = {e["kind"] for e in events}
+    assert {"send", "recv", "collective", "iteration"} <= kinds
+    resolved = (tmp_path / "run" / "scenario.yaml").read_text()
+    assert "dilation: auto" not in resolved and "byte_scale: auto" not in resolved
+
+
+def test_four_hosts_with_fixed_dilation(tmp_path, machine_state):
+    scenario = apply_overrides(load_scenario(ROOT / "scenarios" / "quickstart.yaml"),
+                               {"fabric.hosts": 4, "workload.iterations": 2, "emulation.dilation": 150})
+    result = Runner(prepare(scenario), tmp_path / "run").execute()
+    assert result["status"] == "ok", result["error"]
+    assert result["dilation"] == 150 and result["sums_correct"]
+    assert all(0.85 <= r <= 1.15 for r in result["emulated_over_predicted"])
+
+
+def start_long_run(tmp_path: Path, registry: Path) -> tuple[subprocess.Popen, Path]:
+    scenario = tmp_path / "long.yaml"
+    text = (ROOT / "scenarios" / "quickstart.yaml").read_text().replace("iterations: 3", "iterations: 40")
+    scenario.write_text(text)
+    out = tmp_path / "run"
+    env = dict(os.environ, TESTBED_REGISTRY_DIR=str(registry))
+    process = subprocess.Popen([sys.executable, "-m", "testbed.cli", "run", str(scenario), "--out", str(out)],
+                               stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=env, text=True)
+    progress = out / "hosts" / "progress"
+    deadline = time.monotonic() + 90
+    while not (progress.exists() and progress.read_text().strip()):  # mid-run: an iteration has finished
+        assert process.poll() is None, process.stdout.read()
+        assert time.monotonic() < deadline, "the run never got going"
+        time.sleep(0.05)
+    return process, out
+
+
+@pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM])
+def test_interrupted_run_cleans_up_and_keeps_what_it_measured(tmp_path, machine_state, scratch_registry, signum):
+    process, out = start_long_run(tmp_path, scratch_registry)
+    process.send_signal(signum)
+    output, _ = process.communicate(timeout=60)
+    assert process.returncode == 1, output
+    assert "Traceback" not in output
+    result = json.loads((out / "results.json").read_text())
+    assert result["status"] == "interrupted"
+    assert (out / "scenario.yaml").is_file() and (out / "topology.json").is_file()
+
+
+def test_sigkilled_run_is_cleaned_by_testbed_clean(tmp_path, machine_state, scratch_registry):
+    process, _ = start_long_run(tmp_path, scratch_registry)
+    process.kill()
+    process.wait(timeout=10)
+    assert list(scratch_registry.glob("*.json")), "a killed run should leave its record behind"
+    env = dict(os.environ, TESTBED_REGISTRY_DIR=str(scratch_registry))
+    out = subprocess.run([sys.executable, "-m", "testbed.cli", "clean"], capture_output=True, text=True, env=env,
+                         timeout=60)
+    assert out.returncode == 0, out.stderr
+    assert "1 dead run" in out.stdout

@@ -1,0 +1,80 @@
+import math
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from testbed.calibration import Calibration
+from testbed.emulation import MIN_MESSAGE_BYTES, resolve_emulation
+from testbed.predict import predict, ring_allreduce_time_s
+from testbed.scenario import parse_scenario
+from testbed.schedule import ring_allreduce_traffic, schedule_for
+from testbed.shaping import htb_commands, line_rate_bps
+from testbed.units import Dilation
+
+CALIBRATION = Calibration(capacity_bps=1.2e9, timer_error_s=50e-6, sleep_overshoot_s=80e-6, datapath="user",
+                          measured_at="test")
+
+
+def scenario(hosts=8, gbps=100.0, size=100_000_000, latency_us=5.0, **emulation):
+    return parse_scenario({
+        "name": "t",
+        "fabric": {"kind": "elect-flat", "hosts": hosts, "gpu_bandwidth_gbps": gbps, "latency_us": latency_us},
+        "workload": {"kind": "collective", "collective": "allreduce", "bytes": size},
+        "emulation": emulation,
+    })
+
+
+def test_ring_formula_matches_design():
+    # 2(n-1)·α + 2(n-1)/n · M/B with n=8, α=5 µs, M=100 MB, B=100 Gb/s
+    expected = 14 * 5e-6 + 14 / 8 * 100e6 * 8 / 100e9
+    assert ring_allreduce_time_s(8, 100e6, 100e9, 5e-6) == pytest.approx(expected)
+    s = scenario()
+    assert predict(s, schedule_for(s)).iteration_time_s == pytest.approx(expected)
+
+
+@settings(max_examples=200, deadline=None)
+@given(hosts=st.integers(2, 64), size=st.integers(1, 10**9))
+def test_traffic_matrix_is_each_ranks_ring_share(hosts, size):
+    matrix = ring_allreduce_traffic(hosts, size)
+    for rank, row in enumerate(matrix):
+        assert [i for i, b in enumerate(row) if b] in ([(rank + 1) % hosts], [])
+    # Each chunk crosses n-1 links twice: total 2(n-1)·M.
+    assert sum(map(sum, matrix)) == 2 * (hosts - 1) * size
+
+
+def test_dilation_maps_units():
+    d = Dilation(dilation=100, byte_scale=0.1)
+    assert d.emulated_rate_bps(100e9) == pytest.approx(100e6)
+    assert d.real_time_s(d.emulated_time_s(0.25)) == pytest.approx(0.25)
+    assert d.emulated_bytes(1000) == 100
+
+
+@settings(max_examples=200, deadline=None)
+@given(hosts=st.integers(2, 64), gbps=st.floats(1, 10_000), size=st.integers(10_000, 10**10),
+       latency_us=st.floats(0, 50))
+def test_auto_stays_within_capacity_timers_and_message_floor(hosts, gbps, size, latency_us):
+    s = scenario(hosts, gbps, size, latency_us)
+    predicted = predict(s, schedule_for(s)).iteration_time_s
+    step = predicted / (2 * (hosts - 1))
+    plan = resolve_emulation(s, predicted, step, size / hosts, hosts, CALIBRATION)
+    d = plan.dilation
+    assert plan.host_rate_bps * hosts <= 0.6 * CALIBRATION.capacity_bps * (1 + 1e-9)
+    assert d.emulated_time_s(step) >= 0.1 * (1 - 1e-9)  # 2 ms of host overhead is at most 2%
+    assert d.byte_scale * size / hosts >= MIN_MESSAGE_BYTES * (1 - 1e-9)
+    assert not any("exceeds the calibrated" in n for n in plan.notes)
+
+
+def test_fixed_values_are_honoured_and_overload_is_noted():
+    s = scenario(dilation=1.0, byte_scale=1.0)
+    predicted = predict(s, schedule_for(s)).iteration_time_s
+    plan = resolve_emulation(s, predicted, predicted / 14, 100e6 / 8, 8, CALIBRATION)
+    assert (plan.dilation.dilation, plan.dilation.byte_scale) == (1.0, 1.0)
+    assert any("exceeds the calibrated" in n for n in plan.notes)
+
+
+def test_htb_shapes_payload_rate():
+    commands = htb_commands("h1-eth0", 100e6)
+    assert commands[0].startswith("tc qdisc replace dev h1-eth0 root handle 1: htb")
+    assert f"rate {round(line_rate_bps(100e6))}bit" in commands[1]
+    assert math.isclose(line_rate_bps(1448), 1514)

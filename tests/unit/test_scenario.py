@@ -1,0 +1,113 @@
+import copy
+import subprocess
+import sys
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from testbed.errors import InputError
+from testbed.scenario import apply_overrides, load_scenario, parse_scenario
+
+from ..conftest import ROOT
+
+BASE = {
+    "name": "t",
+    "fabric": {"kind": "elect-flat", "hosts": 8, "gpu_bandwidth_gbps": 100, "latency_us": 5},
+    "workload": {"kind": "collective", "collective": "allreduce", "bytes": 1000000},
+}
+
+
+def with_change(path, value=None, delete=False):
+    data = copy.deepcopy(BASE)
+    node = data
+    for part in path[:-1]:
+        node = node.setdefault(part, {})
+    if delete:
+        del node[path[-1]]
+    else:
+        node[path[-1]] = value
+    return data
+
+
+def test_quickstart_is_valid():
+    scenario = load_scenario(ROOT / "scenarios" / "quickstart.yaml")
+    assert scenario.fabric.hosts == 8 and scenario.workload.iterations == 3
+
+
+@pytest.mark.parametrize("data, words", [
+    (with_change(("fabric", "gpu_bandwdth_gbps"), 3), ["unknown field", "fabric.gpu_bandwdth_gbps", "gpu_bandwidth_gbps"]),
+    (with_change(("fabric", "gpu_bandwidth_gbps"), -100), ["fabric.gpu_bandwidth_gbps", "greater than 0"]),
+    (with_change(("fabric", "hosts"), delete=True), ["missing", "fabric.hosts"]),
+    (with_change(("fabric", "wavelengths"), 4), ["wavelengths", "sip-ring"]),
+    (with_change(("workload", "bytes"), delete=True), ["bytes"]),
+    (with_change(("emulation",), {"dilation": "fast"}), ["emulation.dilation", "auto"]),
+    (with_change(("emulation",), {"dilation": -2}), ["emulation.dilation"]),
+    (with_change(("fabric", "gpu_bandwidth"), 100), ["unknown field", "fabric.gpu_bandwidth"]),
+    (with_change(("fabric", "kind"), "fat-tree"), ["fabric.kind"]),
+])
+def test_bad_scenarios_name_file_and_field(data, words):
+    with pytest.raises(InputError) as error:
+        parse_scenario(data, "bad.yaml")
+    message = str(error.value)
+    assert message.startswith("bad.yaml: ")
+    assert "\n" not in message
+    for word in words:
+        assert word in message
+
+
+def test_missing_file_and_bad_yaml(tmp_path):
+    with pytest.raises(InputError, match="no such scenario file"):
+        load_scenario(tmp_path / "nope.yaml")
+    broken = tmp_path / "broken.yaml"
+    broken.write_text("name: [unclosed\n")
+    with pytest.raises(InputError, match="not valid YAML"):
+        load_scenario(broken)
+
+
+def test_overrides_are_revalidated():
+    scenario = parse_scenario(BASE)
+    assert apply_overrides(scenario, {"fabric.hosts": 4}).fabric.hosts == 4
+    with pytest.raises(InputError):
+        apply_overrides(scenario, {"fabric.hosts": 1})
+
+
+@pytest.mark.parametrize("content, word", [
+    ("name: t\nfabric: {kind: elect-flat, hosts: 8, gpu_bandwdth_gbps: 1}\nworkload: {kind: collective}\n",
+     "gpu_bandwdth_gbps"),
+    ("name: t\nfabric: {kind: elect-flat, hosts: 8, gpu_bandwidth_gbps: -1}\n"
+     "workload: {kind: collective, collective: allreduce, bytes: 10}\n", "gpu_bandwidth_gbps"),
+])
+def test_cli_bad_input_exits_2_with_one_sentence(tmp_path, content, word):
+    path = tmp_path / "scenario.yaml"
+    path.write_text(content)
+    for command in ("check", "predict", "run"):
+        out = subprocess.run([sys.executable, "-m", "testbed.cli", command, str(path)], capture_output=True,
+                             text=True, timeout=60)
+        assert out.returncode == 2, (command, out.stderr)
+        assert "Traceback" not in out.stderr + out.stdout
+        assert str(path) in out.stderr.replace("\n", "") and word in out.stderr.replace("\n", "")
+
+
+def test_cli_missing_file_exits_2(tmp_path):
+    out = subprocess.run([sys.executable, "-m", "testbed.cli", "check", str(tmp_path / "missing.yaml")],
+                         capture_output=True, text=True, timeout=60)
+    assert out.returncode == 2 and "Traceback" not in out.stderr
+    assert "missing.yaml" in out.stderr
+
+
+json_values = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text(max_size=8),
+    lambda children: st.lists(children, max_size=3) | st.dictionaries(st.text(max_size=8), children, max_size=3),
+    max_leaves=10,
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.dictionaries(st.sampled_from(["name", "seed", "fabric", "workload", "emulation", "x"]), json_values,
+                       max_size=5))
+def test_parsing_never_crashes(data):
+    try:
+        parse_scenario(data, "fuzz.yaml")
+    except InputError as error:
+        assert str(error).startswith("fuzz.yaml")
