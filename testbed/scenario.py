@@ -210,7 +210,10 @@ def apply_overrides(scenario: Scenario, overrides: dict[str, Any]) -> Scenario:
 
 
 def scenario_to_yaml(scenario: Scenario, resolved: dict[str, Any] | None = None) -> str:
+    """The scenario with every default filled in (and `resolved` emulation values); it re-validates."""
     data = scenario.model_dump(mode="json", exclude_none=True)
+    data["fabric"] = {k: v for k, v in data["fabric"].items()
+                      if KIND_SPECIFIC_FIELDS.get(k, scenario.fabric.kind) == scenario.fabric.kind}
     if resolved:
         data["emulation"].update(resolved)
     return yaml.safe_dump(data, sort_keys=False)

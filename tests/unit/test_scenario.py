@@ -111,3 +111,14 @@ def test_parsing_never_crashes(data):
         parse_scenario(data, "fuzz.yaml")
     except InputError as error:
         assert str(error).startswith("fuzz.yaml")
+
+
+def test_resolved_scenario_reloads():
+    import yaml
+
+    from testbed.scenario import scenario_to_yaml
+
+    scenario = load_scenario(ROOT / "scenarios" / "quickstart.yaml")
+    text = scenario_to_yaml(scenario, {"dilation": 99.5, "byte_scale": 0.1})
+    again = parse_scenario(yaml.safe_load(text), "resolved.yaml")
+    assert again.emulation.dilation == 99.5 and again.fabric == scenario.fabric
