@@ -111,11 +111,14 @@ def cmd_run(args: argparse.Namespace) -> int:
     # Started in the background, a process may inherit SIGINT ignored; a run must stay interruptible.
     signal.signal(signal.SIGINT, signal.default_int_handler)
     run_dir = Path(args.out) if args.out else default_run_dir(scenario)
-    with Progress(TextColumn("{task.description}"), BarColumn(), TextColumn("{task.completed}/{task.total}"),
-                  TimeElapsedColumn(), console=console, transient=True) as progress:
-        task = progress.add_task(f"{scenario.name}: iterations", total=scenario.workload.iterations)
-        runner = Runner(prepared, run_dir, on_progress=lambda done, total: progress.update(task, completed=done))
-        result = runner.execute()
+    if args.cli:
+        result = Runner(prepared, run_dir, interactive=True).execute()
+    else:
+        with Progress(TextColumn("{task.description}"), BarColumn(), TextColumn("{task.completed}/{task.total}"),
+                      TimeElapsedColumn(), console=console, transient=True) as progress:
+            task = progress.add_task(f"{scenario.name}: iterations", total=scenario.workload.iterations)
+            runner = Runner(prepared, run_dir, on_progress=lambda done, total: progress.update(task, completed=done))
+            result = runner.execute()
     _summary(result, run_dir)
     if result["status"] != "ok":
         err_console.print(f"[red]error[/]: {result['error']}")
@@ -152,6 +155,7 @@ def build_parser() -> argparse.ArgumentParser:
     run = sub.add_parser("run", help="emulate a scenario and write its run directory")
     run.add_argument("scenario")
     run.add_argument("--out", help="run directory (default runs/<name>-<timestamp>)")
+    run.add_argument("--cli", action="store_true", help="open Mininet's CLI on the live fabric after the iterations")
     run.set_defaults(func=cmd_run)
     clean = sub.add_parser("clean", help="remove what dead runs of this tool left behind (and nothing else)")
     clean.set_defaults(func=cmd_clean)

@@ -114,6 +114,17 @@ class ElectFlatFabric:
         assert self.net is not None
         return self.net.hosts[rank]
 
+    def interact(self) -> None:
+        """Mininet's command line on the live fabric (for `testbed run --cli`); returns on exit."""
+        from mininet.cli import CLI
+
+        assert self.net is not None
+        setLogLevel("output")  # the CLI prints command output at this level
+        try:
+            CLI(self.net)
+        finally:
+            setLogLevel("error")
+
     def stop(self) -> None:
         if self.net is not None:
             net, self.net = self.net, None

@@ -10,6 +10,7 @@ from testbed.emulation import MIN_MESSAGE_BYTES
 RATE_LOW, RATE_HIGH = 0.85, 1.10
 CPU_SATURATED = 0.97
 TIMER_TOLERANCE = 0.05
+DROP_TOLERANCE = 1e-4
 
 
 @dataclass(frozen=True)
@@ -71,12 +72,16 @@ def capacity_monitor(offered_bps: float, capacity_bps: float, calibrated: bool) 
                    "" if ok else "use dilation: auto, or a larger dilation")
 
 
-def drop_monitor(dropped_packets: int | None) -> Monitor:
-    if dropped_packets is None:
+def drop_monitor(counters: dict | None) -> Monitor:
+    """Datapath drops during the iterations. TCP recovers a rare loss within a round trip, so up to
+    DROP_TOLERANCE of the packets passes; more means the datapath was overloaded."""
+    if counters is None:
         return Monitor("drops", None, True, "not measured")
-    ok = dropped_packets == 0
-    return Monitor("drops", float(dropped_packets), ok,
-                   f"{dropped_packets} packets dropped by the switch datapath (the fabric intends none)",
+    frac = counters["dropped"] / max(1, counters["packets"])
+    ok = frac <= DROP_TOLERANCE
+    return Monitor("drops", frac, ok,
+                   f"{counters['dropped']} of {counters['packets']} packets dropped by the switch datapath "
+                   f"({frac:.3%}; the fabric intends none)",
                    "" if ok else "the datapath was overloaded: raise the dilation")
 
 

@@ -28,13 +28,24 @@ def busy_fraction(before: tuple[int, int], after: tuple[int, int]) -> float | No
     return None if total <= 0 else (after[0] - before[0]) / total
 
 
-def switch_drops(bridge: str) -> int | None:
-    """Packets the bridge's ports dropped (rx + tx), from OpenFlow port statistics."""
-    out = subprocess.run(["ovs-ofctl", "-O", "OpenFlow13", "dump-ports", bridge], capture_output=True,
-                         text=True, check=False, timeout=10)
+def switch_port_counters(bridge: str) -> tuple[int, int] | None:
+    """(packets received, packets dropped rx + tx) over the bridge's ports, from OpenFlow port stats."""
+    try:
+        out = subprocess.run(["ovs-ofctl", "-O", "OpenFlow13", "dump-ports", bridge], capture_output=True,
+                             text=True, check=False, timeout=10)
+    except (OSError, subprocess.TimeoutExpired):
+        return None
     if out.returncode != 0:
         return None
-    return sum(int(n) for n in re.findall(r"drop=(\d+)", out.stdout))
+    received = sum(int(n) for n in re.findall(r"rx pkts=(\d+)", out.stdout))
+    dropped = sum(int(n) for n in re.findall(r"drop=(\d+)", out.stdout))
+    return received, dropped
+
+
+def counter_delta(before: tuple[int, int] | None, after: tuple[int, int] | None) -> dict | None:
+    if before is None or after is None:
+        return None
+    return {"packets": after[0] - before[0], "dropped": after[1] - before[1]}
 
 
 def _host_results(hosts_dir: Path, ranks: int) -> list[dict | None]:
@@ -108,7 +119,7 @@ def assemble(prepared: "Prepared", run_dir: Path, measured: dict, outcome: dict)
         fidelity.message_size_monitor(smallest),
         fidelity.capacity_monitor(plan.host_rate_bps * scenario.fabric.hosts, calibration.capacity_bps,
                                   calibration.measured),
-        fidelity.drop_monitor(measured.get("switch_drops")),
+        fidelity.drop_monitor(measured.get("switch_packets")),
     ]
     verdict = fidelity.verdict(monitors)
 

@@ -172,6 +172,7 @@ class Runner:
     prepared: Prepared
     run_dir: Path
     on_progress: Callable[[int, int], None] = lambda done, total: None
+    interactive: bool = False  # open Mininet's CLI on the live fabric after the iterations
     agents: list[subprocess.Popen] = field(default_factory=list)
 
     def execute(self) -> dict:
@@ -185,6 +186,8 @@ class Runner:
                                              self.run_dir) as live:
                 try:
                     measured = self._run_agents(live)
+                    if self.interactive:
+                        live.fabric.interact()
                 finally:
                     with _SignalGuard(shield=True):
                         self._stop_agents()
@@ -227,6 +230,7 @@ class Runner:
         config_path.write_text(json.dumps(config, indent=1))
         env = dict(os.environ, PYTHONUNBUFFERED="1")
         cpu_before = results_mod.cpu_times()
+        ports_before = results_mod.switch_port_counters(fabric.switch_name)
         for rank in range(scenario.fabric.hosts):
             log = open(hosts_dir / f"h{rank}.log", "wb")
             process = fabric.host(rank).popen(
@@ -248,12 +252,13 @@ class Runner:
             self.on_progress(_progress(hosts_dir / "progress"), total)
             time.sleep(0.05)
         cpu_after = results_mod.cpu_times()
+        ports_after = results_mod.switch_port_counters(fabric.switch_name)
         self.on_progress(_progress(hosts_dir / "progress"), total)
         failed = [rank for rank, p in enumerate(self.agents) if p.poll() != 0]
         return {
             "failed_ranks": failed,
             "cpu_busy_frac": results_mod.busy_fraction(cpu_before, cpu_after),
-            "switch_drops": results_mod.switch_drops(fabric.switch_name),
+            "switch_packets": results_mod.counter_delta(ports_before, ports_after),
         }
 
     def _stop_agents(self) -> None:
