@@ -1,0 +1,123 @@
+"""A hybrid MP/DP plan: one placed MP group replicated over l DP groups, its memory, its verifier."""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from dataclasses import dataclass
+
+from testbed.errors import InputError
+from testbed.placer.balance import TAU_US, balance, inputs_of
+from testbed.placer.place import (
+    MpPlacement,
+    PlacementError,
+    circular_distance,
+    memory_need,
+    mp_radius,
+    place_mp_group,
+)
+from testbed.placer.profiles import DeviceProfile
+from testbed.placer.zoo import ModelGraph
+
+
+
+@dataclass(frozen=True)
+class Plan:
+    model: str
+    k: int
+    l: int
+    global_batch: int
+    degree: int | None
+    placement: MpPlacement
+    memory_bytes: tuple[float, ...]  # per MP-group GPU
+    grad_bytes: tuple[float, ...]  # per MP-group GPU: what its DP ring all-reduces
+    mp_traffic: dict[tuple[int, int], float]  # bytes between MP-group GPUs per iteration
+    device: DeviceProfile
+
+    @property
+    def gpus(self) -> int:
+        return self.k * self.l
+
+    def dp_peer(self, gpu: int) -> int | None:
+        """Where GPU `gpu` sends in its DP ring: the counterpart in the next group."""
+        if self.l == 1:
+            return None
+        return (gpu + self.k) % self.gpus
+
+
+def mp_traffic(placement: MpPlacement) -> dict[tuple[int, int], float]:
+    traffic: dict[tuple[int, int], float] = defaultdict(float)
+    ops = placement.ops
+    for i, op in enumerate(ops):
+        for c in range(op.parts):
+            dst = placement.gpu[i][c]
+            for q in op.parents:
+                for p, size in inputs_of(ops[q], op, c):
+                    src = placement.gpu[q][p]
+                    if src != dst:
+                        traffic[(src, dst)] += size
+    return dict(traffic)
+
+
+def _memory_and_grads(placement: MpPlacement) -> tuple[list[float], list[float]]:
+    memory = [0.0] * placement.k
+    grads = [0.0] * placement.k
+    for i, op in enumerate(placement.ops):
+        for c in range(op.parts):
+            g = placement.gpu[i][c]
+            memory[g] += memory_need(op)
+            if not op.op.backward:
+                grads[g] += op.part_param_bytes
+    return memory, grads
+
+
+def make_plan(graph: ModelGraph, device: DeviceProfile, k: int, l: int, global_batch: int,
+              degree: int | None, tau_us: float = TAU_US, gpu_bandwidth_gbps: float = 1000.0) -> Plan:
+    """Balance, place one MP group under the degree limit, and check that it fits in memory."""
+    if global_batch % l:
+        raise InputError(f"global batch {global_batch} does not divide into {l} DP groups; pick a multiple of {l}")
+    local_batch = global_batch // l
+    radius = mp_radius(degree, k, l)
+    ops = balance(graph, device, local_batch, k, tau_us)
+    try:
+        placement = place_mp_group(ops, k, radius, gpu_bandwidth_gbps, device.memory_bytes)
+    except PlacementError:
+        # Ops confined to r+1 parts always leave their consumers a common window: retry so.
+        ops = balance(graph, device, local_batch, k, tau_us, max_parts=radius + 1)
+        placement = place_mp_group(ops, k, radius, gpu_bandwidth_gbps, device.memory_bytes)
+    memory, grads = _memory_and_grads(placement)
+    worst = max(memory)
+    if worst > device.memory_bytes:
+        raise InputError(
+            f"{graph.name} at mp={k}, dp={l}, batch {global_batch} needs {worst / 1e9:.1f} GB on one GPU but a "
+            f"{device.name} has {device.memory_bytes / 1e9:.0f} GB; raise mp (model parallelism) or lower the batch"
+        )
+    return Plan(graph.name, k, l, global_batch, degree, placement, tuple(memory), tuple(grads),
+                mp_traffic(placement), device)
+
+
+def verify(plan: Plan) -> list[str]:
+    """Problems with a plan: degree over D, a dependency out of order, memory over the device's."""
+    problems = []
+    placement = plan.placement
+    sends: dict[int, set[int]] = defaultdict(set)
+    receives: dict[int, set[int]] = defaultdict(set)
+    for src, dst in plan.mp_traffic:
+        sends[src].add(dst)
+        receives[dst].add(src)
+        if circular_distance(src, dst, plan.k) > placement.radius:
+            problems.append(f"MP traffic {src}->{dst} spans more than radius {placement.radius}")
+    for g in range(plan.k):
+        dp = 1 if plan.l > 1 else 0
+        for what, peers in (("sends to", sends[g]), ("receives from", receives[g])):
+            if plan.degree is not None and len(peers) + dp > plan.degree:
+                problems.append(f"GPU {g} {what} {len(peers)} MP peers + {dp} DP peer > degree {plan.degree}")
+    for i, op in enumerate(placement.ops):
+        for c in range(op.parts):
+            for q in op.parents:
+                for p, _ in inputs_of(placement.ops[q], op, c):
+                    if placement.start_us[i][c] < placement.end_us[q][p] - 1e-9:
+                        problems.append(f"{op.op.name}[{c}] starts before its input {placement.ops[q].op.name}[{p}]")
+    for g, used in enumerate(plan.memory_bytes):
+        if used > plan.device.memory_bytes:
+            problems.append(f"GPU {g} needs {used / 1e9:.1f} GB > {plan.device.memory_bytes / 1e9:.0f} GB")
+    return problems
