@@ -75,11 +75,14 @@ class Fabric(_Strict):
 
 
 class ModelWorkload(_Strict):
-    name: str
+    name: str  # resnet50 | transformer | megatron, or the name given in `profile`
     global_batch: int = Field(ge=1)
     mp: int = Field(default=1, ge=1)
     dp: int = Field(default=1, ge=1)
-    degree: int | None = Field(default=None, ge=1)
+    degree: int | None = Field(default=None, ge=1)  # default: the fabric's (Q for sip-ocs)
+    device: str = "v100"
+    profile: str | None = None  # a user op profile (YAML/JSON) instead of the zoo model
+    tau_us: float = Field(default=10.0, gt=0)
 
 
 class Workload(_Strict):
@@ -131,6 +134,14 @@ class Scenario(_Strict):
     fabric: Fabric
     workload: Workload
     emulation: Emulation = Emulation()
+
+    @model_validator(mode="after")
+    def _sizes_agree(self) -> "Scenario":
+        model = self.workload.model
+        if self.workload.kind == "model" and model is not None and model.mp * model.dp != self.fabric.hosts:
+            raise ValueError(f"workload.model mp×dp = {model.mp}×{model.dp} = {model.mp * model.dp} must equal "
+                             f"fabric.hosts ({self.fabric.hosts})")
+        return self
 
 
 def _field_path(loc: tuple[Any, ...]) -> str:

@@ -112,5 +112,41 @@ def collective_schedule(scenario: Scenario) -> Schedule:
     )
 
 
+def fabric_degree(scenario: Scenario) -> int | None:
+    """The degree limit D a placement must respect: set in the workload, else the fabric's own."""
+    model = scenario.workload.model
+    if model is not None and model.degree is not None:
+        return model.degree
+    fabric = scenario.fabric
+    if fabric.kind == "sip-ocs":
+        return fabric.ocs_switches or 16
+    if fabric.kind == "sip-ring":
+        return 2 * fabric.neighbors
+    return None
+
+
+def model_plan(scenario: Scenario):
+    """The placer's plan for a `model` workload (imported lazily: the placer is a larger library)."""
+    from testbed.placer.plan import make_plan
+    from testbed.placer.profiles import device, load_user_profile
+    from testbed.placer.zoo import MODELS
+
+    model = scenario.workload.model
+    assert model is not None
+    if model.profile is not None:
+        graph = load_user_profile(model.profile)
+    elif model.name in MODELS:
+        graph = MODELS[model.name]()
+    else:
+        raise InputError(f"{scenario.name}: workload.model.name '{model.name}' is not in the zoo "
+                         f"({', '.join(sorted(MODELS))}); or give workload.model.profile")
+    return make_plan(graph, device(model.device), model.mp, model.dp, model.global_batch, fabric_degree(scenario),
+                     model.tau_us, scenario.fabric.gpu_bandwidth_gbps)
+
+
 def schedule_for(scenario: Scenario) -> Schedule:
+    if scenario.workload.kind == "model":
+        from testbed.placer.emit import plan_schedule
+
+        return plan_schedule(model_plan(scenario), scenario.name, scenario.workload.iterations)
     return collective_schedule(scenario)

@@ -44,17 +44,31 @@ class Plan:
         return (gpu + self.k) % self.gpus
 
 
-def mp_traffic(placement: MpPlacement) -> dict[tuple[int, int], float]:
-    traffic: dict[tuple[int, int], float] = defaultdict(float)
+def messages(placement: MpPlacement) -> dict[tuple[int, int, int, int], float]:
+    """Bytes each producing sub-op (op q, part p) sends to GPU dst for consuming op i, keyed (q, p, i, dst).
+
+    Parts of one consumer on the same GPU share what they receive, so a message never carries more
+    than the producing part's output."""
     ops = placement.ops
+    found: dict[tuple[int, int, int, int], float] = defaultdict(float)
     for i, op in enumerate(ops):
         for c in range(op.parts):
             dst = placement.gpu[i][c]
             for q in op.parents:
                 for p, size in inputs_of(ops[q], op, c):
-                    src = placement.gpu[q][p]
-                    if src != dst:
-                        traffic[(src, dst)] += size
+                    if placement.gpu[q][p] != dst:
+                        found[(q, p, i, dst)] += size
+    for (q, p, i, dst), size in found.items():
+        parent = ops[q]
+        whole = parent.out_bytes if parent.layout == "partial" else parent.out_bytes / parent.parts
+        found[(q, p, i, dst)] = min(size, whole)
+    return dict(found)
+
+
+def mp_traffic(placement: MpPlacement) -> dict[tuple[int, int], float]:
+    traffic: dict[tuple[int, int], float] = defaultdict(float)
+    for (q, p, _, dst), size in messages(placement).items():
+        traffic[(placement.gpu[q][p], dst)] += size
     return dict(traffic)
 
 

@@ -1,0 +1,138 @@
+"""Per-fabric flow models: which capacitated resources a transfer between two GPUs uses, and how
+long the DP all-reduce between counterpart GPUs takes."""
+
+from __future__ import annotations
+
+import math
+from collections import deque
+from dataclasses import dataclass, field
+
+from testbed.oracle.circuits import plan_circuits
+from testbed.oracle.wavelengths import plan_wavelengths
+from testbed.predict import ring_allreduce_time_s
+from testbed.scenario import Fabric
+from testbed.units import gbps_to_bps, us_to_s
+
+
+@dataclass
+class FlowModel:
+    """Resources per GPU pair of one MP group (local indices 0..k-1) and their capacities."""
+
+    capacity_bps: dict[tuple, float]
+    paths: dict[tuple[int, int], tuple[tuple, ...]] = field(default_factory=dict)
+    default: object = None  # callable (src, dst) -> resources, for fabrics without a plan
+    notes: list[str] = field(default_factory=list)
+
+    def resources(self, src: int, dst: int) -> tuple[tuple, ...]:
+        if (src, dst) in self.paths:
+            return self.paths[(src, dst)]
+        return self.default(src, dst)
+
+
+def _nic(B: float, k: int) -> dict[tuple, float]:
+    caps = {}
+    for g in range(k):
+        caps[("out", g)] = B
+        caps[("in", g)] = B
+    return caps
+
+
+def _relay_paths(k: int, links: dict[tuple[int, int], tuple], traffic) -> dict[tuple[int, int], tuple[tuple, ...]]:
+    """Shortest hop paths over direct links for every pair with traffic (relaying through GPUs)."""
+    neighbours: dict[int, list[int]] = {g: [] for g in range(k)}
+    for (a, b) in links:
+        neighbours[a].append(b)
+    paths = {}
+    for (src, dst) in traffic:
+        if (src, dst) in links:
+            paths[(src, dst)] = (links[(src, dst)],)
+            continue
+        previous = {src: None}
+        queue = deque([src])
+        while queue and dst not in previous:
+            here = queue.popleft()
+            for nxt in neighbours[here]:
+                if nxt not in previous:
+                    previous[nxt] = here
+                    queue.append(nxt)
+        if dst not in previous:
+            raise ValueError(f"no path from GPU {src} to GPU {dst}")
+        hops, node = [], dst
+        while previous[node] is not None:
+            hops.append(links[(previous[node], node)])
+            node = previous[node]
+        paths[(src, dst)] = tuple(reversed(hops))
+    return paths
+
+
+def mp_flow_model(fabric: Fabric, k: int, l: int, traffic: dict[tuple[int, int], float]) -> FlowModel:
+    """The flow model of the MP group on `fabric`, planned (circuits, wavelengths) for `traffic`."""
+    B = gbps_to_bps(fabric.gpu_bandwidth_gbps)
+    kind = fabric.kind
+    if kind in ("elect-flat", "ina", "ps"):
+        return FlowModel(_nic(B, k), default=lambda s, d: (("out", s), ("in", d)))
+    if kind == "elect-cluster":
+        caps = _nic(B, k)
+        per = fabric.gpus_per_server
+        for server in range(math.ceil(k / per)):
+            caps[("up", server)] = caps[("down", server)] = gbps_to_bps(fabric.server_uplink_gbps)
+
+        def path(s, d):
+            if s // per == d // per:
+                return (("out", s), ("in", d))
+            return (("out", s), ("up", s // per), ("down", d // per), ("in", d))
+
+        return FlowModel(caps, default=path)
+    if kind == "sip-ocs":
+        switches = fabric.ocs_switches or 16
+        link = B / switches
+        plan = plan_circuits(traffic, k, switches, link, reserved_ports=1 if l > 1 else 0)
+        caps, links = {}, {}
+        for (i, j), count in plan.circuits.items():
+            caps[("circuit", i, j)] = caps[("circuit", j, i)] = count * link
+            links[(i, j)], links[(j, i)] = ("circuit", i, j), ("circuit", j, i)
+        model = FlowModel(caps, _relay_paths(k, links, traffic))
+        model.notes.append(f"circuits by {plan.method}; longest transfer {plan.longest_s * 1e3:.3f} ms, "
+                           f"bound {plan.bound_s * 1e3:.3f} ms")
+        return model
+    if kind == "sip-ring":
+        wave_bps = gbps_to_bps(fabric.wavelength_gbps)
+        plan = plan_wavelengths(traffic, k, fabric.wavelengths, wave_bps, fabric.neighbors)
+        caps, links = {}, {}
+        for (s, d), path in plan.lightpaths.items():
+            caps[("lightpath", s, d)] = len(path.wavelengths) * wave_bps
+            links[(s, d)] = ("lightpath", s, d)
+        model = FlowModel(caps, _relay_paths(k, links, traffic))
+        model.notes.append(f"wavelength plan of the iteration's traffic; longest transfer {plan.longest_s * 1e3:.3f} "
+                           f"ms, bound {plan.bound_s * 1e3:.3f} ms")
+        return model
+    raise ValueError(f"no flow model for fabric {kind}")
+
+
+def dp_allreduce_s(fabric: Fabric, k: int, l: int, grad_bytes: float) -> float:
+    """All-reduce of `grad_bytes` among the l counterpart GPUs (one per MP group)."""
+    if l <= 1 or grad_bytes <= 0:
+        return 0.0
+    B = gbps_to_bps(fabric.gpu_bandwidth_gbps)
+    alpha = us_to_s(fabric.latency_us)
+    kind = fabric.kind
+    if kind == "elect-flat":
+        rate = B
+    elif kind == "elect-cluster":
+        per = fabric.gpus_per_server
+        crosses = k * l > per
+        rate = min(B, gbps_to_bps(fabric.server_uplink_gbps) / min(k, per)) if crosses else B
+    elif kind == "sip-ocs":
+        rate = B / (fabric.ocs_switches or 16)  # the one port each GPU keeps for its DP ring
+    elif kind == "sip-ring":
+        # Counterparts are k apart: k rings' lightpaths overlap on every segment; both directions used.
+        rate = min(B, 2 * B / k) / max(1, math.ceil(k / fabric.neighbors))
+    elif kind == "ina":
+        return alpha + grad_bytes * 8 / B  # one round: each worker sends M and receives M
+    elif kind == "ps":
+        # BytePS with k CPU machines: 2(n-1)·M / ((n+k)·B); k=0 is all-reduce, k=n a classic PS.
+        n, cpus = l, fabric.cpu_servers
+        return 2 * (n - 1) * alpha + 2 * (n - 1) * grad_bytes * 8 / ((n + cpus) * B)
+    else:
+        raise ValueError(f"no DP model for fabric {kind}")
+    return ring_allreduce_time_s(l, grad_bytes, rate, alpha)

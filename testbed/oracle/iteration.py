@@ -1,0 +1,60 @@
+"""Iteration time of a plan on a fabric: the MP group's critical path, transfers sharing the fabric
+max-min fairly, then the DP all-reduce."""
+
+from __future__ import annotations
+
+from collections import defaultdict
+
+from testbed.oracle.fabrics import dp_allreduce_s, mp_flow_model
+from testbed.oracle.flows import Flow, completion_times
+from testbed.placer.balance import inputs_of
+from testbed.placer.plan import Plan, messages
+from testbed.predict import Breakdown, Prediction
+from testbed.scenario import Fabric
+from testbed.units import us_to_s
+
+
+def mp_makespan_s(plan: Plan, fabric: Fabric) -> tuple[float, list[str]]:
+    """Critical path of one MP group. The transfers feeding one op share the fabric with each other
+    (each joining when its producer finishes); transfers feeding different ops do not interact."""
+    placement = plan.placement
+    ops = placement.ops
+    model = mp_flow_model(fabric, plan.k, plan.l, plan.mp_traffic)
+    alpha = us_to_s(fabric.latency_us)
+    by_consumer: dict[int, list[tuple[tuple[int, int, int, int], float]]] = defaultdict(list)
+    for key, size in messages(placement).items():
+        by_consumer[key[2]].append((key, size))
+    avail = [0.0] * plan.k
+    end = [[0.0] * op.parts for op in ops]
+    for i, op in enumerate(ops):
+        arrived: dict[tuple[int, int, int, int], float] = {}
+        incoming = by_consumer.get(i, [])
+        if incoming:
+            flows = [Flow(end[q][p], size, model.resources(placement.gpu[q][p], dst))
+                     for (q, p, _, dst), size in incoming]
+            for ((key, _), done) in zip(incoming, completion_times(flows, model.capacity_bps)):
+                arrived[key] = done + alpha
+        for c in range(op.parts):
+            g = placement.gpu[i][c]
+            ready = 0.0
+            for q in op.parents:
+                for p, _ in inputs_of(ops[q], op, c):
+                    ready = max(ready, end[q][p] if placement.gpu[q][p] == g else arrived[(q, p, i, g)])
+            start = max(ready, avail[g])
+            end[i][c] = avail[g] = start + us_to_s(op.part_us)
+    return max(avail), model.notes
+
+
+def predict_plan(plan: Plan, fabric: Fabric) -> Prediction:
+    mp_s, notes = mp_makespan_s(plan, fabric)
+    dp_s = dp_allreduce_s(fabric, plan.k, plan.l, max(plan.grad_bytes))
+    busiest = [0.0] * plan.k
+    for i, op in enumerate(plan.placement.ops):
+        for c in range(op.parts):
+            busiest[plan.placement.gpu[i][c]] += us_to_s(op.part_us)
+    compute = max(busiest)
+    total = mp_s + dp_s
+    formula = f"MP critical path {mp_s * 1e3:.3f} ms + DP all-reduce {dp_s * 1e3:.3f} ms"
+    if notes:
+        formula += "; " + "; ".join(notes)
+    return Prediction(total, Breakdown(compute_s=compute, communication_s=total - compute), formula)
