@@ -1,4 +1,4 @@
-"""The `testbed` command: doctor, check, predict, run, clean."""
+"""The `testbed` command: doctor, check, place, predict, run, clean."""
 
 from __future__ import annotations
 
@@ -63,17 +63,59 @@ def cmd_check(args: argparse.Namespace) -> int:
 
 
 def cmd_predict(args: argparse.Namespace) -> int:
-    from testbed.predict import predict
+    from testbed.predict import predict_scenario
     from testbed.scenario import load_scenario
-    from testbed.schedule import schedule_for
 
     scenario = load_scenario(args.scenario)
-    prediction = predict(scenario, schedule_for(scenario))
+    prediction = predict_scenario(scenario)
     if args.json:
         print(json.dumps(prediction.to_json(), indent=1))
     else:
         console.print(f"{scenario.name}: predicted iteration time {prediction.iteration_time_s * 1e3:.3f} ms "
                       f"({prediction.formula})")
+    return 0
+
+
+def cmd_place(args: argparse.Namespace) -> int:
+    from testbed.placer.emit import plan_schedule
+    from testbed.placer.plan import verify
+    from testbed.scenario import load_scenario
+    from testbed.schedule import model_plan
+
+    scenario = load_scenario(args.scenario)
+    if scenario.workload.kind != "model":
+        raise InputError(f"{args.scenario}: testbed place needs workload.kind model (got {scenario.workload.kind})")
+    with console.status("placing ..."):
+        plan = model_plan(scenario)
+        schedule = plan_schedule(plan, scenario.name, scenario.workload.iterations)
+    problems = verify(plan)
+    if problems:
+        raise TestbedError(f"the placement failed its own verification: {problems[0]}")
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "schedule.json").write_text(json.dumps(schedule.to_json()) + "\n")
+    with open(out / "traffic_matrix.csv", "w") as matrix:
+        for row in schedule.traffic_matrix_bytes:
+            matrix.write(",".join(str(v) for v in row) + "\n")
+    table = Table(title=f"{scenario.name}: {plan.model}, mp={plan.k}, dp={plan.l}, batch {plan.global_batch}, "
+                        f"degree {plan.degree if plan.degree is not None else 'unlimited'}")
+    for column in ("GPU", "compute (ms)", "sub-ops", "sends to", "receives from", "memory (GB)", "DP grads (MB)"):
+        table.add_column(column, justify="right")
+    placement = plan.placement
+    for g in range(plan.k):
+        mine = [(i, c) for i, op in enumerate(placement.ops) for c in range(op.parts) if placement.gpu[i][c] == g]
+        busy = sum(placement.ops[i].part_us for i, _ in mine) / 1e3
+        to = sorted({d for (s, d) in plan.mp_traffic if s == g})
+        frm = sorted({s for (s, d) in plan.mp_traffic if d == g})
+        dp = f" +DP {plan.dp_peer(g)}" if plan.l > 1 else ""
+        table.add_row(str(g), f"{busy:.2f}", str(len(mine)), (",".join(map(str, to)) or "-") + dp,
+                      ",".join(map(str, frm)) or "-", f"{plan.memory_bytes[g] / 1e9:.2f}",
+                      f"{plan.grad_bytes[g] / 1e6:.1f}")
+    console.print(table)
+    used = max(len({d for (s, d) in plan.mp_traffic if s == g}) for g in range(plan.k)) + (1 if plan.l > 1 else 0)
+    console.print(f"degree used: {used} (limit {plan.degree if plan.degree is not None else 'none'}); "
+                  f"MP groups replicate GPUs 0..{plan.k - 1}; wrote {out / 'schedule.json'} and "
+                  f"{out / 'traffic_matrix.csv'}")
     return 0
 
 
@@ -152,6 +194,10 @@ def build_parser() -> argparse.ArgumentParser:
     pred.add_argument("scenario")
     pred.add_argument("--json", action="store_true")
     pred.set_defaults(func=cmd_predict)
+    place = sub.add_parser("place", help="place a model workload: schedule.json and traffic_matrix.csv (no root)")
+    place.add_argument("scenario")
+    place.add_argument("--out", required=True, help="directory for schedule.json and traffic_matrix.csv")
+    place.set_defaults(func=cmd_place)
     run = sub.add_parser("run", help="emulate a scenario and write its run directory")
     run.add_argument("scenario")
     run.add_argument("--out", help="run directory (default runs/<name>-<timestamp>)")

@@ -46,8 +46,20 @@ def ring_allreduce_time_s(hosts: int, size_bytes: float, rate_bps: float, latenc
     return steps * latency_s + steps * transfer_time_s(size_bytes / hosts, rate_bps)
 
 
+def predict_scenario(scenario: Scenario) -> Prediction:
+    """The oracle for any scenario: placed models through the placer's plan, collectives directly."""
+    if scenario.workload.kind == "model":
+        from testbed.oracle.iteration import predict_plan
+        from testbed.schedule import model_plan
+
+        return predict_plan(model_plan(scenario), scenario.fabric)
+    from testbed.schedule import schedule_for
+
+    return predict(scenario, schedule_for(scenario))
+
+
 def predict(scenario: Scenario, schedule: Schedule) -> Prediction:
-    """Predict one iteration; raises InputError for fabric/workload pairs the oracle does not model."""
+    """Predict one iteration of a collective schedule; InputError for pairs the oracle does not model."""
     fabric = scenario.fabric
     if fabric.kind != "elect-flat":
         raise InputError(f"{scenario.name}: fabric.kind {fabric.kind} is not modelled yet; use elect-flat")

@@ -19,7 +19,7 @@ from testbed import results as results_mod
 from testbed.calibration import load_calibration
 from testbed.controller_proc import ControllerProcess
 from testbed.emulation import EmulationPlan, resolve_emulation
-from testbed.errors import EnvironmentProblem, RunFailed
+from testbed.errors import EnvironmentProblem, InputError, RunFailed
 from testbed.paths import registry_dir
 from testbed.platform import datapath, is_root, mininet_available, ovs_running
 from testbed.predict import Prediction, predict
@@ -56,6 +56,11 @@ def shortest_event_s(scenario: Scenario, prediction: Prediction) -> float:
 
 
 def prepare(scenario: Scenario) -> Prepared:
+    if scenario.workload.kind != "collective" or scenario.fabric.kind != "elect-flat":
+        raise InputError(
+            f"{scenario.name}: testbed run emulates collective workloads on elect-flat so far; "
+            f"use `testbed place` and `testbed predict` for {scenario.workload.kind} on {scenario.fabric.kind}"
+        )
     schedule = schedule_for(scenario)
     prediction = predict(scenario, schedule)
     assert scenario.workload.bytes is not None

@@ -117,12 +117,9 @@ def fabric_degree(scenario: Scenario) -> int | None:
     model = scenario.workload.model
     if model is not None and model.degree is not None:
         return model.degree
-    fabric = scenario.fabric
-    if fabric.kind == "sip-ocs":
-        return fabric.ocs_switches or 16
-    if fabric.kind == "sip-ring":
-        return 2 * fabric.neighbors
-    return None
+    from testbed.placer.search import fabric_degree as degree_of
+
+    return degree_of(scenario.fabric)
 
 
 def model_plan(scenario: Scenario):

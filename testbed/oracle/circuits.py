@@ -1,5 +1,11 @@
-"""Circuit planning for SiP-OCS: how many circuits each GPU pair gets from Q optical switches, and
-which switch carries each circuit. One implementation, shared by the oracle and the controller."""
+"""Circuit planning for SiP-OCS: how many circuits each ordered GPU pair gets from Q optical
+switches, and which switch carries each circuit. One implementation, shared by the oracle and the
+controller.
+
+An OCS connects input (transmit) port i to output (receive) port j, so a circuit is directed and
+every switch realises a partial permutation; each GPU has one transmit and one receive port per
+switch. Planned circuits therefore form a bipartite multigraph of degree at most Q, which König's
+theorem lets us split exactly over the Q switches."""
 
 from __future__ import annotations
 
@@ -15,8 +21,8 @@ MILP_TIME_LIMIT_S = 10.0
 
 @dataclass(frozen=True)
 class CircuitPlan:
-    """circuits[(i, j)] (i < j): bidirectional circuits between GPUs i and j; switch_of lists, per
-    pair, the OCS index of each of its circuits. `bound_s` is the MILP's lower bound on the
+    """circuits[(i, j)]: circuits from GPU i to GPU j; switch_of lists, per ordered pair, the OCS
+    index of each of its circuits. `bound_s` is the MILP's lower bound on the
     longest transfer, and `longest_s` what this plan achieves."""
 
     circuits: dict[tuple[int, int], int]
@@ -26,17 +32,14 @@ class CircuitPlan:
     bound_s: float
 
     def degree(self, node: int) -> int:
-        return sum(c for (i, j), c in self.circuits.items() if node in (i, j))
+        """Ports in use at `node`: the larger of its transmit and receive counts."""
+        out = sum(c for (i, _), c in self.circuits.items() if i == node)
+        into = sum(c for (_, j), c in self.circuits.items() if j == node)
+        return max(out, into)
 
 
 def _pair_demand(traffic: dict[tuple[int, int], float]) -> dict[tuple[int, int], float]:
-    """Bytes per unordered pair, the heavier direction (a circuit carries both directions at once)."""
-    demand: dict[tuple[int, int], float] = defaultdict(float)
-    for (s, d), size in traffic.items():
-        if s != d and size > 0:
-            key = (min(s, d), max(s, d))
-            demand[key] = max(demand[key], size)
-    return dict(demand)
+    return {pair: size for pair, size in traffic.items() if pair[0] != pair[1] and size > 0}
 
 
 def _longest(demand, circuits, link_bps) -> float:
@@ -47,22 +50,23 @@ def _longest(demand, circuits, link_bps) -> float:
 def _greedy(demand, ports: int, link_bps: float, nodes: int) -> dict[tuple[int, int], int]:
     """One circuit per pair, heaviest first while ports last; then spare ports to the pair whose
     transfer is longest."""
-    free = defaultdict(lambda: ports)
+    tx = defaultdict(lambda: ports)
+    rx = defaultdict(lambda: ports)
     circuits: dict[tuple[int, int], int] = {}
     for pair in sorted(demand, key=lambda p: -demand[p]):
         i, j = pair
-        if free[i] and free[j]:
+        if tx[i] and rx[j]:
             circuits[pair] = 1
-            free[i] -= 1
-            free[j] -= 1
+            tx[i] -= 1
+            rx[j] -= 1
     while True:
-        options = [p for p in circuits if free[p[0]] and free[p[1]]]
+        options = [p for p in circuits if tx[p[0]] and rx[p[1]]]
         if not options:
             return circuits
         pair = max(options, key=lambda p: demand[p] / circuits[p])
         circuits[pair] += 1
-        free[pair[0]] -= 1
-        free[pair[1]] -= 1
+        tx[pair[0]] -= 1
+        rx[pair[1]] -= 1
 
 
 def _milp(demand, ports: int, link_bps: float, nodes: int) -> tuple[dict[tuple[int, int], int], float] | None:
@@ -83,14 +87,15 @@ def _milp(demand, ports: int, link_bps: float, nodes: int) -> tuple[dict[tuple[i
         lower.append(0.0)
         upper.append(np.inf)
     for node in range(nodes):
-        row = np.zeros(n + 1)
-        for idx, (i, j) in enumerate(pairs):
-            if node in (i, j):
-                row[idx] = 1.0
-        if row.any():
-            rows.append(row)
-            lower.append(0.0)
-            upper.append(ports)
+        for end in (0, 1):  # transmit ports, receive ports
+            row = np.zeros(n + 1)
+            for idx, pair in enumerate(pairs):
+                if pair[end] == node:
+                    row[idx] = 1.0
+            if row.any():
+                rows.append(row)
+                lower.append(0.0)
+                upper.append(ports)
     integrality = np.ones(n + 1)
     integrality[n] = 0
     result = milp(cost, constraints=LinearConstraint(np.array(rows), lower, upper), integrality=integrality,
@@ -105,20 +110,48 @@ def _milp(demand, ports: int, link_bps: float, nodes: int) -> tuple[dict[tuple[i
 
 
 def _assign_switches(circuits: dict[tuple[int, int], int], switches: int) -> dict[tuple[int, int], tuple[int, ...]]:
-    """Each OCS joins disjoint port pairs: colour the circuit multigraph greedily with Q colours;
-    a circuit that finds no free switch is dropped (its traffic is relayed)."""
-    used: dict[int, set[int]] = defaultdict(set)  # node -> switches whose port is taken
+    """Colour the bipartite circuit multigraph (transmit side, receive side) with the switches as
+    colours, so that each switch joins every port at most once. With degree ≤ Q an exact colouring
+    exists (König); alternating-path swaps find it."""
+    at_tx: dict[int, dict[int, int]] = defaultdict(dict)  # node -> switch -> receiving node
+    at_rx: dict[int, dict[int, int]] = defaultdict(dict)  # node -> switch -> transmitting node
+    for (i, j), count in sorted(circuits.items()):
+        for _ in range(count):
+            a = next(q for q in range(switches) if q not in at_tx[i])
+            b = next(q for q in range(switches) if q not in at_rx[j])
+            if a not in at_rx[j]:
+                b = a
+            else:
+                # Swap colours a and b along the alternating path from j's receive side.
+                path, side, node, colour = [], "rx", j, a
+                while True:
+                    edges = at_rx if side == "rx" else at_tx
+                    if colour not in edges[node]:
+                        break
+                    other = edges[node][colour]
+                    path.append((node, other, side, colour))
+                    side = "tx" if side == "rx" else "rx"
+                    node, colour = other, (b if colour == a else a)
+                for node, other, side, colour in path:
+                    if side == "rx":
+                        del at_rx[node][colour]
+                        del at_tx[other][colour]
+                    else:
+                        del at_tx[node][colour]
+                        del at_rx[other][colour]
+                for node, other, side, colour in path:
+                    swapped = b if colour == a else a
+                    if side == "rx":
+                        at_rx[node][swapped], at_tx[other][swapped] = other, node
+                    else:
+                        at_tx[node][swapped], at_rx[other][swapped] = other, node
+                b = a
+            at_tx[i][b], at_rx[j][b] = j, i
     switch_of: dict[tuple[int, int], list[int]] = defaultdict(list)
-    for pair in sorted(circuits, key=lambda p: -circuits[p]):
-        i, j = pair
-        for _ in range(circuits[pair]):
-            free = [q for q in range(switches) if q not in used[i] and q not in used[j]]
-            if not free:
-                break
-            used[i].add(free[0])
-            used[j].add(free[0])
-            switch_of[pair].append(free[0])
-    return {pair: tuple(qs) for pair, qs in switch_of.items()}
+    for i, by_switch in at_tx.items():
+        for q, j in by_switch.items():
+            switch_of[(i, j)].append(q)
+    return {pair: tuple(sorted(qs)) for pair, qs in switch_of.items()}
 
 
 def plan_circuits(traffic: dict[tuple[int, int], float], nodes: int, switches: int, link_bps: float,

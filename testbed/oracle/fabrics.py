@@ -24,9 +24,10 @@ class FlowModel:
     notes: list[str] = field(default_factory=list)
 
     def resources(self, src: int, dst: int) -> tuple[tuple, ...]:
-        if (src, dst) in self.paths:
-            return self.paths[(src, dst)]
-        return self.default(src, dst)
+        found = self.paths.get((src, dst))
+        if found is None:
+            found = self.paths[(src, dst)] = self.default(src, dst)
+        return found
 
 
 def _nic(B: float, k: int) -> dict[tuple, float]:
@@ -89,8 +90,8 @@ def mp_flow_model(fabric: Fabric, k: int, l: int, traffic: dict[tuple[int, int],
         plan = plan_circuits(traffic, k, switches, link, reserved_ports=1 if l > 1 else 0)
         caps, links = {}, {}
         for (i, j), count in plan.circuits.items():
-            caps[("circuit", i, j)] = caps[("circuit", j, i)] = count * link
-            links[(i, j)], links[(j, i)] = ("circuit", i, j), ("circuit", j, i)
+            caps[("circuit", i, j)] = count * link
+            links[(i, j)] = ("circuit", i, j)
         model = FlowModel(caps, _relay_paths(k, links, traffic))
         model.notes.append(f"circuits by {plan.method}; longest transfer {plan.longest_s * 1e3:.3f} ms, "
                            f"bound {plan.bound_s * 1e3:.3f} ms")

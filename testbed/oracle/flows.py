@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+import numpy as np
+
 Resource = tuple  # any hashable name, e.g. ("out", 3)
 
 
@@ -16,56 +18,49 @@ class Flow:
 
 def max_min_rates(flows: list[Flow], capacity_bps: dict[Resource, float]) -> list[float]:
     """Progressive filling: raise every unfrozen flow's rate together; freeze flows at a full resource."""
-    rates = [0.0] * len(flows)
-    remaining = {r: capacity_bps[r] for f in flows for r in f.resources}
-    users: dict[Resource, set[int]] = {}
+    names = list({r: None for f in flows for r in f.resources})
+    column = {r: j for j, r in enumerate(names)}
+    uses = np.zeros((len(flows), len(names)), dtype=bool)
     for i, f in enumerate(flows):
-        for r in f.resources:
-            users.setdefault(r, set()).add(i)
-    active = set(range(len(flows)))
-    while active:
-        share, bottleneck = min(((remaining[r] / len(u & active), r) for r, u in users.items() if u & active),
-                                key=lambda t: t[0])
-        frozen = users[bottleneck] & active
-        for i in active:
-            rates[i] += share
-        for r, u in users.items():
-            remaining[r] -= share * len(u & active)
-        active -= frozen
-    return rates
+        uses[i, [column[r] for r in f.resources]] = True
+    remaining = np.array([capacity_bps[r] for r in names], dtype=float)
+    rates = np.zeros(len(flows))
+    active = np.ones(len(flows), dtype=bool)
+    while active.any():
+        users = uses[active].sum(axis=0)
+        loaded = users > 0
+        shares = np.full(len(names), np.inf)
+        shares[loaded] = remaining[loaded] / users[loaded]
+        share = shares.min()
+        rates[active] += share
+        remaining -= share * users
+        full = loaded & (shares <= share * (1 + 1e-12))
+        active &= ~uses[:, full].any(axis=1)
+    return rates.tolist()
 
 
 def completion_times(flows: list[Flow], capacity_bps: dict[Resource, float]) -> list[float]:
     """When each flow finishes (absolute seconds), flows joining as they start, rates re-shared at
     every arrival and departure."""
-    pending = sorted(range(len(flows)), key=lambda i: flows[i].start_s)
-    left = [f.bytes * 8 for f in flows]
-    done = [0.0] * len(flows)
-    active: list[int] = []
-    now = flows[pending[0]].start_s if pending else 0.0
-    cursor = 0
-    while cursor < len(pending) or active:
-        while cursor < len(pending) and flows[pending[cursor]].start_s <= now + 1e-15:
-            i = pending[cursor]
-            cursor += 1
-            if left[i] <= 0:
-                done[i] = max(now, flows[i].start_s)
-            else:
-                active.append(i)
-        if not active:
-            now = flows[pending[cursor]].start_s
+    if not flows:
+        return []
+    starts = np.array([f.start_s for f in flows])
+    left = np.array([f.bytes * 8.0 for f in flows])
+    done = np.where(left <= 0, starts, np.inf)
+    arrivals = np.unique(starts)
+    now = arrivals[0]
+    while True:
+        active = np.flatnonzero((starts <= now + 1e-15) & np.isinf(done))
+        later = arrivals[arrivals > now + 1e-15]
+        if active.size == 0:
+            if later.size == 0:
+                return done.tolist()
+            now = later[0]
             continue
-        rates = max_min_rates([flows[i] for i in active], capacity_bps)
-        finish = min(left[i] / r for i, r in zip(active, rates))
-        arrival = flows[pending[cursor]].start_s - now if cursor < len(pending) else float("inf")
-        step = min(finish, arrival)
-        still = []
-        for i, r in zip(active, rates):
-            left[i] -= r * step
-            if left[i] <= 1e-6 * max(1.0, flows[i].bytes):
-                done[i] = now + step
-            else:
-                still.append(i)
-        active = still
+        rates = np.array(max_min_rates([flows[i] for i in active], capacity_bps))
+        finish = left[active] / rates
+        step = min(finish.min(), later[0] - now if later.size else np.inf)
+        left[active] -= rates * step
         now += step
-    return done
+        finished = active[left[active] <= 1e-6 * np.maximum(1.0, left[active] + rates * step)]
+        done[finished] = now

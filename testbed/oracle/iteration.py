@@ -7,22 +7,21 @@ from collections import defaultdict
 
 from testbed.oracle.fabrics import dp_allreduce_s, mp_flow_model
 from testbed.oracle.flows import Flow, completion_times
-from testbed.placer.balance import inputs_of
-from testbed.placer.plan import Plan, messages
+from testbed.placer.plan import Plan
 from testbed.predict import Breakdown, Prediction
 from testbed.scenario import Fabric
 from testbed.units import us_to_s
 
 
 def mp_makespan_s(plan: Plan, fabric: Fabric) -> tuple[float, list[str]]:
-    """Critical path of one MP group. The transfers feeding one op share the fabric with each other
-    (each joining when its producer finishes); transfers feeding different ops do not interact."""
+    """Critical path of one MP group. The transfers feeding one op share the fabric max-min fairly,
+    one flow per GPU pair; transfers feeding different ops do not interact."""
     placement = plan.placement
     ops = placement.ops
     model = mp_flow_model(fabric, plan.k, plan.l, plan.mp_traffic)
     alpha = us_to_s(fabric.latency_us)
     by_consumer: dict[int, list[tuple[tuple[int, int, int, int], float]]] = defaultdict(list)
-    for key, size in messages(placement).items():
+    for key, size in plan.messages.items():
         by_consumer[key[2]].append((key, size))
     avail = [0.0] * plan.k
     end = [[0.0] * op.parts for op in ops]
@@ -30,16 +29,25 @@ def mp_makespan_s(plan: Plan, fabric: Fabric) -> tuple[float, list[str]]:
         arrived: dict[tuple[int, int, int, int], float] = {}
         incoming = by_consumer.get(i, [])
         if incoming:
-            flows = [Flow(end[q][p], size, model.resources(placement.gpu[q][p], dst))
-                     for (q, p, _, dst), size in incoming]
-            for ((key, _), done) in zip(incoming, completion_times(flows, model.capacity_bps)):
-                arrived[key] = done + alpha
+            # One flow per GPU pair (one connection, messages in order): it starts with the first
+            # producer to finish and carries all of the pair's bytes for this op.
+            pairs: dict[tuple[int, int], list] = {}
+            for key, size in incoming:
+                q, p, _, dst = key
+                pair = pairs.setdefault((placement.gpu[q][p], dst), [float("inf"), 0.0, []])
+                pair[0] = min(pair[0], end[q][p])
+                pair[1] += size
+                pair[2].append(key)
+            flows = [Flow(start, size, model.resources(*pair)) for pair, (start, size, _) in pairs.items()]
+            for (start, _, keys), done in zip(pairs.values(), completion_times(flows, model.capacity_bps)):
+                for key in keys:
+                    arrived[key] = max(done, end[key[0]][key[1]]) + alpha
+        gpus = placement.gpu
         for c in range(op.parts):
-            g = placement.gpu[i][c]
+            g = gpus[i][c]
             ready = 0.0
-            for q in op.parents:
-                for p, _ in inputs_of(ops[q], op, c):
-                    ready = max(ready, end[q][p] if placement.gpu[q][p] == g else arrived[(q, p, i, g)])
+            for q, p in plan.needs[i][c]:
+                ready = max(ready, end[q][p] if gpus[q][p] == g else arrived[(q, p, i, g)])
             start = max(ready, avail[g])
             end[i][c] = avail[g] = start + us_to_s(op.part_us)
     return max(avail), model.notes

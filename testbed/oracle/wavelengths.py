@@ -4,6 +4,7 @@ One implementation, shared by the oracle and the controller."""
 
 from __future__ import annotations
 
+import heapq
 from collections import defaultdict
 from dataclasses import dataclass
 
@@ -78,14 +79,13 @@ def plan_wavelengths(traffic: dict[tuple[int, int], float], nodes: int, waveleng
 
     for pair in sorted(chosen, key=lambda p: -demand[p]):
         try_add(pair)
-    blocked: set = set()
-    while True:
-        options = [p for p in assigned if p not in blocked]
-        if not options:
-            break
-        pair = max(options, key=lambda p: demand[p] / len(assigned[p]))
-        if not try_add(pair):
-            blocked.add(pair)
+    # Spare wavelengths to the longest transfer first; a demand that cannot grow leaves the heap.
+    heap = [(-demand[p] / len(w), p) for p, w in assigned.items()]
+    heapq.heapify(heap)
+    while heap:
+        _, pair = heapq.heappop(heap)
+        if try_add(pair):
+            heapq.heappush(heap, (-demand[pair] / len(assigned[pair]), pair))
     lightpaths = {pair: Lightpath(pair[0], pair[1], chosen[pair][0], tuple(w)) for pair, w in assigned.items()}
     longest = max((demand[p] * 8 / (len(w) * wavelength_bps) if (w := assigned.get(p)) else float("inf")
                    for p in demand), default=0.0)

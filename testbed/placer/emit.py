@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections import defaultdict
 
 from testbed.placer.balance import inputs_of
-from testbed.placer.plan import Plan, messages
+from testbed.placer.plan import Plan
 from testbed.schedule import GpuSchedule, Schedule, Step
 
 
@@ -14,7 +14,7 @@ def _group_steps(plan: Plan) -> list[list[Step]]:
     placement = plan.placement
     ops = placement.ops
     sends: dict[tuple[int, int], list[Step]] = defaultdict(list)
-    recv_sizes: dict[tuple[int, int, int, int], float] = messages(placement)
+    recv_sizes = plan.messages
     for (q, p, i, dst), size in recv_sizes.items():
         tag = f"{q}.{p}>{i}@{dst}"
         sends[(q, p)].append(Step(id=f"s{tag}", kind="send", peer=dst, bytes=round(size), tag=tag, deps=(f"c{q}.{p}",)))
@@ -80,9 +80,10 @@ def plan_schedule(plan: Plan, name: str, iterations: int) -> Schedule:
         if plan.l > 1 and plan.grad_bytes[local] > 0:
             members = tuple(local + j * plan.k for j in range(plan.l))
             last = [s.id for s in steps if s.kind == "compute"][-1:]
+            grads = round(plan.grad_bytes[local])
             steps.append(Step(id="dp-allreduce", kind="collective", op="allreduce", algorithm="ring", group=members,
-                              bytes=round(plan.grad_bytes[local]), deps=tuple(last)))
-            matrix[rank][plan.dp_peer(rank)] += round(2 * (plan.l - 1) / plan.l * plan.grad_bytes[local])
+                              bytes=grads, deps=tuple(last)))
+            matrix[rank][plan.dp_peer(rank)] += round(2 * (plan.l - 1) / plan.l * grads)
         gpus.append(GpuSchedule(rank=rank, steps=tuple(steps)))
     return Schedule(name=name, hosts=n, iterations=iterations, gpus=tuple(gpus),
                     traffic_matrix_bytes=tuple(tuple(row) for row in matrix))

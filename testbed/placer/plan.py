@@ -32,6 +32,8 @@ class Plan:
     grad_bytes: tuple[float, ...]  # per MP-group GPU: what its DP ring all-reduces
     mp_traffic: dict[tuple[int, int], float]  # bytes between MP-group GPUs per iteration
     device: DeviceProfile
+    messages: dict[tuple[int, int, int, int], float]  # see `messages`
+    needs: tuple[tuple[tuple[tuple[int, int], ...], ...], ...]  # needs[op][part]: producing (op, part)s
 
     @property
     def gpus(self) -> int:
@@ -65,11 +67,17 @@ def messages(placement: MpPlacement) -> dict[tuple[int, int, int, int], float]:
     return dict(found)
 
 
-def mp_traffic(placement: MpPlacement) -> dict[tuple[int, int], float]:
+def mp_traffic(placement: MpPlacement, found: dict[tuple[int, int, int, int], float]) -> dict[tuple[int, int], float]:
     traffic: dict[tuple[int, int], float] = defaultdict(float)
-    for (q, p, _, dst), size in messages(placement).items():
+    for (q, p, _, dst), size in found.items():
         traffic[(placement.gpu[q][p], dst)] += size
     return dict(traffic)
+
+
+def needs(placement: MpPlacement) -> tuple[tuple[tuple[tuple[int, int], ...], ...], ...]:
+    ops = placement.ops
+    return tuple(tuple(tuple((q, p) for q in op.parents for p, _ in inputs_of(ops[q], op, c))
+                       for c in range(op.parts)) for op in ops)
 
 
 def _memory_and_grads(placement: MpPlacement) -> tuple[list[float], list[float]]:
@@ -105,8 +113,9 @@ def make_plan(graph: ModelGraph, device: DeviceProfile, k: int, l: int, global_b
             f"{graph.name} at mp={k}, dp={l}, batch {global_batch} needs {worst / 1e9:.1f} GB on one GPU but a "
             f"{device.name} has {device.memory_bytes / 1e9:.0f} GB; raise mp (model parallelism) or lower the batch"
         )
+    found = messages(placement)
     return Plan(graph.name, k, l, global_batch, degree, placement, tuple(memory), tuple(grads),
-                mp_traffic(placement), device)
+                mp_traffic(placement, found), device, found, needs(placement))
 
 
 def verify(plan: Plan) -> list[str]:

@@ -1,0 +1,92 @@
+"""Benchmark: placement speed, and the SiP-ML paper sweep with the oracle (N = 1,024 GPUs).
+
+Writes bench/results/placer_sweep.json, docs/placer-sweep-table.md and docs/placer-sweep.png.
+Run: `.venv/bin/python bench/placer_sweep.py` (no root). Targets: placing the Transformer at k=16
+under 10 s; the whole sweep under 10 minutes on a 2-core machine.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import time
+from datetime import datetime, timezone
+from pathlib import Path
+
+from rich.progress import Progress
+
+from testbed.placer.balance import balance
+from testbed.placer.place import mp_radius, place_mp_group
+from testbed.placer.profiles import device
+from testbed.placer.search import PlanCache, search
+from testbed.placer.zoo import MODELS
+from testbed.scenario import Fabric
+
+HERE = Path(__file__).resolve().parent
+BANDWIDTHS_GBPS = (128, 256, 512, 1024, 2048, 4096, 8192)
+GPUS = 1024
+
+
+def fabrics(bandwidth_gbps: float) -> dict[str, Fabric]:
+    common = dict(hosts=GPUS, gpu_bandwidth_gbps=bandwidth_gbps, latency_us=1)
+    return {
+        "Elect-Flat": Fabric(kind="elect-flat", **common),
+        "Elect-Flat (DP only)": Fabric(kind="elect-flat", **common),
+        "Elect-Cluster 400G": Fabric(kind="elect-cluster", server_uplink_gbps=400, **common),
+        "Elect-Cluster 200G": Fabric(kind="elect-cluster", server_uplink_gbps=200, **common),
+        "SiP-OCS": Fabric(kind="sip-ocs", ocs_switches=16, **common),
+        "SiP-Ring": Fabric(kind="sip-ring", wavelengths=max(1, round(bandwidth_gbps / 25)), **common),
+    }
+
+
+def placement_timing() -> dict:
+    graph = MODELS["transformer"]()
+    started = time.monotonic()
+    ops = balance(graph, device("v100"), 64, 16)
+    placement = place_mp_group(ops, 16, mp_radius(3, 16, 2))
+    seconds = time.monotonic() - started
+    return {"model": "transformer", "k": 16, "degree": 3, "sub_ops": sum(o.parts for o in ops), "seconds": seconds}
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--models", default="resnet50,transformer,megatron")
+    parser.add_argument("--bandwidths", default=",".join(map(str, BANDWIDTHS_GBPS)))
+    args = parser.parse_args()
+    timing = placement_timing()
+    print(f"placement: transformer k=16, {timing['sub_ops']} sub-ops in {timing['seconds']:.2f} s")
+    bandwidths = [float(b) for b in args.bandwidths.split(",")]
+    models = args.models.split(",")
+    rows = []
+    started = time.monotonic()
+    with Progress() as progress:
+        task = progress.add_task("sweep", total=len(models) * len(bandwidths) * 6)
+        for model in models:
+            cache = PlanCache(MODELS[model](), device("v100"))
+            ks = [16, 32, 64] if model == "megatron" else None
+            for bandwidth in bandwidths:
+                for name, fabric in fabrics(bandwidth).items():
+                    only_dp = name.endswith("(DP only)")
+                    if only_dp and model == "megatron":
+                        progress.advance(task)
+                        continue  # does not fit in one GPU: DP alone is infeasible
+                    choice = search(cache, GPUS, fabric, ks=[1] if only_dp else ks)
+                    rows.append({"model": model, "fabric": name, "gpu_bandwidth_gbps": bandwidth, "k": choice.k,
+                                 "l": choice.l, "global_batch": choice.global_batch,
+                                 "iteration_ms": choice.iteration_s * 1e3, "iterations": choice.iterations,
+                                 "time_to_accuracy_min": choice.time_to_accuracy_s / 60})
+                    progress.advance(task)
+    sweep_s = time.monotonic() - started
+    print(f"sweep: {len(rows)} (model, fabric, bandwidth) points in {sweep_s:.0f} s")
+    report = {"when": datetime.now(timezone.utc).isoformat(timespec="seconds"), "gpus": GPUS,
+              "placement": timing, "sweep_seconds": sweep_s, "rows": rows}
+    (HERE / "results").mkdir(exist_ok=True)
+    (HERE / "results" / "placer_sweep.json").write_text(json.dumps(report, indent=1) + "\n")
+    from testbed.placer.report import write_sweep_docs
+
+    write_sweep_docs(report, HERE.parent / "docs")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,73 @@
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from testbed.oracle.circuits import plan_circuits
+from testbed.oracle.fabrics import dp_allreduce_s
+from testbed.oracle.flows import Flow, completion_times, max_min_rates
+from testbed.oracle.iteration import predict_plan
+from testbed.oracle.wavelengths import plan_wavelengths, segments
+from testbed.placer.plan import make_plan
+from testbed.placer.profiles import device
+from testbed.placer.zoo import MODELS
+from testbed.predict import ring_allreduce_time_s
+from testbed.scenario import Fabric
+
+
+def test_max_min_fairness():
+    caps = {"a": 10.0, "b": 2.0}
+    # Flow 1 crosses a and b, flows 2 and 3 only a: b caps flow 1 at 2, the rest of a is shared.
+    assert max_min_rates([Flow(0, 1, ("a", "b")), Flow(0, 1, ("a",)), Flow(0, 1, ("a",))], caps) == \
+        pytest.approx([2.0, 4.0, 4.0])
+    assert completion_times([Flow(0, 1, ("b",)), Flow(2, 0.5, ("b",))], caps) == pytest.approx([6.0, 6.0])
+
+
+def test_pure_dp_on_elect_flat_is_compute_plus_ring_allreduce():
+    plan = make_plan(MODELS["resnet50"](), device("v100"), 1, 8, 256, None)
+    fabric = Fabric(kind="elect-flat", hosts=8, gpu_bandwidth_gbps=100, latency_us=2)
+    prediction = predict_plan(plan, fabric)
+    compute = prediction.breakdown.compute_s
+    ring = ring_allreduce_time_s(8, plan.grad_bytes[0], 100e9, 2e-6)
+    assert prediction.iteration_time_s == pytest.approx(compute + ring, rel=1e-6)
+    assert dp_allreduce_s(Fabric(kind="ps", hosts=8, gpu_bandwidth_gbps=100, cpu_servers=0), 1, 8, 1e8) == \
+        pytest.approx(ring_allreduce_time_s(8, 1e8, 100e9, 1e-6))
+
+
+@settings(max_examples=60, deadline=None)
+@given(nodes=st.integers(2, 10), switches=st.integers(1, 6), seed=st.integers(0, 10**6))
+def test_circuits_respect_ports_and_each_switch_is_a_matching(nodes, switches, seed):
+    import random
+
+    rng = random.Random(seed)
+    traffic = {(a, b): rng.randint(1, 10**6) for a in range(nodes) for b in range(nodes) if a != b and rng.random() < 0.4}
+    plan = plan_circuits(traffic, nodes, switches, 1e9)
+    for node in range(nodes):
+        assert plan.degree(node) <= switches
+    for q in range(switches):
+        senders = [i for (i, j), qs in plan.switch_of.items() for s in qs if s == q]
+        receivers = [j for (i, j), qs in plan.switch_of.items() for s in qs if s == q]
+        assert len(senders) == len(set(senders)) and len(receivers) == len(set(receivers))
+    assert sum(map(len, plan.switch_of.values())) == sum(plan.circuits.values())
+    if plan.method == "milp":
+        assert plan.longest_s >= plan.bound_s * (1 - 1e-6)
+
+
+@settings(max_examples=60, deadline=None)
+@given(nodes=st.integers(3, 12), waves=st.integers(1, 8), reach=st.integers(1, 6), seed=st.integers(0, 10**6))
+def test_wavelengths_respect_segments_reach_and_interfaces(nodes, waves, reach, seed):
+    import random
+
+    rng = random.Random(seed)
+    traffic = {(a, b): rng.randint(1, 10**6) for a in range(nodes) for b in range(nodes) if a != b and rng.random() < 0.3}
+    plan = plan_wavelengths(traffic, nodes, waves, 25e9, reach)
+    on_segment = {}
+    for path in plan.lightpaths.values():
+        segs = segments(path.src, path.dst, path.direction, nodes)
+        assert len(segs) <= reach
+        for seg in segs:
+            for w in path.wavelengths:
+                assert (path.direction, seg, w) not in on_segment  # a wavelength once per segment
+                on_segment[(path.direction, seg, w)] = path
+    for node in range(nodes):
+        assert sum(len(p.wavelengths) for p in plan.lightpaths.values() if p.src == node) <= waves
+    assert plan.longest_s >= plan.bound_s * (1 - 1e-9)

@@ -1,0 +1,119 @@
+import json
+import subprocess
+import sys
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from testbed.errors import InputError
+from testbed.placer.emit import plan_schedule
+from testbed.placer.place import PlacementError
+from testbed.placer.plan import make_plan, verify
+from testbed.placer.profiles import DeviceProfile, device, load_user_profile
+from testbed.placer.zoo import MODELS, _Builder
+
+from ..conftest import ROOT
+
+
+def test_zoo_sizes_match_the_paper():
+    assert MODELS["resnet50"]().parameters == pytest.approx(25.5e6, rel=0.05)
+    assert MODELS["transformer"]().parameters == pytest.approx(350e6, rel=0.1)
+    assert MODELS["megatron"]().parameters == pytest.approx(18e9, rel=0.05)
+
+
+def test_paper_running_example_two_mp_peers_and_one_dp_peer():
+    plan = make_plan(MODELS["transformer"](), device("v100"), 4, 2, 16, 3)
+    assert verify(plan) == []
+    for g in range(4):
+        sends = {d for (s, d) in plan.mp_traffic if s == g}
+        receives = {s for (s, d) in plan.mp_traffic if d == g}
+        assert len(sends) <= 2 and len(receives) <= 2
+        assert plan.dp_peer(g) == g + 4
+
+
+def test_infeasible_inputs_get_clear_errors():
+    with pytest.raises(InputError, match="needs .* GB on one GPU"):
+        make_plan(MODELS["megatron"](), device("v100"), 1, 8, 1024, None)
+    with pytest.raises(PlacementError, match="no peer for model parallelism"):
+        make_plan(MODELS["resnet50"](), device("v100"), 4, 2, 64, 1)
+    with pytest.raises(InputError, match="does not divide"):
+        make_plan(MODELS["resnet50"](), device("v100"), 4, 3, 64, None)
+
+
+KINDS = ["conv", "linear", "attention", "norm", "elementwise"]
+
+
+@st.composite
+def random_graphs(draw):
+    builder = _Builder()
+    count = draw(st.integers(2, 14))
+    names = []
+    for i in range(count):
+        kind = draw(st.sampled_from(KINDS))
+        deps = tuple(sorted(set(draw(st.lists(st.sampled_from(names), max_size=2))))) if names else ()
+        params = draw(st.floats(1e3, 5e6)) if kind in ("conv", "linear") else 0.0
+        names.append(builder.add(f"op{i}", kind, draw(st.floats(1e6, 5e10)), draw(st.floats(1e2, 1e6)), params, deps))
+    return builder.build("random")
+
+
+SMALL = DeviceProfile("small", 50e12, 500e9, 2e9, "test device with 2 GB")
+
+
+@settings(max_examples=120, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(graph=random_graphs(), k=st.integers(1, 9), l=st.integers(1, 3), degree=st.one_of(st.none(), st.integers(1, 6)),
+       per_group=st.integers(1, 16))
+def test_random_dags_place_within_degree_dependencies_and_memory(graph, k, l, degree, per_group):
+    try:
+        plan = make_plan(graph, SMALL, k, l, per_group * l, degree)
+    except InputError:
+        return  # infeasible inputs must be refused, never planned wrongly
+    assert verify(plan) == []
+    schedule = plan_schedule(plan, "random", 1)
+    # The traffic matrix is the sum of the schedule's sends plus each DP ring's share.
+    sends = [[0] * plan.gpus for _ in range(plan.gpus)]
+    for gpu in schedule.gpus:
+        for step in gpu.steps:
+            if step.kind == "send":
+                sends[gpu.rank][step.peer] += step.bytes
+            if step.kind == "collective":
+                peer = plan.dp_peer(gpu.rank)
+                sends[gpu.rank][peer] += round(2 * (plan.l - 1) / plan.l * step.bytes)
+    assert [list(r) for r in schedule.traffic_matrix_bytes] == sends
+    # Every recv has its send, byte for byte.
+    sent = {(g.rank, s.peer, s.tag, s.bytes) for g in schedule.gpus for s in g.steps if s.kind == "send"}
+    received = {(s.peer, g.rank, s.tag, s.bytes) for g in schedule.gpus for s in g.steps if s.kind == "recv"}
+    assert sent == received
+
+
+def test_user_profile(tmp_path):
+    path = tmp_path / "mine.yaml"
+    path.write_text(
+        "name: mine\nbatch: 8\nops:\n"
+        "  - {name: a, kind: linear, compute_us_per_batch: 800, output_bytes: 4096, parameter_bytes: 1000000}\n"
+        "  - {name: b, kind: elementwise, compute_us_per_sample: 5, output_bytes: 4096, deps: [a]}\n"
+    )
+    graph = load_user_profile(path)
+    assert [op.name for op in graph.ops] == ["a", "b", "b.bwd", "a.bwd"]
+    assert graph.op("a").compute_us_per_sample == 100 and graph.op("a.bwd").compute_us_per_sample == 200
+    plan = make_plan(graph, device("v100"), 2, 1, 8, None)
+    assert verify(plan) == []
+    path.write_text("name: bad\nops:\n  - {name: a, compute_us_per_sample: 1, output_bytes: 1, deps: [zz]}\n")
+    with pytest.raises(InputError, match="depends on 'zz'"):
+        load_user_profile(path)
+
+
+def test_place_and_predict_cli(tmp_path):
+    scenario = ROOT / "scenarios" / "placer-example.yaml"
+    out = subprocess.run([sys.executable, "-m", "testbed.cli", "place", str(scenario), "--out", str(tmp_path)],
+                         capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    schedule = json.loads((tmp_path / "schedule.json").read_text())
+    matrix = [[int(v) for v in line.split(",")] for line in (tmp_path / "traffic_matrix.csv").read_text().split()]
+    assert schedule["format"] == "testbed-schedule/1" and len(schedule["gpus"]) == 8
+    assert matrix == schedule["traffic_matrix_bytes"]
+    out = subprocess.run([sys.executable, "-m", "testbed.cli", "predict", str(scenario), "--json"],
+                         capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    prediction = json.loads(out.stdout)
+    assert prediction["predicted_iteration_time_s"] > 0 and "breakdown" in prediction
