@@ -67,7 +67,16 @@ def cmd_predict(args: argparse.Namespace) -> int:
     from testbed.scenario import load_scenario
 
     scenario = load_scenario(args.scenario)
-    prediction = predict_scenario(scenario)
+    if args.schedule:
+        from testbed.oracle.schedule_sim import simulate_schedule
+
+        try:
+            schedule = json.loads(Path(args.schedule).read_text())
+        except (OSError, ValueError) as error:
+            raise InputError(f"{args.schedule}: cannot read the schedule ({error}); give a schedule.json") from None
+        prediction = simulate_schedule(schedule, scenario.fabric)
+    else:
+        prediction = predict_scenario(scenario)
     if args.json:
         print(json.dumps(prediction.to_json(), indent=1))
     else:
@@ -116,6 +125,35 @@ def cmd_place(args: argparse.Namespace) -> int:
     console.print(f"degree used: {used} (limit {plan.degree if plan.degree is not None else 'none'}); "
                   f"MP groups replicate GPUs 0..{plan.k - 1}; wrote {out / 'schedule.json'} and "
                   f"{out / 'traffic_matrix.csv'}")
+    return 0
+
+
+def cmd_search(args: argparse.Namespace) -> int:
+    from rich.progress import Progress
+
+    from testbed.placer.accuracy import curve
+    from testbed.placer.profiles import device
+    from testbed.placer.search import PlanCache, search
+    from testbed.placer.zoo import MODELS
+    from testbed.scenario import load_scenario
+
+    scenario = load_scenario(args.scenario)
+    model = scenario.workload.model
+    if scenario.workload.kind != "model" or model is None or model.name not in MODELS:
+        raise InputError(f"{args.scenario}: testbed search needs a model workload naming a zoo model "
+                         f"({', '.join(sorted(MODELS))})")
+    gpus = args.gpus or scenario.fabric.hosts
+    fabric = scenario.fabric.model_copy(update={"hosts": gpus})
+    ks = [k for k in (1, 2, 4, 8, 16, 32, 64) if gpus % k == 0]
+    cache = PlanCache(MODELS[model.name](), device(model.device))
+    with Progress(console=console, transient=True) as progress:
+        task = progress.add_task(f"searching (k, l, batch) for {model.name} on {gpus} GPUs",
+                                 total=len(ks) * len(curve(model.name).batches))
+        best = search(cache, gpus, fabric, ks=ks, on_step=lambda: progress.advance(task))
+    console.print(f"{model.name} on {gpus} GPUs of {fabric.kind} at {fabric.gpu_bandwidth_gbps:g} Gb/s: best "
+                  f"mp={best.k}, dp={best.l}, global batch {best.global_batch}: iteration "
+                  f"{best.iteration_s * 1e3:.3f} ms × {best.iterations:.0f} iterations = time to accuracy "
+                  f"{best.time_to_accuracy_s / 60:.1f} min")
     return 0
 
 
@@ -193,11 +231,16 @@ def build_parser() -> argparse.ArgumentParser:
     pred = sub.add_parser("predict", help="analytic iteration time of a scenario (no root needed)")
     pred.add_argument("scenario")
     pred.add_argument("--json", action="store_true")
+    pred.add_argument("--schedule", help="predict this schedule.json on the scenario's fabric instead")
     pred.set_defaults(func=cmd_predict)
     place = sub.add_parser("place", help="place a model workload: schedule.json and traffic_matrix.csv (no root)")
     place.add_argument("scenario")
     place.add_argument("--out", required=True, help="directory for schedule.json and traffic_matrix.csv")
     place.set_defaults(func=cmd_place)
+    srch = sub.add_parser("search", help="best (mp, dp, batch) for a model on a fabric by time to accuracy (no root)")
+    srch.add_argument("scenario")
+    srch.add_argument("--gpus", type=int, help="number of GPUs (default: fabric.hosts)")
+    srch.set_defaults(func=cmd_search)
     run = sub.add_parser("run", help="emulate a scenario and write its run directory")
     run.add_argument("scenario")
     run.add_argument("--out", help="run directory (default runs/<name>-<timestamp>)")

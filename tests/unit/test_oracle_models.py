@@ -71,3 +71,21 @@ def test_wavelengths_respect_segments_reach_and_interfaces(nodes, waves, reach, 
     for node in range(nodes):
         assert sum(len(p.wavelengths) for p in plan.lightpaths.values() if p.src == node) <= waves
     assert plan.longest_s >= plan.bound_s * (1 - 1e-9)
+
+
+def test_schedule_simulation_agrees_with_the_formulas_and_the_plan_oracle():
+    from testbed.oracle.schedule_sim import simulate_schedule
+    from testbed.placer.emit import plan_schedule
+    from testbed.scenario import parse_scenario
+    from testbed.schedule import schedule_for
+
+    scenario = parse_scenario({"name": "c", "fabric": {"kind": "elect-flat", "hosts": 8, "gpu_bandwidth_gbps": 100,
+                                                       "latency_us": 5},
+                               "workload": {"kind": "collective", "collective": "allreduce", "bytes": 10**8}})
+    simulated = simulate_schedule(schedule_for(scenario).to_json(), scenario.fabric)
+    assert simulated.iteration_time_s == pytest.approx(ring_allreduce_time_s(8, 1e8, 100e9, 5e-6))
+    plan = make_plan(MODELS["transformer"](), device("v100"), 4, 2, 16, 3)
+    fabric = Fabric(kind="sip-ocs", hosts=8, gpu_bandwidth_gbps=1000, ocs_switches=3)
+    by_schedule = simulate_schedule(plan_schedule(plan, "x", 1).to_json(), fabric).iteration_time_s
+    by_plan = predict_plan(plan, fabric).iteration_time_s
+    assert by_schedule == pytest.approx(by_plan, rel=0.15)

@@ -1,0 +1,89 @@
+"""Oracle for any schedule (testbed-schedule/1): every GPU runs its steps in order, transfers share
+the fabric max-min fairly, collectives take their alpha-beta time once all members arrive."""
+
+from __future__ import annotations
+
+import math
+from collections import defaultdict
+
+from testbed.errors import InputError
+from testbed.oracle.fabrics import dp_allreduce_s, mp_flow_model
+from testbed.oracle.flows import Flow, max_min_rates
+from testbed.predict import Breakdown, Prediction
+from testbed.scenario import Fabric
+from testbed.units import us_to_s
+
+
+def simulate_schedule(schedule: dict, fabric: Fabric) -> Prediction:
+    n = int(schedule["hosts"])
+    if n != fabric.hosts:
+        raise InputError(f"the schedule has {n} GPUs but fabric.hosts is {fabric.hosts}; they must match")
+    matrix = schedule.get("traffic_matrix_bytes") or [[0] * n for _ in range(n)]
+    traffic = {(i, j): float(matrix[i][j]) for i in range(n) for j in range(n) if matrix[i][j]}
+    model = mp_flow_model(fabric, n, 1, traffic)
+    alpha = us_to_s(fabric.latency_us)
+    steps = [gpu["steps"] for gpu in sorted(schedule["gpus"], key=lambda g: g["rank"])]
+    position = [0] * n
+    busy_until = [0.0] * n
+    compute = [0.0] * n
+    arrived: dict[str, float] = {}
+    flows: list[tuple[str, Flow, float]] = []  # (tag, flow, bits left)
+    waiting_collective: dict[tuple, set[int]] = defaultdict(set)
+    now = 0.0
+
+    def advance(g: int) -> None:
+        while position[g] < len(steps[g]) and busy_until[g] <= now:
+            step = steps[g][position[g]]
+            kind = step["kind"]
+            if kind == "compute":
+                duration = us_to_s(step["compute_us"])
+                busy_until[g] = now + duration
+                compute[g] += duration
+            elif kind == "send":
+                flows.append((step["tag"], Flow(now, step["bytes"], model.resources(g, step["peer"])),
+                              step["bytes"] * 8.0))
+            elif kind == "recv":
+                if arrived.get(step["tag"], math.inf) > now:
+                    return
+            elif kind == "collective":
+                group = tuple(step["group"])
+                key = (step["id"], group)
+                waiting_collective[key].add(g)
+                if len(waiting_collective[key]) < len(group):
+                    position[g] += 1
+                    busy_until[g] = math.inf  # released when the last member arrives
+                    return
+                duration = dp_allreduce_s(fabric, 1, len(group), step["bytes"])
+                for member in group:
+                    busy_until[member] = now + duration
+            else:
+                raise InputError(f"schedule step {step.get('id')} has unknown kind {kind}")
+            position[g] += 1
+
+    while True:
+        for g in range(n):
+            advance(g)
+        if all(p >= len(s) for p, s in zip(position, steps)) and not flows:
+            break
+        rates = max_min_rates([f for _, f, _ in flows], model.capacity_bps) if flows else []
+        candidates = [t for t in busy_until if now < t < math.inf]
+        candidates += [now + left / r for (_, _, left), r in zip(flows, rates) if r > 0]
+        candidates += [t for t in arrived.values() if t > now]
+        if not candidates:
+            stuck = [g for g in range(n) if position[g] < len(steps[g])]
+            raise InputError(f"the schedule deadlocks: GPU {stuck[0]} waits at step "
+                             f"{steps[stuck[0]][position[stuck[0]]]['id']} forever")
+        then = min(candidates)
+        still = []
+        for (tag, flow, left), rate in zip(flows, rates):
+            left -= rate * (then - now)
+            if left <= 1e-6 * max(1.0, flow.bytes):
+                arrived[tag] = then + alpha
+            else:
+                still.append((tag, flow, left))
+        flows = still
+        now = then
+    total = max([now] + [t for t in busy_until if t < math.inf])
+    busiest = max(compute)
+    return Prediction(total, Breakdown(compute_s=busiest, communication_s=total - busiest),
+                      "schedule simulation: steps in order, max-min fair transfers, alpha-beta collectives")
