@@ -1,4 +1,5 @@
-"""Collectives over a Transport with real numpy data: ring all-reduce and a ring barrier."""
+"""Collectives over a Transport with real numpy data: ring, halving-doubling and tree algorithms,
+all-to-all, point-to-point, and a ring barrier. Each returns the StepRecords of its messages."""
 
 from __future__ import annotations
 
@@ -14,12 +15,12 @@ SEND_TIMEOUT_S = 600.0
 
 @dataclass(frozen=True)
 class StepRecord:
-    """One send/recv step of a collective, on the host's monotonic clock."""
+    """One message exchange of a collective, on the host's monotonic clock."""
 
     phase: str
     step: int
-    send_peer: int
-    recv_peer: int
+    send_peer: int | None
+    recv_peer: int | None
     bytes: int
     start_s: float
     end_s: float
@@ -32,35 +33,183 @@ def _bounds(elements: int, parts: int) -> list[tuple[int, int]]:
     return [(int(s), int(s + n)) for s, n in zip(starts, sizes)]
 
 
+class _Exchange:
+    """Send and receive at once (the send runs on the transport's sender thread) and record it."""
+
+    def __init__(self, transport: Transport, tag_base: int, clock) -> None:
+        self.transport, self.tag, self.clock = transport, tag_base, clock
+        self.records: list[StepRecord] = []
+
+    def __call__(self, phase: str, send_to: int | None, payload: np.ndarray | None, recv_from: int | None,
+                 into: np.ndarray | None, reduce: bool = False, step: int | None = None) -> None:
+        """`step` fixes the tag offset where partners take different numbers of steps."""
+        start = self.clock()
+        step = len(self.records) if step is None else step
+        handle = None
+        if send_to is not None and payload is not None:
+            handle = self.transport.send(send_to, self.tag + step, payload)
+        if recv_from is not None and into is not None:
+            if reduce:
+                incoming = np.empty_like(into)
+                self.transport.recv_into(recv_from, self.tag + step, incoming)
+                into += incoming
+            else:
+                self.transport.recv_into(recv_from, self.tag + step, into)
+        if handle is not None:
+            handle.wait(SEND_TIMEOUT_S)
+        size = int(payload.nbytes) if payload is not None and send_to is not None else 0
+        self.records.append(StepRecord(phase, step, send_to, recv_from, size, start, self.clock()))
+
+
+def ring_reduce_scatter(transport: Transport, group: list[int], data: np.ndarray, tag_base: int = 0,
+                        clock=time.monotonic, _exchange: _Exchange | None = None) -> list[StepRecord]:
+    """After this, chunk (pos + 1) mod n of `data` holds the sum over the group (pos = rank's index)."""
+    n = len(group)
+    ex = _exchange or _Exchange(transport, tag_base, clock)
+    if n > 1:
+        pos = group.index(transport.rank)
+        right, left = group[(pos + 1) % n], group[(pos - 1) % n]
+        chunks = [data[a:b] for a, b in _bounds(data.size, n)]
+        for t in range(n - 1):
+            ex("reduce-scatter", right, chunks[(pos - t) % n], left, chunks[(pos - t - 1) % n], reduce=True)
+    return ex.records
+
+
+def ring_allgather(transport: Transport, group: list[int], data: np.ndarray, tag_base: int = 0,
+                   clock=time.monotonic, owned_offset: int = 0, _exchange: _Exchange | None = None) -> list[StepRecord]:
+    """Every rank starts owning chunk (pos + owned_offset) mod n of `data`; after this all own all."""
+    n = len(group)
+    ex = _exchange or _Exchange(transport, tag_base, clock)
+    if n > 1:
+        pos = group.index(transport.rank)
+        right, left = group[(pos + 1) % n], group[(pos - 1) % n]
+        chunks = [data[a:b] for a, b in _bounds(data.size, n)]
+        for t in range(n - 1):
+            ex("all-gather", right, chunks[(pos + owned_offset - t) % n], left,
+               chunks[(pos + owned_offset - t - 1) % n])
+    return ex.records
+
+
 def ring_allreduce(transport: Transport, group: list[int], data: np.ndarray, tag_base: int = 0,
                    clock=time.monotonic) -> list[StepRecord]:
-    """Sum `data` in place across `group` (reduce-scatter then all-gather around the ring)."""
+    """Sum `data` in place across `group`: reduce-scatter then all-gather around the ring."""
+    ex = _Exchange(transport, tag_base, clock)
+    ring_reduce_scatter(transport, group, data, _exchange=ex)
+    return ring_allgather(transport, group, data, owned_offset=1, _exchange=ex)
+
+
+def halving_doubling_allreduce(transport: Transport, group: list[int], data: np.ndarray, tag_base: int = 0,
+                               clock=time.monotonic) -> list[StepRecord]:
+    """Rabenseifner: recursive-halving reduce-scatter, recursive-doubling all-gather. With n not a
+    power of two, the first 2r ranks pair up so that r of them hand their data over and sit out."""
     n = len(group)
+    ex = _Exchange(transport, tag_base, clock)
     if n == 1:
-        return []
+        return ex.records
     pos = group.index(transport.rank)
-    right, left = group[(pos + 1) % n], group[(pos - 1) % n]
-    bounds = _bounds(data.size, n)
-    chunks = [data[a:b] for a, b in bounds]
-    scratch = np.empty(max(b - a for a, b in bounds), dtype=data.dtype)
-    records = []
-    for phase, offset in (("reduce-scatter", 0), ("all-gather", 1)):
-        for t in range(n - 1):
-            step = t + offset * (n - 1)
-            send_idx = (pos + offset - t) % n
-            recv_idx = (pos + offset - t - 1) % n
-            start = clock()
-            handle = transport.send(right, tag_base + step, chunks[send_idx])
-            target = chunks[recv_idx]
-            if phase == "reduce-scatter":
-                incoming = scratch[: target.size]
-                transport.recv_into(left, tag_base + step, incoming)
-                target += incoming
-            else:
-                transport.recv_into(left, tag_base + step, target)
-            handle.wait(SEND_TIMEOUT_S)
-            records.append(StepRecord(phase, step, right, left, int(chunks[send_idx].nbytes), start, clock()))
-    return records
+    p2 = 1 << (n.bit_length() - 1)
+    extra = n - p2
+    unfold_step = 2 * p2.bit_length() + 1  # beyond every halving and doubling step
+    if pos < 2 * extra:  # fold: odd ranks give their data to the even rank below them
+        if pos % 2:
+            ex("fold", group[pos - 1], data, None, None, step=0)
+            ex("unfold", None, None, group[pos - 1], data, step=unfold_step)
+            return ex.records
+        ex("fold", None, None, group[pos + 1], data, reduce=True, step=0)
+        vpos = pos // 2
+    else:
+        vpos = pos - extra
+    members = [group[2 * v] if v < extra else group[v + extra] for v in range(p2)]
+    lo, hi = 0, data.size
+    history = []
+    distance = p2 // 2
+    while distance:
+        partner_v = vpos ^ distance
+        mid = lo + (hi - lo) // 2
+        keep_low = vpos < partner_v
+        keep, give = ((lo, mid), (mid, hi)) if keep_low else ((mid, hi), (lo, mid))
+        ex("halving", members[partner_v], data[give[0]:give[1]], members[partner_v], data[keep[0]:keep[1]],
+           reduce=True, step=1 + len(history))
+        history.append((partner_v, keep, give))
+        lo, hi = keep
+        distance //= 2
+    for index, (partner_v, keep, give) in enumerate(reversed(history)):
+        ex("doubling", members[partner_v], data[keep[0]:keep[1]], members[partner_v], data[give[0]:give[1]],
+           step=1 + len(history) + index)
+    if pos < 2 * extra:
+        ex("unfold", group[pos + 1], data, None, None, step=unfold_step)
+    return ex.records
+
+
+def tree_broadcast(transport: Transport, group: list[int], data: np.ndarray, root: int = 0, tag_base: int = 0,
+                   clock=time.monotonic) -> list[StepRecord]:
+    """Binomial tree from group[root]: ceil(log2 n) rounds, each holder sends the whole buffer on."""
+    n = len(group)
+    ex = _Exchange(transport, tag_base, clock)
+    rel = (group.index(transport.rank) - root) % n
+    mask = 1
+    while mask < n:
+        if rel < mask and rel + mask < n:
+            ex("broadcast", group[(rel + mask + root) % n], data, None, None)
+        elif mask <= rel < 2 * mask:
+            ex("broadcast", None, None, group[(rel - mask + root) % n], data)
+        else:
+            ex.records.append(StepRecord("broadcast-idle", len(ex.records), None, None, 0, clock(), clock()))
+        mask <<= 1
+    return ex.records
+
+
+def tree_reduce(transport: Transport, group: list[int], data: np.ndarray, root: int = 0, tag_base: int = 0,
+                clock=time.monotonic) -> list[StepRecord]:
+    """Binomial tree towards group[root]: the mirror of tree_broadcast, summing on the way."""
+    n = len(group)
+    ex = _Exchange(transport, tag_base, clock)
+    rel = (group.index(transport.rank) - root) % n
+    rounds = []
+    mask = 1
+    while mask < n:
+        rounds.append(mask)
+        mask <<= 1
+    for mask in reversed(rounds):
+        if rel < mask and rel + mask < n:
+            ex("reduce", None, None, group[(rel + mask + root) % n], data, reduce=True)
+        elif mask <= rel < 2 * mask:
+            ex("reduce", group[(rel - mask + root) % n], data, None, None)
+        else:
+            ex.records.append(StepRecord("reduce-idle", len(ex.records), None, None, 0, clock(), clock()))
+    return ex.records
+
+
+def tree_allreduce(transport: Transport, group: list[int], data: np.ndarray, tag_base: int = 0,
+                   clock=time.monotonic) -> list[StepRecord]:
+    records = tree_reduce(transport, group, data, 0, tag_base, clock)
+    return records + tree_broadcast(transport, group, data, 0, tag_base + len(records), clock)
+
+
+def alltoall(transport: Transport, group: list[int], send: np.ndarray, recv: np.ndarray, tag_base: int = 0,
+             clock=time.monotonic) -> list[StepRecord]:
+    """Block j of `send` goes to group[j]; block i of `recv` comes from group[i] (pairwise exchange).
+    Both buffers hold n equal blocks."""
+    n = len(group)
+    if send.size % n or recv.size != send.size:
+        raise ValueError(f"all-to-all needs equal buffers of n×block elements (n={n}, got {send.size}, {recv.size})")
+    ex = _Exchange(transport, tag_base, clock)
+    pos = group.index(transport.rank)
+    send_blocks = np.split(send, n)
+    recv_blocks = np.split(recv, n)
+    recv_blocks[pos][...] = send_blocks[pos]
+    for t in range(1, n):
+        to, frm = (pos + t) % n, (pos - t) % n
+        ex("all-to-all", group[to], send_blocks[to], group[frm], recv_blocks[frm])
+    return ex.records
+
+
+def sendrecv(transport: Transport, peer_send: int | None, payload: np.ndarray | None, peer_recv: int | None,
+             into: np.ndarray | None, tag: int, clock=time.monotonic) -> list[StepRecord]:
+    """Point-to-point, as between pipeline stages."""
+    ex = _Exchange(transport, tag, clock)
+    ex("send-recv", peer_send, payload, peer_recv, into)
+    return ex.records
 
 
 def ring_barrier(transport: Transport, group: list[int], tag: int, start_delay_s: float = 0.02,

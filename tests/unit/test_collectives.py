@@ -92,3 +92,67 @@ def test_ring_allreduce_over_tcp_loopback(ranks):
         assert np.array_equal(got, want)
     # Every message paid its alpha: 2(n-1) data messages plus the barrier's two tokens.
     assert all(len(t.latency.overshoots_s) == 2 * (ranks - 1) + 2 for t in transports)
+
+
+from hosts.collectives import (  # noqa: E402
+    alltoall,
+    halving_doubling_allreduce,
+    ring_allgather,
+    ring_reduce_scatter,
+    sendrecv,
+    tree_allreduce,
+    tree_broadcast,
+    _bounds,
+)
+
+
+@pytest.mark.parametrize("algorithm", [halving_doubling_allreduce, tree_allreduce])
+@pytest.mark.parametrize("ranks", range(2, 10))
+def test_other_allreduce_algorithms_are_exact(algorithm, ranks):
+    elements = 1000 + ranks
+    transports = InProcessTransport.mesh(ranks)
+
+    def body(transport):
+        data = gradient(5, 2, transport.rank, elements)
+        algorithm(transport, list(range(ranks)), data)
+        return data
+
+    want = expected_sum(5, 2, ranks, elements)
+    for got in run_ranks(transports, body):
+        assert np.array_equal(got, want)
+
+
+@pytest.mark.parametrize("ranks", range(2, 10))
+def test_reduce_scatter_allgather_broadcast_alltoall_sendrecv(ranks):
+    elements = 97 * ranks
+    group = list(range(ranks))
+    inputs = [gradient(9, 0, r, elements) for r in range(ranks)]
+    total = np.sum(inputs, axis=0)
+    bounds = _bounds(elements, ranks)
+
+    def body(t):
+        pos = t.rank
+        rs = inputs[pos].copy()
+        ring_reduce_scatter(t, group, rs, tag_base=0)
+        owned = bounds[(pos + 1) % ranks]
+        ag = np.zeros(elements, dtype=np.float32)
+        mine = bounds[pos]
+        ag[mine[0]:mine[1]] = inputs[pos][mine[0]:mine[1]]
+        ring_allgather(t, group, ag, tag_base=1000)
+        bc = inputs[pos].copy() if pos == 2 % ranks else np.zeros(elements, dtype=np.float32)
+        tree_broadcast(t, group, bc, root=2 % ranks, tag_base=2000)
+        a2a = np.zeros(elements, dtype=np.float32)
+        alltoall(t, group, inputs[pos], a2a, tag_base=3000)
+        p2p = np.zeros(elements, dtype=np.float32)
+        sendrecv(t, (pos + 1) % ranks, inputs[pos], (pos - 1) % ranks, p2p, tag=4000)
+        return rs[owned[0]:owned[1]], ag, bc, a2a, p2p
+
+    for pos, (rs, ag, bc, a2a, p2p) in enumerate(run_ranks(InProcessTransport.mesh(ranks), body)):
+        owned = bounds[(pos + 1) % ranks]
+        assert np.array_equal(rs, total[owned[0]:owned[1]])
+        gathered = np.concatenate([inputs[r][a:b] for r, (a, b) in enumerate(bounds)])
+        assert np.array_equal(ag, gathered)
+        assert np.array_equal(bc, inputs[2 % ranks])
+        a, b = bounds[pos]  # equal blocks: block `pos` of every sender, in sender order
+        assert np.array_equal(a2a, np.concatenate([inputs[src][a:b] for src in range(ranks)]))
+        assert np.array_equal(p2p, inputs[(pos - 1) % ranks])
