@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 import json
 import time
+from concurrent.futures import ProcessPoolExecutor
 from datetime import datetime, timezone
 from pathlib import Path
 
@@ -48,10 +49,29 @@ def placement_timing() -> dict:
     return {"model": "transformer", "k": 16, "degree": 3, "sub_ops": sum(o.parts for o in ops), "seconds": seconds}
 
 
+_CACHES: dict[str, PlanCache] = {}  # per worker process: placements are reused across bandwidths
+
+
+def sweep_point(model: str, bandwidth: float) -> list[dict]:
+    cache = _CACHES.setdefault(model, PlanCache(MODELS[model](), device("v100")))
+    ks = [16, 32, 64] if model == "megatron" else None
+    rows = []
+    for name, fabric in fabrics(bandwidth).items():
+        only_dp = name.endswith("(DP only)")
+        if only_dp and model == "megatron":
+            continue  # does not fit in one GPU: DP alone is infeasible
+        choice = search(cache, GPUS, fabric, ks=[1] if only_dp else ks)
+        rows.append({"model": model, "fabric": name, "gpu_bandwidth_gbps": bandwidth, "k": choice.k, "l": choice.l,
+                     "global_batch": choice.global_batch, "iteration_ms": choice.iteration_s * 1e3,
+                     "iterations": choice.iterations, "time_to_accuracy_min": choice.time_to_accuracy_s / 60})
+    return rows
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--models", default="resnet50,transformer,megatron")
     parser.add_argument("--bandwidths", default=",".join(map(str, BANDWIDTHS_GBPS)))
+    parser.add_argument("--workers", type=int, default=2)
     args = parser.parse_args()
     timing = placement_timing()
     print(f"placement: transformer k=16, {timing['sub_ops']} sub-ops in {timing['seconds']:.2f} s")
@@ -59,23 +79,14 @@ def main() -> int:
     models = args.models.split(",")
     rows = []
     started = time.monotonic()
-    with Progress() as progress:
-        task = progress.add_task("sweep", total=len(models) * len(bandwidths) * 6)
-        for model in models:
-            cache = PlanCache(MODELS[model](), device("v100"))
-            ks = [16, 32, 64] if model == "megatron" else None
-            for bandwidth in bandwidths:
-                for name, fabric in fabrics(bandwidth).items():
-                    only_dp = name.endswith("(DP only)")
-                    if only_dp and model == "megatron":
-                        progress.advance(task)
-                        continue  # does not fit in one GPU: DP alone is infeasible
-                    choice = search(cache, GPUS, fabric, ks=[1] if only_dp else ks)
-                    rows.append({"model": model, "fabric": name, "gpu_bandwidth_gbps": bandwidth, "k": choice.k,
-                                 "l": choice.l, "global_batch": choice.global_batch,
-                                 "iteration_ms": choice.iteration_s * 1e3, "iterations": choice.iterations,
-                                 "time_to_accuracy_min": choice.time_to_accuracy_s / 60})
-                    progress.advance(task)
+    # Megatron's points are the slowest: queue them first so the two workers finish together.
+    tasks = [(m, b) for m in sorted(models, key=lambda m: m != "megatron") for b in bandwidths]
+    with ProcessPoolExecutor(max_workers=args.workers) as pool, Progress() as progress:
+        task = progress.add_task("sweep", total=len(tasks))
+        for found in [pool.submit(sweep_point, m, b) for m, b in tasks]:
+            rows.extend(found.result())
+            progress.advance(task)
+    rows.sort(key=lambda r: (models.index(r["model"]), r["gpu_bandwidth_gbps"]))
     sweep_s = time.monotonic() - started
     print(f"sweep: {len(rows)} (model, fabric, bandwidth) points in {sweep_s:.0f} s")
     report = {"when": datetime.now(timezone.utc).isoformat(timespec="seconds"), "gpus": GPUS,

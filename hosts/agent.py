@@ -14,8 +14,9 @@ from pathlib import Path
 
 import numpy as np
 
-from hosts.collectives import StepRecord, ring_allreduce, ring_barrier
-from hosts.data import digest, element_count, gradient
+from hosts import ops
+from hosts.collectives import StepRecord, ring_barrier
+from hosts.data import digest
 from hosts.timing import lower_timer_slack, wait_until
 from hosts.transport import TcpTransport
 
@@ -55,17 +56,21 @@ class Agent:
         for r in records:
             real_bytes = round(r.bytes / self.byte_scale)
             common = dict(step=step_id, phase=r.phase, index=r.step, bytes=real_bytes, emulated_bytes=r.bytes)
-            self._event("send", r.start_s, r.end_s, iteration, peer=r.send_peer, **common)
-            self._event("recv", r.start_s, r.end_s, iteration, peer=r.recv_peer, **common)
+            if r.send_peer is not None:
+                self._event("send", r.start_s, r.end_s, iteration, peer=r.send_peer, **common)
+            if r.recv_peer is not None:
+                self._event("recv", r.start_s, r.end_s, iteration, peer=r.recv_peer, **common)
 
     def _inputs(self, iteration: int) -> list[np.ndarray]:
-        """Each step's gradient buffer, made before the iteration starts so it costs no timed work."""
+        """Each step's input buffer, made before the iteration starts so it costs no timed work."""
         buffers = []
         for step in self.steps:
-            if step["kind"] != "collective" or step.get("op") != "allreduce" or step.get("algorithm") != "ring":
+            if step["kind"] != "collective" or not ops.supported(step.get("op"), step.get("algorithm")):
                 raise ValueError(f"step {step['id']}: unsupported step {step}")
-            elements = element_count(round(step["bytes"] * self.byte_scale))
-            buffers.append(gradient(int(self.config["seed"]), iteration, self.rank, elements))
+            group = list(step["group"])
+            elements = ops.elements_for(step["op"], round(step["bytes"] * self.byte_scale), len(group))
+            buffers.append(ops.make_input(step["op"], int(self.config["seed"]), iteration, group.index(self.rank),
+                                          len(group), elements))
         return buffers
 
     def _run_step(self, step: dict, data: np.ndarray, iteration: int, round_: int,
@@ -73,15 +78,15 @@ class Agent:
         group = list(step["group"])
         elements = data.size
         start = time.monotonic()
-        records = ring_allreduce(transport, group, data, tag_base=(round_ + 1) << 16)
+        result, records = ops.run(step["op"], step["algorithm"], transport, group, data, tag_base=(round_ + 1) << 16)
         end = time.monotonic()
         self._step_events(step["id"], iteration, records)
-        self._event("collective", start, end, iteration, step=step["id"], op="allreduce", algorithm="ring",
+        self._event("collective", start, end, iteration, step=step["id"], op=step["op"], algorithm=step["algorithm"],
                     bytes=step["bytes"], emulated_bytes=int(data.nbytes))
         # Rate over the transfer alone: each step's duration includes the alpha wait before sending.
-        busy = [(r.bytes, r.end_s - r.start_s - transport.latency.target_s) for r in records]
+        busy = [(r.bytes, r.end_s - r.start_s - transport.latency.target_s) for r in records if r.bytes]
         rates = [size * 8 / seconds for size, seconds in busy if seconds > 0]
-        return {"digest": digest(data), "elements": elements, "step_rates_bps": rates}
+        return {"digest": digest(result), "elements": elements, "step_rates_bps": rates}
 
     def run(self, out_dir: Path) -> dict:
         addresses = list(self.config["rank_addresses"])

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 from testbed.errors import InputError
@@ -46,6 +47,45 @@ def ring_allreduce_time_s(hosts: int, size_bytes: float, rate_bps: float, latenc
     return steps * latency_s + steps * transfer_time_s(size_bytes / hosts, rate_bps)
 
 
+@dataclass(frozen=True)
+class CollectiveCost:
+    time_s: float
+    smallest_message_bytes: float
+    messages: int  # on the critical path
+    formula: str
+
+
+def collective_cost(op: str, algorithm: str, n: int, size_bytes: float, rate_bps: float,
+                    latency_s: float) -> CollectiveCost:
+    """Alpha-beta time of one collective among n GPUs, each with a buffer of `size_bytes` (M)."""
+    M, a = size_bytes, latency_s
+    t = lambda size: transfer_time_s(size, rate_bps)  # noqa: E731
+    rounds = math.ceil(math.log2(n)) if n > 1 else 0
+    if (op, algorithm) == ("allreduce", "ring"):
+        return CollectiveCost(ring_allreduce_time_s(n, M, rate_bps, a), M / n, 2 * (n - 1),
+                              "2(n-1)·α + 2(n-1)/n·M/B")
+    if (op, algorithm) == ("allreduce", "halving-doubling"):
+        p2 = 1 << (n.bit_length() - 1)
+        steps = 2 * int(math.log2(p2))
+        time = steps * a + 2 * (p2 - 1) / p2 * t(M)
+        fold = "" if p2 == n else " + 2(α + M/B) to fold the n-2^k extra ranks in and out"
+        if p2 != n:
+            time += 2 * (a + t(M))
+        return CollectiveCost(time, M / p2, steps + (2 if p2 != n else 0),
+                              "2·log2(p)·α + 2(p-1)/p·M/B, p = 2^floor(log2 n)" + fold)
+    if (op, algorithm) == ("allreduce", "tree"):
+        return CollectiveCost(2 * rounds * (a + t(M)), M, 2 * rounds, "2·ceil(log2 n)·(α + M/B)")
+    if (op, algorithm) in (("reducescatter", "ring"), ("allgather", "ring")):
+        return CollectiveCost((n - 1) * (a + t(M / n)), M / n, n - 1, "(n-1)·α + (n-1)/n·M/B")
+    if (op, algorithm) == ("broadcast", "tree"):
+        return CollectiveCost(rounds * (a + t(M)), M, rounds, "ceil(log2 n)·(α + M/B)")
+    if (op, algorithm) == ("alltoall", "ring"):
+        return CollectiveCost((n - 1) * (a + t(M / n)), M / n, n - 1, "(n-1)·(α + M/(n·B))")
+    if (op, algorithm) == ("sendrecv", "ring"):
+        return CollectiveCost(a + t(M), M, 1, "α + M/B")
+    raise InputError(f"no alpha-beta model for {op} with algorithm {algorithm}")
+
+
 def predict_scenario(scenario: Scenario) -> Prediction:
     """The oracle for any scenario: placed models through the placer's plan, collectives directly."""
     if scenario.workload.kind == "model":
@@ -62,16 +102,16 @@ def predict(scenario: Scenario, schedule: Schedule) -> Prediction:
     """Predict one iteration of a collective schedule; InputError for pairs the oracle does not model."""
     fabric = scenario.fabric
     if fabric.kind != "elect-flat":
-        raise InputError(f"{scenario.name}: fabric.kind {fabric.kind} is not modelled yet; use elect-flat")
+        raise InputError(f"{scenario.name}: the oracle models collectives on elect-flat only so far; "
+                         f"model workloads are predicted on every fabric")
     steps = [step for gpu in schedule.gpus for step in gpu.steps]
-    if not all(s.kind == "collective" and s.op == "allreduce" and s.algorithm == "ring" for s in steps):
-        raise InputError(f"{scenario.name}: the oracle models ring all-reduce schedules only for now")
-    size = max(s.bytes or 0 for s in steps)
-    rate_bps = gbps_to_bps(fabric.gpu_bandwidth_gbps)
-    latency_s = us_to_s(fabric.latency_us)
-    total = ring_allreduce_time_s(schedule.hosts, size, rate_bps, latency_s)
+    if not all(s.kind == "collective" for s in steps):
+        raise InputError(f"{scenario.name}: predict(scenario, schedule) is for collective schedules")
+    first = steps[0]
+    cost = collective_cost(first.op, first.algorithm, len(first.group), first.bytes,
+                           gbps_to_bps(fabric.gpu_bandwidth_gbps), us_to_s(fabric.latency_us))
     return Prediction(
-        iteration_time_s=total,
-        breakdown=Breakdown(communication_s=total),
-        formula="ring all-reduce: 2(n-1)·alpha + 2(n-1)/n · M/B",
+        iteration_time_s=cost.time_s,
+        breakdown=Breakdown(communication_s=cost.time_s),
+        formula=f"{first.op} ({first.algorithm}): {cost.formula}",
     )

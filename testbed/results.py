@@ -8,7 +8,8 @@ import subprocess
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from hosts.data import digest, expected_sum
+from hosts import ops
+from hosts.data import digest
 from testbed import fidelity
 from testbed.calibration import load_calibration
 
@@ -71,15 +72,19 @@ def _merge_events(hosts_dir: Path, run_dir: Path) -> list[dict]:
 
 
 def _check_sums(prepared: "Prepared", per_host: list[dict]) -> tuple[bool, list[str]]:
-    """Every host's result must equal the numpy sum of all inputs, in every iteration."""
+    """Every host's result must equal what numpy computes from all inputs, in every iteration."""
     problems = []
+    workload = prepared.scenario.workload
+    op, ranks = workload.collective, len(per_host)
     iterations = min(len(h["iterations"]) for h in per_host)
     for it in range(iterations):
         elements = per_host[0]["iterations"][it]["elements"][0]
-        want = digest(expected_sum(prepared.scenario.seed, it, len(per_host), elements))
+        same_for_all = op in ("allreduce", "broadcast")
+        shared = digest(ops.expected(op, prepared.scenario.seed, it, 0, ranks, elements)) if same_for_all else None
         for host in per_host:
+            want = shared or digest(ops.expected(op, prepared.scenario.seed, it, host["rank"], ranks, elements))
             if host["iterations"][it]["digests"][0] != want:
-                problems.append(f"host {host['rank']} iteration {it}: sum differs from numpy")
+                problems.append(f"host {host['rank']} iteration {it}: {op} result differs from numpy")
     return not problems, problems
 
 
@@ -110,8 +115,8 @@ def assemble(prepared: "Prepared", run_dir: Path, measured: dict, outcome: dict)
     rates = [r for h in per_host for it in h["iterations"] for r in it["step_rates_bps"]]
     overshoot_mean = max((h["latency"]["overshoot_mean_s"] for h in per_host), default=0.0)
     overshoot_p99 = max((h["latency"]["overshoot_p99_s"] for h in per_host), default=0.0)
-    step_emulated_s = dilation.emulated_time_s(predicted / (2 * (scenario.fabric.hosts - 1)))
-    smallest = round(dilation.byte_scale * (scenario.workload.bytes or 0) / scenario.fabric.hosts)
+    step_emulated_s = dilation.emulated_time_s(prepared.shortest_event_s)
+    smallest = round(dilation.byte_scale * prepared.smallest_message_bytes)
     monitors = [
         fidelity.link_rate_monitor(rates, plan.host_rate_bps),
         fidelity.timer_monitor(overshoot_mean, overshoot_p99, step_emulated_s),

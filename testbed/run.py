@@ -22,11 +22,11 @@ from testbed.emulation import EmulationPlan, resolve_emulation
 from testbed.errors import EnvironmentProblem, InputError, RunFailed
 from testbed.paths import registry_dir
 from testbed.platform import datapath, is_root, mininet_available, ovs_running
-from testbed.predict import Prediction, predict
+from testbed.predict import Prediction, collective_cost, predict
 from testbed.registry import RunRecord, clean_orphans, list_bridges, remove_resources
 from testbed.scenario import Scenario, scenario_to_yaml
 from testbed.schedule import Schedule, schedule_for
-from testbed.units import us_to_s
+from testbed.units import gbps_to_bps, transfer_time_s, us_to_s
 
 if TYPE_CHECKING:
     from testbed.fabric import ElectFlatFabric
@@ -47,12 +47,8 @@ class Prepared:
     schedule: Schedule
     prediction: Prediction
     plan: EmulationPlan
-
-
-def shortest_event_s(scenario: Scenario, prediction: Prediction) -> float:
-    """Real-world duration of the shortest timed event: one ring step (alpha plus one chunk)."""
-    steps = 2 * (scenario.fabric.hosts - 1)
-    return prediction.iteration_time_s / steps
+    shortest_event_s: float  # real-world: the shortest message exchange (alpha plus its bytes)
+    smallest_message_bytes: float
 
 
 def prepare(scenario: Scenario) -> Prepared:
@@ -63,16 +59,21 @@ def prepare(scenario: Scenario) -> Prepared:
         )
     schedule = schedule_for(scenario)
     prediction = predict(scenario, schedule)
-    assert scenario.workload.bytes is not None
+    workload, fabric = scenario.workload, scenario.fabric
+    assert workload.bytes is not None and workload.collective is not None
+    cost = collective_cost(workload.collective, workload.algorithm, fabric.hosts, workload.bytes,
+                           gbps_to_bps(fabric.gpu_bandwidth_gbps), us_to_s(fabric.latency_us))
+    shortest = us_to_s(fabric.latency_us) + transfer_time_s(cost.smallest_message_bytes,
+                                                             gbps_to_bps(fabric.gpu_bandwidth_gbps))
     plan = resolve_emulation(
         scenario,
         predicted_iteration_s=prediction.iteration_time_s,
-        shortest_event_s=shortest_event_s(scenario, prediction),
-        smallest_message_bytes=scenario.workload.bytes / scenario.fabric.hosts,
-        concurrent_senders=scenario.fabric.hosts,
+        shortest_event_s=shortest,
+        smallest_message_bytes=cost.smallest_message_bytes,
+        concurrent_senders=fabric.hosts,
         calibration=load_calibration(),
     )
-    return Prepared(scenario, schedule, prediction, plan)
+    return Prepared(scenario, schedule, prediction, plan, shortest, cost.smallest_message_bytes)
 
 
 def default_run_dir(scenario: Scenario) -> Path:

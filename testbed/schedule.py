@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from hosts import ops
 from testbed.errors import InputError
 from testbed.scenario import Scenario
 
@@ -67,7 +68,35 @@ def ring_allreduce_traffic(hosts: int, size_bytes: int) -> tuple[tuple[int, ...]
     return tuple(tuple(row) for row in matrix)
 
 
-SUPPORTED_COLLECTIVES = {("allreduce", "ring")}
+def collective_traffic(op: str, algorithm: str, hosts: int, size_bytes: int) -> tuple[tuple[int, ...], ...]:
+    """Who sends how much to whom in one collective: the real algorithm run once in-process on a
+    small buffer, scaled to `size_bytes` (every message size is proportional to the buffer)."""
+    if (op, algorithm) == ("allreduce", "ring"):
+        return ring_allreduce_traffic(hosts, size_bytes)
+    import threading
+
+    from hosts.transport import InProcessTransport
+
+    elements = ops.elements_for(op, 4 * 1024 * hosts, hosts)
+    transports = InProcessTransport.mesh(hosts)
+    sent = [[0] * hosts for _ in range(hosts)]
+
+    def rank(t):
+        data = ops.make_input(op, 0, 0, t.rank, hosts, elements)
+        for record in ops.run(op, algorithm, t, list(range(hosts)), data, tag_base=0)[1]:
+            if record.send_peer is not None:
+                sent[t.rank][record.send_peer] += record.bytes
+
+    threads = [threading.Thread(target=rank, args=(t,)) for t in transports]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    scale = size_bytes / (4 * elements)
+    return tuple(tuple(round(b * scale) for b in row) for row in sent)
+
+
+SUPPORTED_COLLECTIVES = set(ops.ALGORITHMS)  # what the host agents run
 
 
 def collective_schedule(scenario: Scenario) -> Schedule:
@@ -92,7 +121,7 @@ def collective_schedule(scenario: Scenario) -> Schedule:
             rank=rank,
             steps=(
                 Step(
-                    id="allreduce",
+                    id=workload.collective,
                     kind="collective",
                     op=workload.collective,
                     algorithm=workload.algorithm,
@@ -108,7 +137,7 @@ def collective_schedule(scenario: Scenario) -> Schedule:
         hosts=hosts,
         iterations=workload.iterations,
         gpus=gpus,
-        traffic_matrix_bytes=ring_allreduce_traffic(hosts, workload.bytes),
+        traffic_matrix_bytes=collective_traffic(workload.collective, workload.algorithm, hosts, workload.bytes),
     )
 
 

@@ -22,6 +22,7 @@ class FlowModel:
     paths: dict[tuple[int, int], tuple[tuple, ...]] = field(default_factory=dict)
     default: object = None  # callable (src, dst) -> resources, for fabrics without a plan
     notes: list[str] = field(default_factory=list)
+    dp_rate_bps: float | None = None  # what the plan leaves each GPU for its DP ring, where planned
 
     def resources(self, src: int, dst: int) -> tuple[tuple, ...]:
         found = self.paths.get((src, dst))
@@ -66,7 +67,8 @@ def _relay_paths(k: int, links: dict[tuple[int, int], tuple], traffic) -> dict[t
     return paths
 
 
-def mp_flow_model(fabric: Fabric, k: int, l: int, traffic: dict[tuple[int, int], float]) -> FlowModel:
+def mp_flow_model(fabric: Fabric, k: int, l: int, traffic: dict[tuple[int, int], float],
+                  dp_bytes: float = 0.0) -> FlowModel:
     """The flow model of the MP group on `fabric`, planned (circuits, wavelengths) for `traffic`."""
     B = gbps_to_bps(fabric.gpu_bandwidth_gbps)
     kind = fabric.kind
@@ -87,12 +89,20 @@ def mp_flow_model(fabric: Fabric, k: int, l: int, traffic: dict[tuple[int, int],
     if kind == "sip-ocs":
         switches = fabric.ocs_switches or 16
         link = B / switches
-        plan = plan_circuits(traffic, k, switches, link, reserved_ports=1 if l > 1 else 0)
+        # The one-shot plan covers the DP ring too: GPU g's counterpart stands in as node k+g, so the
+        # ring gets circuits in proportion to its share of the iteration's bytes.
+        planned = dict(traffic)
+        if l > 1 and dp_bytes > 0:
+            planned.update({(g, k + g): dp_bytes for g in range(k)})
+        plan = plan_circuits(planned, 2 * k if l > 1 else k, switches, link)
         caps, links = {}, {}
         for (i, j), count in plan.circuits.items():
-            caps[("circuit", i, j)] = count * link
-            links[(i, j)] = ("circuit", i, j)
+            if j < k:
+                caps[("circuit", i, j)] = count * link
+                links[(i, j)] = ("circuit", i, j)
         model = FlowModel(caps, _relay_paths(k, links, traffic))
+        if l > 1:
+            model.dp_rate_bps = min(plan.circuits.get((g, k + g), 0) for g in range(k)) * link
         model.notes.append(f"circuits by {plan.method}; longest transfer {plan.longest_s * 1e3:.3f} ms, "
                            f"bound {plan.bound_s * 1e3:.3f} ms")
         return model
@@ -110,8 +120,9 @@ def mp_flow_model(fabric: Fabric, k: int, l: int, traffic: dict[tuple[int, int],
     raise ValueError(f"no flow model for fabric {kind}")
 
 
-def dp_allreduce_s(fabric: Fabric, k: int, l: int, grad_bytes: float) -> float:
-    """All-reduce of `grad_bytes` among the l counterpart GPUs (one per MP group)."""
+def dp_allreduce_s(fabric: Fabric, k: int, l: int, grad_bytes: float, planned_rate_bps: float | None = None) -> float:
+    """All-reduce of `grad_bytes` among the l counterpart GPUs (one per MP group). A circuit plan
+    that sized the DP ring passes its rate as `planned_rate_bps`."""
     if l <= 1 or grad_bytes <= 0:
         return 0.0
     B = gbps_to_bps(fabric.gpu_bandwidth_gbps)
@@ -124,7 +135,9 @@ def dp_allreduce_s(fabric: Fabric, k: int, l: int, grad_bytes: float) -> float:
         crosses = k * l > per
         rate = min(B, gbps_to_bps(fabric.server_uplink_gbps) / min(k, per)) if crosses else B
     elif kind == "sip-ocs":
-        rate = B / (fabric.ocs_switches or 16)  # the one port each GPU keeps for its DP ring
+        rate = planned_rate_bps if planned_rate_bps is not None else B / (fabric.ocs_switches or 16)
+        if rate <= 0:
+            return float("inf")
     elif kind == "sip-ring":
         # Counterparts are k apart: k rings' lightpaths overlap on every segment; both directions used.
         rate = min(B, 2 * B / k) / max(1, math.ceil(k / fabric.neighbors))

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from collections import defaultdict
 
-from testbed.oracle.fabrics import dp_allreduce_s, mp_flow_model
+from testbed.oracle.fabrics import FlowModel, dp_allreduce_s, mp_flow_model
 from testbed.oracle.flows import Flow, completion_times
 from testbed.placer.plan import Plan
 from testbed.predict import Breakdown, Prediction
@@ -13,12 +13,13 @@ from testbed.scenario import Fabric
 from testbed.units import us_to_s
 
 
-def mp_makespan_s(plan: Plan, fabric: Fabric) -> tuple[float, list[str]]:
+def mp_makespan_s(plan: Plan, fabric: Fabric) -> tuple[float, FlowModel]:
     """Critical path of one MP group. The transfers feeding one op share the fabric max-min fairly,
     one flow per GPU pair; transfers feeding different ops do not interact."""
     placement = plan.placement
     ops = placement.ops
-    model = mp_flow_model(fabric, plan.k, plan.l, plan.mp_traffic)
+    dp_bytes = 2 * (plan.l - 1) / plan.l * max(plan.grad_bytes) if plan.l > 1 else 0.0
+    model = mp_flow_model(fabric, plan.k, plan.l, plan.mp_traffic, dp_bytes)
     alpha = us_to_s(fabric.latency_us)
     by_consumer: dict[int, list[tuple[tuple[int, int, int, int], float]]] = defaultdict(list)
     for key, size in plan.messages.items():
@@ -50,12 +51,13 @@ def mp_makespan_s(plan: Plan, fabric: Fabric) -> tuple[float, list[str]]:
                 ready = max(ready, end[q][p] if gpus[q][p] == g else arrived[(q, p, i, g)])
             start = max(ready, avail[g])
             end[i][c] = avail[g] = start + us_to_s(op.part_us)
-    return max(avail), model.notes
+    return max(avail), model
 
 
 def predict_plan(plan: Plan, fabric: Fabric) -> Prediction:
-    mp_s, notes = mp_makespan_s(plan, fabric)
-    dp_s = dp_allreduce_s(fabric, plan.k, plan.l, max(plan.grad_bytes))
+    mp_s, model = mp_makespan_s(plan, fabric)
+    notes = model.notes
+    dp_s = dp_allreduce_s(fabric, plan.k, plan.l, max(plan.grad_bytes), model.dp_rate_bps)
     busiest = [0.0] * plan.k
     for i, op in enumerate(plan.placement.ops):
         for c in range(op.parts):

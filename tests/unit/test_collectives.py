@@ -156,3 +156,20 @@ def test_reduce_scatter_allgather_broadcast_alltoall_sendrecv(ranks):
         a, b = bounds[pos]  # equal blocks: block `pos` of every sender, in sender order
         assert np.array_equal(a2a, np.concatenate([inputs[src][a:b] for src in range(ranks)]))
         assert np.array_equal(p2p, inputs[(pos - 1) % ranks])
+
+
+@pytest.mark.parametrize("ranks", [2, 3, 5, 8])
+def test_every_supported_collective_matches_its_numpy_expectation(ranks):
+    from hosts import ops
+
+    for (op, algorithm) in ops.ALGORITHMS:
+        elements = ops.elements_for(op, 4 * (50 * ranks + 1), ranks)
+        transports = InProcessTransport.mesh(ranks)
+
+        def body(t):
+            data = ops.make_input(op, 4, 1, t.rank, ranks, elements)
+            result, _ = ops.run(op, algorithm, t, list(range(ranks)), data, tag_base=0)
+            return result
+
+        for pos, got in enumerate(run_ranks(transports, body)):
+            assert np.array_equal(got, ops.expected(op, 4, 1, pos, ranks, elements)), (op, algorithm, pos)

@@ -1,0 +1,87 @@
+"""Each collective of a schedule step, end to end: its input buffer, the algorithm that runs it, and
+the result a rank must end with (what the runner checks against numpy)."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from hosts import collectives as c
+from hosts.data import expected_sum, gradient
+from hosts.transport import Transport
+
+ALGORITHMS = {
+    ("allreduce", "ring"): "ring_allreduce",
+    ("allreduce", "halving-doubling"): "halving_doubling_allreduce",
+    ("allreduce", "tree"): "tree_allreduce",
+    ("reducescatter", "ring"): "ring_reduce_scatter",
+    ("allgather", "ring"): "ring_allgather",
+    ("broadcast", "tree"): "tree_broadcast",
+    ("alltoall", "ring"): "alltoall",
+    ("sendrecv", "ring"): "sendrecv",
+}
+
+
+def supported(op: str, algorithm: str) -> bool:
+    return (op, algorithm) in ALGORITHMS
+
+
+def elements_for(op: str, size_bytes: int, ranks: int) -> int:
+    """Element count of the buffer; all-to-all needs a multiple of the group size."""
+    elements = max(ranks, size_bytes // 4)
+    return elements - elements % ranks if op == "alltoall" else elements
+
+
+def make_input(op: str, seed: int, iteration: int, pos: int, ranks: int, elements: int) -> np.ndarray:
+    data = gradient(seed, iteration, pos, elements)
+    if op == "allgather":  # a rank contributes its own chunk; the rest is filled by the others
+        own = c._bounds(elements, ranks)[pos]
+        mine = np.zeros(elements, dtype=np.float32)
+        mine[own[0]:own[1]] = data[own[0]:own[1]]
+        return mine
+    return data
+
+
+def run(op: str, algorithm: str, transport: Transport, group: list[int], data: np.ndarray,
+        tag_base: int) -> tuple[np.ndarray, list[c.StepRecord]]:
+    """Run the collective; returns this rank's result (what `expected` describes) and its messages."""
+    n, pos = len(group), group.index(transport.rank)
+    if op == "allreduce":
+        records = getattr(c, ALGORITHMS[(op, algorithm)])(transport, group, data, tag_base=tag_base)
+        return data, records
+    if op == "reducescatter":
+        records = c.ring_reduce_scatter(transport, group, data, tag_base=tag_base)
+        a, b = c._bounds(data.size, n)[(pos + 1) % n]
+        return data[a:b], records
+    if op == "allgather":
+        return data, c.ring_allgather(transport, group, data, tag_base=tag_base)
+    if op == "broadcast":
+        return data, c.tree_broadcast(transport, group, data, root=0, tag_base=tag_base)
+    if op == "alltoall":
+        received = np.zeros_like(data)
+        return received, c.alltoall(transport, group, data, received, tag_base=tag_base)
+    if op == "sendrecv":  # a ring shift: what pipeline stages do with activations
+        received = np.zeros_like(data)
+        records = c.sendrecv(transport, group[(pos + 1) % n], data, group[(pos - 1) % n], received, tag=tag_base)
+        return received, records
+    raise ValueError(f"unsupported collective {op}/{algorithm}")
+
+
+def expected(op: str, seed: int, iteration: int, pos: int, ranks: int, elements: int) -> np.ndarray:
+    """The result rank `pos` must hold, computed with numpy from every rank's input."""
+    if op == "allreduce":
+        return expected_sum(seed, iteration, ranks, elements)
+    if op == "reducescatter":
+        a, b = c._bounds(elements, ranks)[(pos + 1) % ranks]
+        return expected_sum(seed, iteration, ranks, elements)[a:b]
+    if op == "allgather":
+        bounds = c._bounds(elements, ranks)
+        return np.concatenate([gradient(seed, iteration, r, elements)[a:b] for r, (a, b) in enumerate(bounds)])
+    if op == "broadcast":
+        return gradient(seed, iteration, 0, elements)
+    if op == "alltoall":
+        block = elements // ranks
+        return np.concatenate([gradient(seed, iteration, r, elements)[pos * block:(pos + 1) * block]
+                               for r in range(ranks)])
+    if op == "sendrecv":
+        return gradient(seed, iteration, (pos - 1) % ranks, elements)
+    raise ValueError(f"unsupported collective {op}")
