@@ -70,12 +70,13 @@ def write_sweep_docs(report: dict, docs: Path) -> None:
     bandwidths = sorted({r["gpu_bandwidth_gbps"] for r in rows})
     at = _index(rows)
     fig, axes = plt.subplots(1, len(models), figsize=(5 * len(models), 4.2), squeeze=False)
+    colours = {fabric: f"C{i}" for i, fabric in enumerate(fabrics)}  # one colour per fabric in every panel
     for ax, model in zip(axes[0], models):
         for fabric in fabrics:
             points = [(b, at[(model, fabric, b)]["time_to_accuracy_min"]) for b in bandwidths
                       if (model, fabric, b) in at]
             if points:
-                ax.plot(*zip(*points), marker="o", label=fabric)
+                ax.plot(*zip(*points), marker="o", label=fabric, color=colours[fabric])
         ax.set_xscale("log", base=2)
         ax.set_yscale("log")
         ax.set_title(f"{model} (N={report['gpus']})")
