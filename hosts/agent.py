@@ -83,8 +83,9 @@ class Agent:
         self._step_events(step["id"], iteration, records)
         self._event("collective", start, end, iteration, step=step["id"], op=step["op"], algorithm=step["algorithm"],
                     bytes=step["bytes"], emulated_bytes=int(data.nbytes))
-        # Rate over the transfer alone: each step's duration includes the alpha wait before sending.
-        busy = [(r.bytes, r.end_s - r.start_s - transport.latency.target_s) for r in records if r.bytes]
+        # Rate seen by the receiver, over the transfer alone (each step includes the sender's alpha
+        # wait); a send-only step ends once the kernel has buffered it, so it says nothing of rate.
+        busy = [(r.recv_bytes, r.end_s - r.start_s - transport.latency.target_s) for r in records if r.recv_bytes]
         rates = [size * 8 / seconds for size, seconds in busy if seconds > 0]
         return {"digest": digest(result), "elements": elements, "step_rates_bps": rates}
 

@@ -21,9 +21,10 @@ class StepRecord:
     step: int
     send_peer: int | None
     recv_peer: int | None
-    bytes: int
+    bytes: int  # sent
     start_s: float
     end_s: float
+    recv_bytes: int = 0
 
 
 def _bounds(elements: int, parts: int) -> list[tuple[int, int]]:
@@ -58,7 +59,8 @@ class _Exchange:
         if handle is not None:
             handle.wait(SEND_TIMEOUT_S)
         size = int(payload.nbytes) if payload is not None and send_to is not None else 0
-        self.records.append(StepRecord(phase, step, send_to, recv_from, size, start, self.clock()))
+        got = int(into.nbytes) if into is not None and recv_from is not None else 0
+        self.records.append(StepRecord(phase, step, send_to, recv_from, size, start, self.clock(), got))
 
 
 def ring_reduce_scatter(transport: Transport, group: list[int], data: np.ndarray, tag_base: int = 0,

@@ -16,6 +16,7 @@ from hosts.timing import precise_sleep
 
 HEADER = struct.Struct("!IQ")  # tag, payload bytes
 HELLO = struct.Struct("!I")  # sender rank, first bytes on every connection
+ACK = b"\x06"  # receiver to sender, once a whole message has arrived
 
 
 class TransportError(RuntimeError):
@@ -156,6 +157,9 @@ class TcpTransport:
                     self.latency.overshoots_s.append(precise_sleep(self.latency.target_s))
                 sock.sendall(HEADER.pack(tag, payload.nbytes))
                 sock.sendall(memoryview(payload).cast("B"))
+                # Rendezvous: the send completes when the receiver has it, not when the kernel has
+                # buffered it, so a rank's next send cannot overlap this one (as alpha-beta assumes).
+                _recv_exact(sock, memoryview(bytearray(1)))
                 handle._finish()
             except OSError as error:
                 handle._finish(error)
@@ -187,6 +191,7 @@ class TcpTransport:
             raise TransportError(f"rank {self.rank} expected tag {tag} ({out.nbytes} B) from rank {peer}, "
                                  f"got tag {got_tag} ({size} B)")
         _recv_exact(sock, memoryview(out).cast("B"))
+        sock.sendall(ACK)
 
     def close(self) -> None:
         self._closed = True

@@ -117,3 +117,23 @@ def test_sigkilled_run_is_cleaned_by_testbed_clean(tmp_path, machine_state, scra
                          timeout=60)
     assert out.returncode == 0, out.stderr
     assert "1 dead run" in out.stdout
+
+
+@pytest.mark.parametrize("collective, algorithm, hosts", [
+    ("allreduce", "halving-doubling", 5),
+    ("allreduce", "tree", 4),
+    ("alltoall", "ring", 4),
+    ("broadcast", "tree", 5),
+])
+def test_other_collectives_give_exact_results_over_mininet(tmp_path, machine_state, collective, algorithm, hosts):
+    from testbed.scenario import parse_scenario
+
+    scenario = parse_scenario({
+        "name": f"it-{collective}", "seed": 7,
+        "fabric": {"kind": "elect-flat", "hosts": hosts, "gpu_bandwidth_gbps": 100, "latency_us": 5},
+        "workload": {"kind": "collective", "collective": collective, "algorithm": algorithm, "bytes": 20_000_000,
+                     "iterations": 1},
+    })
+    result = Runner(prepare(scenario), tmp_path / "run").execute()
+    assert result["status"] == "ok", result["error"]
+    assert result["sums_correct"] and len(result["iteration_times_s"]) == 1

@@ -1,0 +1,70 @@
+"""Benchmark: emulated/predicted time of every collective at N = 4, 8 and 16 on Elect-Flat.
+
+Run as root: `.venv/bin/python bench/collectives.py`. Prints a table and writes
+bench/results/collectives.{json,md}. Target (issue): every ratio within 0.85-1.15.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import tempfile
+import time
+from datetime import datetime, timezone
+from pathlib import Path
+
+from testbed.run import Runner, prepare
+from testbed.scenario import parse_scenario
+from testbed.schedule import SUPPORTED_COLLECTIVES
+
+HERE = Path(__file__).resolve().parent
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--hosts", default="4,8,16")
+    parser.add_argument("--bytes", type=int, default=100_000_000)
+    args = parser.parse_args()
+    rows = []
+    for hosts in [int(h) for h in args.hosts.split(",")]:
+        for op, algorithm in sorted(SUPPORTED_COLLECTIVES):
+            scenario = parse_scenario({
+                "name": f"bench-{op}-{algorithm}-{hosts}", "seed": 3,
+                "fabric": {"kind": "elect-flat", "hosts": hosts, "gpu_bandwidth_gbps": 100, "latency_us": 5},
+                "workload": {"kind": "collective", "collective": op, "algorithm": algorithm, "bytes": args.bytes,
+                             "iterations": 3},
+            })
+            started = time.monotonic()
+            with tempfile.TemporaryDirectory(prefix="testbed-bench-") as work:
+                result = Runner(prepare(scenario), Path(work) / "run").execute()
+            ratios = result["emulated_over_predicted"]
+            rows.append({
+                "hosts": hosts, "collective": op, "algorithm": algorithm, "status": result["status"],
+                "correct": result["sums_correct"], "faithful": result["fidelity"]["ok"],
+                "ratio_mean": statistics.fmean(ratios) if ratios else None,
+                "ratio_min": min(ratios) if ratios else None, "ratio_max": max(ratios) if ratios else None,
+                "predicted_ms": result["predicted_iteration_time_s"] * 1e3, "dilation": result["dilation"],
+                "link_rate": result["fidelity"]["monitors"]["link_rate"]["value"],
+                "wall_s": time.monotonic() - started,
+            })
+            print(json.dumps(rows[-1]), flush=True)
+    (HERE / "results").mkdir(exist_ok=True)
+    (HERE / "results" / "collectives.json").write_text(json.dumps(
+        {"when": datetime.now(timezone.utc).isoformat(timespec="seconds"), "rows": rows}, indent=1) + "\n")
+    lines = ["| N | collective | algorithm | emulated/predicted (min / mean / max) | result | faithful | link rate |",
+             "| ---: | --- | --- | :---: | :---: | :---: | ---: |"]
+    for r in rows:
+        ratio = "n/a" if r["ratio_mean"] is None else \
+            f"{r['ratio_min']:.2f} / {r['ratio_mean']:.2f} / {r['ratio_max']:.2f}"
+        rate = "n/a" if r["link_rate"] is None else f"{r['link_rate']:.2f}"
+        lines.append(f"| {r['hosts']} | {r['collective']} | {r['algorithm']} | {ratio} | "
+                     f"{'exact' if r['correct'] else 'WRONG'} | {'yes' if r['faithful'] else 'no'} | {rate} |")
+    table = "\n".join(lines)
+    (HERE / "results" / "collectives.md").write_text(table + "\n")
+    print(table)
+    return 0 if all(r["status"] == "ok" and r["correct"] for r in rows) else 1
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
