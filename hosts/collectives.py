@@ -35,10 +35,14 @@ def _bounds(elements: int, parts: int) -> list[tuple[int, int]]:
 
 
 class _Exchange:
-    """Send and receive at once (the send runs on the transport's sender thread) and record it."""
+    """Send and receive at once (the send runs on the transport's sender thread) and record it.
 
-    def __init__(self, transport: Transport, tag_base: int, clock) -> None:
-        self.transport, self.tag, self.clock = transport, tag_base, clock
+    `confirm` makes each send complete only once delivered. Ring algorithms do not need it (every
+    step already waits for the neighbour's message); trees, halving-doubling and all-to-all do, or
+    a rank would start its next send while the previous one is still on the wire."""
+
+    def __init__(self, transport: Transport, tag_base: int, clock, confirm: bool = True) -> None:
+        self.transport, self.tag, self.clock, self.confirm = transport, tag_base, clock, confirm
         self.records: list[StepRecord] = []
 
     def __call__(self, phase: str, send_to: int | None, payload: np.ndarray | None, recv_from: int | None,
@@ -48,7 +52,7 @@ class _Exchange:
         step = len(self.records) if step is None else step
         handle = None
         if send_to is not None and payload is not None:
-            handle = self.transport.send(send_to, self.tag + step, payload)
+            handle = self.transport.send(send_to, self.tag + step, payload, confirm=self.confirm)
         if recv_from is not None and into is not None:
             if reduce:
                 incoming = np.empty_like(into)
@@ -67,7 +71,7 @@ def ring_reduce_scatter(transport: Transport, group: list[int], data: np.ndarray
                         clock=time.monotonic, _exchange: _Exchange | None = None) -> list[StepRecord]:
     """After this, chunk (pos + 1) mod n of `data` holds the sum over the group (pos = rank's index)."""
     n = len(group)
-    ex = _exchange or _Exchange(transport, tag_base, clock)
+    ex = _exchange or _Exchange(transport, tag_base, clock, confirm=False)
     if n > 1:
         pos = group.index(transport.rank)
         right, left = group[(pos + 1) % n], group[(pos - 1) % n]
@@ -81,7 +85,7 @@ def ring_allgather(transport: Transport, group: list[int], data: np.ndarray, tag
                    clock=time.monotonic, owned_offset: int = 0, _exchange: _Exchange | None = None) -> list[StepRecord]:
     """Every rank starts owning chunk (pos + owned_offset) mod n of `data`; after this all own all."""
     n = len(group)
-    ex = _exchange or _Exchange(transport, tag_base, clock)
+    ex = _exchange or _Exchange(transport, tag_base, clock, confirm=False)
     if n > 1:
         pos = group.index(transport.rank)
         right, left = group[(pos + 1) % n], group[(pos - 1) % n]
@@ -95,7 +99,7 @@ def ring_allgather(transport: Transport, group: list[int], data: np.ndarray, tag
 def ring_allreduce(transport: Transport, group: list[int], data: np.ndarray, tag_base: int = 0,
                    clock=time.monotonic) -> list[StepRecord]:
     """Sum `data` in place across `group`: reduce-scatter then all-gather around the ring."""
-    ex = _Exchange(transport, tag_base, clock)
+    ex = _Exchange(transport, tag_base, clock, confirm=False)
     ring_reduce_scatter(transport, group, data, _exchange=ex)
     return ring_allgather(transport, group, data, owned_offset=1, _exchange=ex)
 

@@ -14,7 +14,7 @@ import numpy as np
 
 from hosts.timing import precise_sleep
 
-HEADER = struct.Struct("!IQ")  # tag, payload bytes
+HEADER = struct.Struct("!IQB")  # tag, payload bytes, whether the sender waits for an ACK
 HELLO = struct.Struct("!I")  # sender rank, first bytes on every connection
 ACK = b"\x06"  # receiver to sender, once a whole message has arrived
 
@@ -44,7 +44,7 @@ class SendHandle:
 class Transport(Protocol):
     rank: int
 
-    def send(self, peer: int, tag: int, payload: np.ndarray) -> SendHandle: ...
+    def send(self, peer: int, tag: int, payload: np.ndarray, confirm: bool = False) -> SendHandle: ...
 
     def recv_into(self, peer: int, tag: int, out: np.ndarray) -> None: ...
 
@@ -71,7 +71,7 @@ class InProcessTransport:
         }
         return [InProcessTransport(r, boxes) for r in range(ranks)]
 
-    def send(self, peer: int, tag: int, payload: np.ndarray) -> SendHandle:
+    def send(self, peer: int, tag: int, payload: np.ndarray, confirm: bool = False) -> SendHandle:
         self._mailboxes[(self.rank, peer)].put((tag, np.array(payload, copy=True)))
         handle = SendHandle()
         handle._finish()
@@ -151,15 +151,16 @@ class TcpTransport:
             item = work.get()
             if item is None:
                 return
-            tag, payload, handle = item
+            tag, payload, confirm, handle = item
             try:
                 if self.latency.target_s > 0:
                     self.latency.overshoots_s.append(precise_sleep(self.latency.target_s))
-                sock.sendall(HEADER.pack(tag, payload.nbytes))
+                sock.sendall(HEADER.pack(tag, payload.nbytes, confirm))
                 sock.sendall(memoryview(payload).cast("B"))
-                # Rendezvous: the send completes when the receiver has it, not when the kernel has
-                # buffered it, so a rank's next send cannot overlap this one (as alpha-beta assumes).
-                _recv_exact(sock, memoryview(bytearray(1)))
+                if confirm:
+                    # Rendezvous: complete when the receiver has it, not when the kernel buffered
+                    # it, so this rank's next send cannot overlap it (as alpha-beta assumes).
+                    _recv_exact(sock, memoryview(bytearray(1)))
                 handle._finish()
             except OSError as error:
                 handle._finish(error)
@@ -169,9 +170,9 @@ class TcpTransport:
         for peer in peers:
             self._sender(peer)
 
-    def send(self, peer: int, tag: int, payload: np.ndarray) -> SendHandle:
+    def send(self, peer: int, tag: int, payload: np.ndarray, confirm: bool = False) -> SendHandle:
         handle = SendHandle()
-        self._sender(peer).put((tag, np.ascontiguousarray(payload), handle))
+        self._sender(peer).put((tag, np.ascontiguousarray(payload), confirm, handle))
         return handle
 
     def _incoming_from(self, peer: int) -> socket.socket:
@@ -186,12 +187,13 @@ class TcpTransport:
         sock = self._incoming_from(peer)
         header = bytearray(HEADER.size)
         _recv_exact(sock, memoryview(header))
-        got_tag, size = HEADER.unpack(header)
+        got_tag, size, confirm = HEADER.unpack(header)
         if got_tag != tag or size != out.nbytes:
             raise TransportError(f"rank {self.rank} expected tag {tag} ({out.nbytes} B) from rank {peer}, "
                                  f"got tag {got_tag} ({size} B)")
         _recv_exact(sock, memoryview(out).cast("B"))
-        sock.sendall(ACK)
+        if confirm:
+            sock.sendall(ACK)
 
     def close(self) -> None:
         self._closed = True
