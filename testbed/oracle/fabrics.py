@@ -23,6 +23,7 @@ class FlowModel:
     default: object = None  # callable (src, dst) -> resources, for fabrics without a plan
     notes: list[str] = field(default_factory=list)
     dp_rate_bps: float | None = None  # what the plan leaves each GPU for its DP ring, where planned
+    dark_s: float = 0.0  # retuning time charged on the way (SiP-Ring)
 
     def resources(self, src: int, dst: int) -> tuple[tuple, ...]:
         found = self.paths.get((src, dst))
@@ -107,17 +108,29 @@ def mp_flow_model(fabric: Fabric, k: int, l: int, traffic: dict[tuple[int, int],
                            f"bound {plan.bound_s * 1e3:.3f} ms")
         return model
     if kind == "sip-ring":
-        wave_bps = gbps_to_bps(fabric.wavelength_gbps)
-        plan = plan_wavelengths(traffic, k, fabric.wavelengths, wave_bps, fabric.neighbors)
-        caps, links = {}, {}
-        for (s, d), path in plan.lightpaths.items():
-            caps[("lightpath", s, d)] = len(path.wavelengths) * wave_bps
-            links[(s, d)] = ("lightpath", s, d)
-        model = FlowModel(caps, _relay_paths(k, links, traffic))
-        model.notes.append(f"wavelength plan of the iteration's traffic; longest transfer {plan.longest_s * 1e3:.3f} "
-                           f"ms, bound {plan.bound_s * 1e3:.3f} ms")
-        return model
+        return ring_flow_model(fabric, k, ring_plan(fabric, k, traffic, tuple(sorted(traffic))))
     raise ValueError(f"no flow model for fabric {kind}")
+
+
+def ring_plan(fabric: Fabric, k: int, traffic: dict[tuple[int, int], float],
+              keep: tuple[tuple[int, int], ...] = ()):
+    """The controller's wavelength plan for an estimated traffic matrix: the ring stays connected
+    and the job's recurring lightpaths (`keep`) keep a wavelength; the estimate shares the rest."""
+    return plan_wavelengths(traffic, k, fabric.wavelengths, gbps_to_bps(fabric.wavelength_gbps), fabric.neighbors,
+                            keep_ring=True, keep=keep)
+
+
+def ring_flow_model(fabric: Fabric, k: int, plan) -> FlowModel:
+    """Lightpaths as resources; pairs without one relay over lightpaths, hop by hop."""
+    wave_bps = gbps_to_bps(fabric.wavelength_gbps)
+    caps, links = {}, {}
+    for (s, d), path in plan.lightpaths.items():
+        caps[("lightpath", s, d)] = len(path.wavelengths) * wave_bps
+        links[(s, d)] = ("lightpath", s, d)
+    model = FlowModel(caps, _relay_paths(k, links, {pair: 1.0 for pair in links}))
+    model.default = lambda s, d: _relay_paths(k, links, {(s, d): 1.0})[(s, d)]
+    model.notes.append(f"wavelengths re-planned every {fabric.estimate_period_us:g} µs from the last period's traffic")
+    return model
 
 
 def dp_allreduce_s(fabric: Fabric, k: int, l: int, grad_bytes: float, planned_rate_bps: float | None = None) -> float:

@@ -7,6 +7,7 @@ from dataclasses import dataclass
 import numpy as np
 
 Resource = tuple  # any hashable name, e.g. ("out", 3)
+FREEZE_TOLERANCE = 0.01
 
 
 @dataclass(frozen=True)
@@ -34,7 +35,9 @@ def max_min_rates(flows: list[Flow], capacity_bps: dict[Resource, float]) -> lis
         share = shares.min()
         rates[active] += share
         remaining -= share * users
-        full = loaded & (shares <= share * (1 + 1e-12))
+        # Resources within 1% of the bottleneck freeze together: far fewer rounds, and flows there
+        # give up at most 1% of their max-min rate.
+        full = loaded & (shares <= share * (1 + FREEZE_TOLERANCE))
         active &= ~uses[:, full].any(axis=1)
     return rates.tolist()
 

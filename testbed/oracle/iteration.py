@@ -3,14 +3,61 @@ max-min fairly, then the DP all-reduce."""
 
 from __future__ import annotations
 
+import math
 from collections import defaultdict
 
-from testbed.oracle.fabrics import FlowModel, dp_allreduce_s, mp_flow_model
+from testbed.oracle.fabrics import FlowModel, dp_allreduce_s, mp_flow_model, ring_flow_model, ring_plan
 from testbed.oracle.flows import Flow, completion_times
 from testbed.placer.plan import Plan
 from testbed.predict import Breakdown, Prediction
 from testbed.scenario import Fabric
 from testbed.units import us_to_s
+
+
+class _RingController:
+    """SiP-Ring's control loop inside the oracle: every estimation period the wavelengths are
+    re-planned from the traffic of the period before, and a lightpath whose wavelengths changed
+    carries nothing until the retuning (reconfig_us) is over."""
+
+    def __init__(self, fabric: Fabric, k: int, steady: FlowModel, recurring: tuple[tuple[int, int], ...]) -> None:
+        self.fabric, self.k, self.recurring = fabric, k, recurring
+        self._plans: dict[frozenset, FlowModel] = {}
+        self.period_s = us_to_s(fabric.estimate_period_us)
+        self.dark_s = us_to_s(fabric.reconfig_us if fabric.reconfig_us is not None else 25.0)
+        self.model = steady  # the plan of the iteration's traffic: where the previous iteration ended
+        self.window = 0
+        self.traffic: dict[int, dict[tuple[int, int], float]] = {}
+        self.changed: set = set()
+        self.changed_until = 0.0
+        self.dark_total_s = 0.0
+
+    def before_phase(self, pairs: dict[tuple[int, int], tuple[float, float]]):
+        start = min(s for s, _ in pairs.values())
+        window = int(start // self.period_s)
+        if window > self.window:
+            last = self.traffic.get(window - 1)
+            if last:
+                # Layers repeat, and so do their periods' traffic: plan each distinct estimate once.
+                key = frozenset((pair, round(math.log2(size))) for pair, size in last.items() if size > 0)
+                model = self._plans.get(key)
+                if model is None:
+                    model = ring_flow_model(self.fabric, self.k, ring_plan(self.fabric, self.k, last, self.recurring))
+                    self._plans[key] = model
+                self.changed = {r for r in set(model.capacity_bps) | set(self.model.capacity_bps)
+                                if model.capacity_bps.get(r) != self.model.capacity_bps.get(r)}
+                if self.changed:
+                    self.changed_until = window * self.period_s + self.dark_s
+                    self.dark_total_s += self.dark_s
+                self.model = model
+            self.window = window
+        for (src, dst), (begin, size) in pairs.items():
+            bucket = self.traffic.setdefault(int(begin // self.period_s), {})
+            bucket[(src, dst)] = bucket.get((src, dst), 0.0) + size
+
+        def ready(resources) -> float:
+            return self.changed_until if any(r in self.changed for r in resources) else 0.0
+
+        return self.model, ready
 
 
 def mp_makespan_s(plan: Plan, fabric: Fabric) -> tuple[float, FlowModel]:
@@ -20,6 +67,7 @@ def mp_makespan_s(plan: Plan, fabric: Fabric) -> tuple[float, FlowModel]:
     ops = placement.ops
     dp_bytes = 2 * (plan.l - 1) / plan.l * max(plan.grad_bytes) if plan.l > 1 else 0.0
     model = mp_flow_model(fabric, plan.k, plan.l, plan.mp_traffic, dp_bytes)
+    ring = _RingController(fabric, plan.k, model, tuple(sorted(plan.mp_traffic))) if fabric.kind == "sip-ring" else None
     alpha = us_to_s(fabric.latency_us)
     by_consumer: dict[int, list[tuple[tuple[int, int, int, int], float]]] = defaultdict(list)
     for key, size in plan.messages.items():
@@ -39,7 +87,12 @@ def mp_makespan_s(plan: Plan, fabric: Fabric) -> tuple[float, FlowModel]:
                 pair[0] = min(pair[0], end[q][p])
                 pair[1] += size
                 pair[2].append(key)
-            flows = [Flow(start, size, model.resources(*pair)) for pair, (start, size, _) in pairs.items()]
+            if ring is not None:
+                model, ready = ring.before_phase({pair: (start, size) for pair, (start, size, _) in pairs.items()})
+                flows = [Flow(max(start, ready(model.resources(*pair))), size, model.resources(*pair))
+                         for pair, (start, size, _) in pairs.items()]
+            else:
+                flows = [Flow(start, size, model.resources(*pair)) for pair, (start, size, _) in pairs.items()]
             for (start, _, keys), done in zip(pairs.values(), completion_times(flows, model.capacity_bps)):
                 for key in keys:
                     arrived[key] = max(done, end[key[0]][key[1]]) + alpha
@@ -51,6 +104,8 @@ def mp_makespan_s(plan: Plan, fabric: Fabric) -> tuple[float, FlowModel]:
                 ready = max(ready, end[q][p] if gpus[q][p] == g else arrived[(q, p, i, g)])
             start = max(ready, avail[g])
             end[i][c] = avail[g] = start + us_to_s(op.part_us)
+    if ring is not None:
+        model.dark_s = ring.dark_total_s
     return max(avail), model
 
 
@@ -67,4 +122,6 @@ def predict_plan(plan: Plan, fabric: Fabric) -> Prediction:
     formula = f"MP critical path {mp_s * 1e3:.3f} ms + DP all-reduce {dp_s * 1e3:.3f} ms"
     if notes:
         formula += "; " + "; ".join(notes)
-    return Prediction(total, Breakdown(compute_s=compute, communication_s=total - compute), formula)
+    dark = min(getattr(model, "dark_s", 0.0), max(0.0, total - compute))
+    return Prediction(total, Breakdown(compute_s=compute, communication_s=total - compute - dark,
+                                       reconfiguration_s=dark), formula)

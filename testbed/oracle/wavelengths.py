@@ -42,14 +42,25 @@ def _hops(src: int, dst: int, direction: int, nodes: int) -> int:
 
 
 def plan_wavelengths(traffic: dict[tuple[int, int], float], nodes: int, wavelengths: int, wavelength_bps: float,
-                     reach: int) -> WavelengthPlan:
+                     reach: int, keep_ring: bool = False, keep: tuple[tuple[int, int], ...] = ()) -> WavelengthPlan:
     """Greedy: every demand within reach gets one wavelength (heaviest first, shorter direction),
-    then spare wavelengths go to the demand with the longest transfer until none fits."""
+    then spare wavelengths go to the demand with the longest transfer until none fits.
+
+    keep_ring first gives every node one wavelength to each ring neighbour, so that any traffic
+    the estimate missed can still be relayed hop by hop; `keep` pairs (the job's recurring
+    lightpaths) come next, each with one wavelength, before the estimate shares out the rest."""
     full = (1 << wavelengths) - 1
     used: dict[tuple[int, int], int] = defaultdict(int)  # (direction, segment) -> wavelength bitmask
     tx = defaultdict(int)
     rx = defaultdict(int)
     demand = {pair: size for pair, size in traffic.items() if size > 0 and pair[0] != pair[1]}
+    ring_pairs = []
+    if keep_ring and nodes > 1 and wavelengths >= 2:
+        ring_pairs = list(dict.fromkeys([(i, (i + 1) % nodes) for i in range(nodes)] +
+                                        [((i + 1) % nodes, i) for i in range(nodes)]))
+    ring_pairs = list(dict.fromkeys(ring_pairs + [p for p in keep if p[0] != p[1]]))
+    for pair in ring_pairs:
+        demand.setdefault(pair, 0.0)
     chosen: dict[tuple[int, int], tuple[int, list[int]]] = {}
     for (s, d) in demand:
         options = [dirn for dirn in (1, -1) if _hops(s, d, dirn, nodes) <= reach]
@@ -77,10 +88,14 @@ def plan_wavelengths(traffic: dict[tuple[int, int], float], nodes: int, waveleng
         assigned[pair].append(wave)
         return True
 
+    for pair in ring_pairs:
+        if pair in chosen:
+            try_add(pair)
     for pair in sorted(chosen, key=lambda p: -demand[p]):
-        try_add(pair)
+        if not assigned.get(pair):
+            try_add(pair)
     # Spare wavelengths to the longest transfer first; a demand that cannot grow leaves the heap.
-    heap = [(-demand[p] / len(w), p) for p, w in assigned.items()]
+    heap = [(-demand[p] / len(w), p) for p, w in assigned.items() if demand[p] > 0]
     heapq.heapify(heap)
     while heap:
         _, pair = heapq.heappop(heap)
@@ -88,7 +103,7 @@ def plan_wavelengths(traffic: dict[tuple[int, int], float], nodes: int, waveleng
             heapq.heappush(heap, (-demand[pair] / len(assigned[pair]), pair))
     lightpaths = {pair: Lightpath(pair[0], pair[1], chosen[pair][0], tuple(w)) for pair, w in assigned.items()}
     longest = max((demand[p] * 8 / (len(w) * wavelength_bps) if (w := assigned.get(p)) else float("inf")
-                   for p in demand), default=0.0)
+                   for p in demand if demand[p] > 0), default=0.0)
     load: dict[tuple[int, int], float] = defaultdict(float)
     for pair, (dirn, segs) in chosen.items():
         for seg in segs:
