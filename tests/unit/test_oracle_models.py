@@ -89,3 +89,15 @@ def test_schedule_simulation_agrees_with_the_formulas_and_the_plan_oracle():
     by_schedule = simulate_schedule(plan_schedule(plan, "x", 1).to_json(), fabric).iteration_time_s
     by_plan = predict_plan(plan, fabric).iteration_time_s
     assert by_schedule == pytest.approx(by_plan, rel=0.15)
+
+
+@pytest.mark.parametrize("model, k", [("transformer", 4), ("resnet50", 8)])
+def test_optical_fabrics_never_beat_elect_flat_at_the_same_bandwidth(model, k):
+    plan = make_plan(MODELS[model](), device("v100"), k, 2, 32, 16)
+    flat = predict_plan(plan, Fabric(kind="elect-flat", hosts=2 * k, gpu_bandwidth_gbps=400))
+    ring = predict_plan(plan, Fabric(kind="sip-ring", hosts=2 * k, gpu_bandwidth_gbps=400, wavelengths=16,
+                                     reconfig_us=25))
+    ocs = predict_plan(plan, Fabric(kind="sip-ocs", hosts=2 * k, gpu_bandwidth_gbps=400, ocs_switches=16))
+    assert ring.iteration_time_s >= flat.iteration_time_s * (1 - 0.02)  # 2%: max-min freeze tolerance
+    assert ocs.iteration_time_s >= flat.iteration_time_s * (1 - 0.02)
+    assert ring.breakdown.reconfiguration_s >= 0
