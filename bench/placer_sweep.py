@@ -44,7 +44,7 @@ def placement_timing() -> dict:
     graph = MODELS["transformer"]()
     started = time.monotonic()
     ops = balance(graph, device("v100"), 64, 16)
-    placement = place_mp_group(ops, 16, mp_radius(3, 16, 2))
+    place_mp_group(ops, 16, mp_radius(3, 16, 2))
     seconds = time.monotonic() - started
     return {"model": "transformer", "k": 16, "degree": 3, "sub_ops": sum(o.parts for o in ops), "seconds": seconds}
 
