@@ -54,8 +54,9 @@ class Prepared:
 def prepare(scenario: Scenario) -> Prepared:
     if scenario.workload.kind != "collective" or scenario.fabric.kind != "elect-flat":
         raise InputError(
-            f"{scenario.name}: testbed run emulates collective workloads on elect-flat so far; "
-            f"use `testbed place` and `testbed predict` for {scenario.workload.kind} on {scenario.fabric.kind}"
+            f"{scenario.name}: testbed run emulates collective workloads on elect-flat only so far "
+            f"(this is {scenario.workload.kind} on {scenario.fabric.kind}); model workloads can be placed "
+            f"and predicted on every fabric with `testbed place` and `testbed predict`"
         )
     schedule = schedule_for(scenario)
     prediction = predict(scenario, schedule)

@@ -166,8 +166,11 @@ def model_plan(scenario: Scenario):
     else:
         raise InputError(f"{scenario.name}: workload.model.name '{model.name}' is not in the zoo "
                          f"({', '.join(sorted(MODELS))}); or give workload.model.profile")
-    return make_plan(graph, device(model.device), model.mp, model.dp, model.global_batch, fabric_degree(scenario),
-                     model.tau_us, scenario.fabric.gpu_bandwidth_gbps)
+    try:
+        return make_plan(graph, device(model.device), model.mp, model.dp, model.global_batch,
+                         fabric_degree(scenario), model.tau_us, scenario.fabric.gpu_bandwidth_gbps)
+    except InputError as error:
+        raise InputError(f"{scenario.name}: workload.model: {error}") from None
 
 
 def schedule_for(scenario: Scenario) -> Schedule:
