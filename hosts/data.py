@@ -10,10 +10,6 @@ ELEMENT_BYTES = 4
 VALUE_RANGE = 1000  # |value| < 1000: sums of up to 16,000 ranks stay below 2**24, exact in float32
 
 
-def element_count(size_bytes: int) -> int:
-    return max(1, size_bytes // ELEMENT_BYTES)
-
-
 def gradient(seed: int, iteration: int, rank: int, elements: int) -> np.ndarray:
     rng = np.random.default_rng([seed, iteration, rank])
     return rng.integers(-VALUE_RANGE, VALUE_RANGE, size=elements, dtype=np.int32).astype(np.float32)

@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 
 from hosts import collectives as c
-from hosts.data import expected_sum, gradient
+from hosts.data import ELEMENT_BYTES, expected_sum, gradient
 from hosts.transport import Transport
 
 ALGORITHMS = {
@@ -27,7 +27,7 @@ def supported(op: str, algorithm: str) -> bool:
 
 def elements_for(op: str, size_bytes: int, ranks: int) -> int:
     """Element count of the buffer; all-to-all needs a multiple of the group size."""
-    elements = max(ranks, size_bytes // 4)
+    elements = max(ranks, size_bytes // ELEMENT_BYTES)
     return elements - elements % ranks if op == "alltoall" else elements
 
 
