@@ -10,6 +10,7 @@ import json
 import sys
 import time
 import traceback
+import zlib
 from pathlib import Path
 
 import numpy as np
@@ -17,7 +18,7 @@ import numpy as np
 from hosts import ops
 from hosts.collectives import StepRecord, ring_barrier
 from hosts.data import digest
-from hosts.timing import lower_timer_slack, wait_until
+from hosts.timing import lower_timer_slack, precise_sleep, wait_until
 from hosts.transport import TcpTransport
 
 BARRIER_TAG = 0xF0000000
@@ -37,6 +38,11 @@ class Agent:
         self.warmups = int(config.get("warmup_iterations", 0))
         self.steps = schedule["gpus"][rank]["steps"]
         self.events: list[dict] = []
+        self.compute_waits: list[tuple[float, float]] = []  # (target, overshoot) of each compute step
+        sends = [self._emulated(s["bytes"]) for s in self.steps if s["kind"] == "send"]
+        recvs = [self._emulated(s["bytes"]) for s in self.steps if s["kind"] == "recv"]
+        self.payload = np.zeros(max(sends, default=1), dtype=np.uint8)
+        self.scratch = np.empty(max(recvs, default=1), dtype=np.uint8)
 
     def _event(self, kind: str, start: float, end: float, iteration: int, **fields) -> None:
         self.events.append(self._make_event(kind, start, end, iteration, **fields))
@@ -61,17 +67,60 @@ class Agent:
             if r.recv_peer is not None:
                 self._event("recv", r.start_s, r.end_s, iteration, peer=r.recv_peer, **common)
 
-    def _inputs(self, iteration: int) -> list[np.ndarray]:
-        """Each step's input buffer, made before the iteration starts so it costs no timed work."""
-        buffers = []
-        for step in self.steps:
+    def _inputs(self, iteration: int) -> dict[int, np.ndarray]:
+        """Each collective step's input buffer, made before the iteration starts (no timed work)."""
+        buffers = {}
+        for index, step in enumerate(self.steps):
+            if step["kind"] in ("compute", "send", "recv"):
+                continue
             if step["kind"] != "collective" or not ops.supported(step.get("op"), step.get("algorithm")):
                 raise ValueError(f"step {step['id']}: unsupported step {step}")
             group = list(step["group"])
             elements = ops.elements_for(step["op"], round(step["bytes"] * self.byte_scale), len(group))
-            buffers.append(ops.make_input(step["op"], int(self.config["seed"]), iteration, group.index(self.rank),
-                                          len(group), elements))
+            buffers[index] = ops.make_input(step["op"], int(self.config["seed"]), iteration, group.index(self.rank),
+                                            len(group), elements)
         return buffers
+
+    def _emulated(self, size_bytes: int) -> int:
+        return max(1, round(size_bytes * self.byte_scale))
+
+    @staticmethod
+    def _tag(tag: str, round_: int) -> int:
+        """Schedule tags are strings; the wire carries numbers between the collectives' tags (below
+        2**31) and the barrier's (from 0xF0000000)."""
+        return 0x80000000 + zlib.crc32(f"{round_}/{tag}".encode()) % 0x70000000
+
+    def _run_round(self, iteration: int, round_: int, transport: TcpTransport,
+                   inputs: dict[int, np.ndarray]) -> tuple[list[dict], float]:
+        """Every step in schedule order: computes wait their dilated time, sends are posted, receives
+        block until their message is in, collectives run with real data. Returns the collectives'
+        outcomes and when the last step finished."""
+        handles = []
+        outcomes = []
+        for index, step in enumerate(self.steps):
+            kind = step["kind"]
+            began = time.monotonic()
+            if kind == "compute":
+                target = step["compute_us"] * 1e-6 * self.dilation
+                self.compute_waits.append((target, precise_sleep(target)))
+                self._event("compute", began, time.monotonic(), iteration, step=step["id"],
+                            compute_us=step["compute_us"])
+            elif kind == "send":
+                size = self._emulated(step["bytes"])
+                handles.append(transport.send(step["peer"], self._tag(step["tag"], round_), self.payload[:size]))
+                self._event("send", began, began, iteration, step=step["id"], peer=step["peer"],
+                            bytes=step["bytes"], emulated_bytes=size)
+            elif kind == "recv":
+                size = self._emulated(step["bytes"])
+                transport.recv_into(step["peer"], self._tag(step["tag"], round_), self.scratch[:size])
+                self._event("recv", began, time.monotonic(), iteration, step=step["id"], peer=step["peer"],
+                            bytes=step["bytes"], emulated_bytes=size)
+            else:
+                outcomes.append(self._run_step(step, inputs[index], iteration, round_, transport))
+        end = time.monotonic()
+        for handle in handles:
+            handle.wait(600.0)
+        return outcomes, end
 
     def _run_step(self, step: dict, data: np.ndarray, iteration: int, round_: int,
                   transport: TcpTransport) -> dict:
@@ -87,7 +136,8 @@ class Agent:
         # wait); a send-only step ends once the kernel has buffered it, so it says nothing of rate.
         busy = [(r.recv_bytes, r.end_s - r.start_s - transport.latency.target_s) for r in records if r.recv_bytes]
         rates = [size * 8 / seconds for size, seconds in busy if seconds > 0]
-        return {"digest": digest(result), "elements": elements, "step_rates_bps": rates, "end_s": end}
+        return {"digest": digest(result), "elements": elements, "step_rates_bps": rates, "end_s": end,
+                "op": step["op"], "group_size": len(group), "pos": group.index(self.rank)}
 
     def run(self, out_dir: Path) -> dict:
         addresses = list(self.config["rank_addresses"])
@@ -108,10 +158,8 @@ class Agent:
             wait_until(start_at, spin=False)
             start = time.monotonic()
             events_before = len(self.events)
-            outcomes = [self._run_step(step, data, iteration, round_, transport)
-                        for step, data in zip(self.steps, inputs)]
-            # The iteration ends when its last step's data is in; checking and bookkeeping are not timed.
-            end = outcomes[-1]["end_s"] if outcomes else time.monotonic()
+            # The iteration ends when its last step is done; checking and bookkeeping are not timed.
+            outcomes, end = self._run_round(iteration, round_, transport, inputs)
             if not measured:
                 del self.events[events_before:]
                 continue
@@ -124,6 +172,7 @@ class Agent:
                 "start_overshoot_s": start - start_at,
                 "digests": [o["digest"] for o in outcomes],
                 "elements": [o["elements"] for o in outcomes],
+                "checks": [{k: o[k] for k in ("op", "group_size", "pos", "elements", "digest")} for o in outcomes],
                 "step_rates_bps": [r for o in outcomes for r in o["step_rates_bps"]],
             })
             if self.rank == 0 and self.config.get("progress"):
@@ -133,7 +182,11 @@ class Agent:
         ring_barrier(transport, everyone, BARRIER_TAG - 2)
         transport.close()
         overshoots = np.array(transport.latency.overshoots_s or [0.0])
+        errors = [over / target for target, over in self.compute_waits if target > 0]
         return {
+            "compute_timing": {"steps": len(self.compute_waits),
+                               "error_mean_frac": float(np.mean(errors)) if errors else 0.0,
+                               "error_p99_frac": float(np.percentile(errors, 99)) if errors else 0.0},
             "rank": self.rank,
             "ok": True,
             "iterations": iterations,

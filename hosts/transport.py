@@ -63,6 +63,7 @@ class InProcessTransport:
     def __init__(self, rank: int, mailboxes: dict[tuple[int, int], queue.Queue]) -> None:
         self.rank = rank
         self._mailboxes = mailboxes
+        self._stash: dict[tuple[int, int], np.ndarray] = {}
 
     @staticmethod
     def mesh(ranks: int) -> list["InProcessTransport"]:
@@ -78,11 +79,15 @@ class InProcessTransport:
         return handle
 
     def recv_into(self, peer: int, tag: int, out: np.ndarray) -> None:
-        got_tag, payload = self._mailboxes[(peer, self.rank)].get(timeout=30)
-        if got_tag != tag or payload.nbytes != out.nbytes:
+        """Like TcpTransport.recv_into: messages may be asked for in another order than sent."""
+        while (peer, tag) not in self._stash:
+            got_tag, payload = self._mailboxes[(peer, self.rank)].get(timeout=30)
+            self._stash[(peer, got_tag)] = payload
+        payload = self._stash.pop((peer, tag))
+        if payload.nbytes != out.nbytes:
             raise TransportError(f"rank {self.rank} expected tag {tag} ({out.nbytes} B) from {peer}, "
-                                 f"got tag {got_tag} ({payload.nbytes} B)")
-        out[...] = payload
+                                 f"got {payload.nbytes} B")
+        memoryview(out).cast("B")[:] = memoryview(np.ascontiguousarray(payload)).cast("B")
 
 
 def _recv_exact(sock: socket.socket, view: memoryview) -> None:
@@ -106,6 +111,7 @@ class TcpTransport:
         self._incoming: dict[int, socket.socket] = {}
         self._incoming_ready = threading.Condition()
         self._senders: dict[int, tuple[socket.socket, queue.Queue]] = {}
+        self._stash: dict[tuple[int, int], np.ndarray] = {}
         self._listener = socket.create_server((addresses[rank], port), backlog=len(addresses) + 4)
         self._closed = False
         threading.Thread(target=self._accept_loop, daemon=True).start()
@@ -184,16 +190,34 @@ class TcpTransport:
             return self._incoming[peer]
 
     def recv_into(self, peer: int, tag: int, out: np.ndarray) -> None:
-        sock = self._incoming_from(peer)
-        header = bytearray(HEADER.size)
-        _recv_exact(sock, memoryview(header))
-        got_tag, size, confirm = HEADER.unpack(header)
-        if got_tag != tag or size != out.nbytes:
-            raise TransportError(f"rank {self.rank} expected tag {tag} ({out.nbytes} B) from rank {peer}, "
-                                 f"got tag {got_tag} ({size} B)")
-        _recv_exact(sock, memoryview(out).cast("B"))
-        if confirm:
-            sock.sendall(ACK)
+        """Receive message `tag` from `peer` into `out`, whatever order the peer sent it in: other
+        messages that arrive first are kept until their own receive asks for them (a schedule
+        orders sends and receives independently on each GPU). The expected message is read
+        straight into `out`."""
+        key = (peer, tag)
+        while key not in self._stash:
+            sock = self._incoming_from(peer)
+            header = bytearray(HEADER.size)
+            _recv_exact(sock, memoryview(header))
+            got_tag, size, confirm = HEADER.unpack(header)
+            if got_tag == tag:
+                if size != out.nbytes:
+                    raise TransportError(f"rank {self.rank} expected tag {tag} ({out.nbytes} B) from rank {peer}, "
+                                         f"got {size} B")
+                _recv_exact(sock, memoryview(out).cast("B"))
+                if confirm:
+                    sock.sendall(ACK)
+                return
+            payload = np.empty(size, dtype=np.uint8)
+            _recv_exact(sock, memoryview(payload))
+            if confirm:
+                sock.sendall(ACK)
+            self._stash[(peer, got_tag)] = payload
+        payload = self._stash.pop(key)
+        if payload.nbytes != out.nbytes:
+            raise TransportError(f"rank {self.rank}: message {tag} from rank {peer} has {payload.nbytes} B, "
+                                 f"expected {out.nbytes} B")
+        memoryview(out).cast("B")[:] = memoryview(payload)
 
     def close(self) -> None:
         self._closed = True

@@ -11,6 +11,7 @@ RATE_LOW, RATE_HIGH = 0.85, 1.10
 CPU_SATURATED = 0.97
 TIMER_TOLERANCE = 0.05
 DROP_TOLERANCE = 1e-4
+COMPUTE_TOLERANCE = 0.02
 
 
 @dataclass(frozen=True)
@@ -46,6 +47,17 @@ def timer_monitor(overshoot_mean_s: float, overshoot_p99_s: float, shortest_even
     return Monitor("timer", frac, ok,
                    f"timed waits overshot by {frac:.1%} of the shortest timed event on average ({tail:.1%} at p99)",
                    "" if ok else "raise the dilation so timed events are longer, or run fewer hosts")
+
+
+def compute_timing_monitor(error_mean_frac: float | None, error_p99_frac: float | None) -> Monitor:
+    """How far dilated compute steps overshot their length (schedules with compute steps only)."""
+    if error_mean_frac is None:
+        return Monitor("compute_timing", None, True, "no compute steps")
+    ok = error_mean_frac <= COMPUTE_TOLERANCE
+    return Monitor("compute_timing", error_mean_frac, ok,
+                   f"compute steps overshot by {error_mean_frac:.2%} of their length on average "
+                   f"({error_p99_frac or 0:.1%} at p99)",
+                   "" if ok else "raise the dilation so compute steps are longer than the host's timer error")
 
 
 def cpu_monitor(busy_frac: float | None) -> Monitor:

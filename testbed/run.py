@@ -52,12 +52,16 @@ class Prepared:
 
 
 def prepare(scenario: Scenario) -> Prepared:
-    if scenario.workload.kind != "collective" or scenario.fabric.kind != "elect-flat":
+    if scenario.fabric.kind != "elect-flat":
         raise InputError(
-            f"{scenario.name}: testbed run emulates collective workloads on elect-flat only so far "
-            f"(this is {scenario.workload.kind} on {scenario.fabric.kind}); model workloads can be placed "
-            f"and predicted on every fabric with `testbed place` and `testbed predict`"
+            f"{scenario.name}: testbed run emulates elect-flat only so far (this is {scenario.fabric.kind}); "
+            f"model workloads can be placed and predicted on every fabric with `testbed place` and `testbed predict`"
         )
+    if scenario.workload.kind == "model":
+        return _prepare_schedule(scenario)
+    if scenario.workload.kind != "collective":
+        raise InputError(f"{scenario.name}: testbed run emulates collective and model workloads, "
+                         f"not {scenario.workload.kind}")
     schedule = schedule_for(scenario)
     prediction = predict(scenario, schedule)
     workload, fabric = scenario.workload, scenario.fabric
@@ -75,6 +79,31 @@ def prepare(scenario: Scenario) -> Prepared:
         calibration=load_calibration(),
     )
     return Prepared(scenario, schedule, prediction, plan, shortest, cost.smallest_message_bytes)
+
+
+def _prepare_schedule(scenario: Scenario) -> Prepared:
+    """A placed model's schedule: predicted by simulating the same steps the agents will replay.
+
+    A schedule has hundreds of short steps per GPU, so per-step host overhead is judged against
+    the average step (overheads add up along the critical path) rather than the shortest one, and
+    messages are sized by their median."""
+    from testbed.oracle.schedule_sim import simulate_schedule
+
+    schedule = schedule_for(scenario)
+    prediction = simulate_schedule(schedule.to_json(), scenario.fabric)
+    steps = max(len(gpu.steps) for gpu in schedule.gpus)
+    sizes = sorted(step.bytes for gpu in schedule.gpus for step in gpu.steps if step.kind == "send")
+    median = sizes[len(sizes) // 2] if sizes else float(scenario.fabric.gpu_bandwidth_gbps * 1e6)
+    average_step = prediction.iteration_time_s / max(1, steps)
+    plan = resolve_emulation(
+        scenario,
+        predicted_iteration_s=prediction.iteration_time_s,
+        shortest_event_s=average_step,
+        smallest_message_bytes=median,
+        concurrent_senders=scenario.fabric.hosts,
+        calibration=load_calibration(),
+    )
+    return Prepared(scenario, schedule, prediction, plan, average_step, sizes[0] if sizes else median)
 
 
 def default_run_dir(scenario: Scenario) -> Path:

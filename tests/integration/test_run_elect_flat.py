@@ -150,3 +150,15 @@ def test_overdriven_run_is_flagged_and_auto_dilation_fixes_it(tmp_path, machine_
     result = Runner(prepare(auto), tmp_path / "auto").execute()
     assert result["status"] == "ok" and result["sums_correct"]
     assert result["fidelity"]["ok"], result["fidelity"]
+
+
+def test_placed_model_schedule_replays_on_elect_flat(tmp_path, machine_state):
+    """Compute, point-to-point and DP all-reduce steps of a placer schedule, over Mininet."""
+    scenario = load_scenario(ROOT / "scenarios" / "placed-resnet.yaml")
+    result = Runner(prepare(scenario), tmp_path / "run").execute()
+    assert result["status"] == "ok", result["error"]
+    assert result["sums_correct"] and len(result["iteration_times_s"]) == 1
+    assert 0.8 <= result["emulated_over_predicted"][0] <= 1.2
+    assert result["fidelity"]["monitors"]["compute_timing"]["ok"]
+    kinds = {json.loads(line)["kind"] for line in (tmp_path / "run" / "events.jsonl").read_text().splitlines()}
+    assert {"compute", "send", "recv", "collective"} <= kinds
