@@ -147,43 +147,52 @@ def halving_doubling_allreduce(transport: Transport, group: list[int], data: np.
     return ex.records
 
 
-def tree_broadcast(transport: Transport, group: list[int], data: np.ndarray, root: int = 0, tag_base: int = 0,
-                   clock=time.monotonic) -> list[StepRecord]:
-    """Binomial tree from group[root]: ceil(log2 n) rounds, each holder sends the whole buffer on."""
-    n = len(group)
-    ex = _Exchange(transport, tag_base, clock)
-    rel = (group.index(transport.rank) - root) % n
+def _binomial_rounds(rel: int, n: int) -> list[tuple[int, int | None]]:
+    """Per round of a binomial tree rooted at relative rank 0: (+1, child) where this rank passes the
+    buffer down, (-1, parent) where it receives it, (0, None) where it is idle that round."""
+    rounds = []
     mask = 1
     while mask < n:
         if rel < mask and rel + mask < n:
-            ex("broadcast", group[(rel + mask + root) % n], data, None, None)
+            rounds.append((1, rel + mask))
         elif mask <= rel < 2 * mask:
-            ex("broadcast", None, None, group[(rel - mask + root) % n], data)
+            rounds.append((-1, rel - mask))
         else:
-            ex.records.append(StepRecord("broadcast-idle", len(ex.records), None, None, 0, clock(), clock()))
+            rounds.append((0, None))
         mask <<= 1
+    return rounds
+
+
+def _tree(transport: Transport, group: list[int], data: np.ndarray, root: int, tag_base: int, clock,
+          toward_root: bool) -> list[StepRecord]:
+    n = len(group)
+    ex = _Exchange(transport, tag_base, clock)
+    rel = (group.index(transport.rank) - root) % n
+    rounds = _binomial_rounds(rel, n)
+    phase = "reduce" if toward_root else "broadcast"
+    # Reducing runs the broadcast's rounds backwards with the direction of every message flipped.
+    for direction, peer in (reversed(rounds) if toward_root else rounds):
+        if direction == 0:
+            ex.records.append(StepRecord(f"{phase}-idle", len(ex.records), None, None, 0, clock(), clock()))
+            continue
+        other = group[(peer + root) % n]
+        if (direction > 0) != toward_root:  # sending: down the tree, or up towards the root
+            ex(phase, other, data, None, None)
+        else:
+            ex(phase, None, None, other, data, reduce=toward_root)
     return ex.records
+
+
+def tree_broadcast(transport: Transport, group: list[int], data: np.ndarray, root: int = 0, tag_base: int = 0,
+                   clock=time.monotonic) -> list[StepRecord]:
+    """Binomial tree from group[root]: ceil(log2 n) rounds, each holder sends the whole buffer on."""
+    return _tree(transport, group, data, root, tag_base, clock, toward_root=False)
 
 
 def tree_reduce(transport: Transport, group: list[int], data: np.ndarray, root: int = 0, tag_base: int = 0,
                 clock=time.monotonic) -> list[StepRecord]:
     """Binomial tree towards group[root]: the mirror of tree_broadcast, summing on the way."""
-    n = len(group)
-    ex = _Exchange(transport, tag_base, clock)
-    rel = (group.index(transport.rank) - root) % n
-    rounds = []
-    mask = 1
-    while mask < n:
-        rounds.append(mask)
-        mask <<= 1
-    for mask in reversed(rounds):
-        if rel < mask and rel + mask < n:
-            ex("reduce", None, None, group[(rel + mask + root) % n], data, reduce=True)
-        elif mask <= rel < 2 * mask:
-            ex("reduce", group[(rel - mask + root) % n], data, None, None)
-        else:
-            ex.records.append(StepRecord("reduce-idle", len(ex.records), None, None, 0, clock(), clock()))
-    return ex.records
+    return _tree(transport, group, data, root, tag_base, clock, toward_root=True)
 
 
 def tree_allreduce(transport: Transport, group: list[int], data: np.ndarray, tag_base: int = 0,
