@@ -139,7 +139,7 @@ class Agent:
         return {"digest": digest(result), "elements": elements, "step_rates_bps": rates, "end_s": end,
                 "op": step["op"], "group_size": len(group), "pos": group.index(self.rank)}
 
-    def run(self, out_dir: Path) -> dict:
+    def run(self) -> dict:
         addresses = list(self.config["rank_addresses"])
         latency_s = float(self.config["latency_s"]) * self.dilation
         transport = TcpTransport(self.rank, addresses, int(self.config["port"]), latency_s=latency_s,
@@ -211,7 +211,7 @@ def main(argv: list[str] | None = None) -> int:
     agent = None
     try:
         agent = Agent(config, args.rank)
-        result = agent.run(out_dir)
+        result = agent.run()
         result["timer_slack_lowered"] = slack
         code = 0
     except Exception as error:  # reported to the runner through the result file

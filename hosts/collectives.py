@@ -67,33 +67,32 @@ class _Exchange:
         self.records.append(StepRecord(phase, step, send_to, recv_from, size, start, self.clock(), got))
 
 
-def ring_reduce_scatter(transport: Transport, group: list[int], data: np.ndarray, tag_base: int = 0,
-                        clock=time.monotonic, _exchange: _Exchange | None = None) -> list[StepRecord]:
-    """After this, chunk (pos + 1) mod n of `data` holds the sum over the group (pos = rank's index)."""
+def _ring_pass(transport: Transport, group: list[int], data: np.ndarray, ex: _Exchange, phase: str,
+               offset: int, reduce: bool) -> list[StepRecord]:
+    """n-1 steps around the ring: in step t a rank sends chunk (pos + offset - t) to its right and
+    receives chunk (pos + offset - t - 1) from its left, adding it in when `reduce`."""
     n = len(group)
-    ex = _exchange or _Exchange(transport, tag_base, clock, confirm=False)
     if n > 1:
         pos = group.index(transport.rank)
         right, left = group[(pos + 1) % n], group[(pos - 1) % n]
         chunks = [data[a:b] for a, b in _bounds(data.size, n)]
         for t in range(n - 1):
-            ex("reduce-scatter", right, chunks[(pos - t) % n], left, chunks[(pos - t - 1) % n], reduce=True)
+            ex(phase, right, chunks[(pos + offset - t) % n], left, chunks[(pos + offset - t - 1) % n], reduce=reduce)
     return ex.records
+
+
+def ring_reduce_scatter(transport: Transport, group: list[int], data: np.ndarray, tag_base: int = 0,
+                        clock=time.monotonic, _exchange: _Exchange | None = None) -> list[StepRecord]:
+    """After this, chunk (pos + 1) mod n of `data` holds the sum over the group (pos = rank's index)."""
+    ex = _exchange or _Exchange(transport, tag_base, clock, confirm=False)
+    return _ring_pass(transport, group, data, ex, "reduce-scatter", 0, reduce=True)
 
 
 def ring_allgather(transport: Transport, group: list[int], data: np.ndarray, tag_base: int = 0,
                    clock=time.monotonic, owned_offset: int = 0, _exchange: _Exchange | None = None) -> list[StepRecord]:
     """Every rank starts owning chunk (pos + owned_offset) mod n of `data`; after this all own all."""
-    n = len(group)
     ex = _exchange or _Exchange(transport, tag_base, clock, confirm=False)
-    if n > 1:
-        pos = group.index(transport.rank)
-        right, left = group[(pos + 1) % n], group[(pos - 1) % n]
-        chunks = [data[a:b] for a, b in _bounds(data.size, n)]
-        for t in range(n - 1):
-            ex("all-gather", right, chunks[(pos + owned_offset - t) % n], left,
-               chunks[(pos + owned_offset - t - 1) % n])
-    return ex.records
+    return _ring_pass(transport, group, data, ex, "all-gather", owned_offset, reduce=False)
 
 
 def ring_allreduce(transport: Transport, group: list[int], data: np.ndarray, tag_base: int = 0,

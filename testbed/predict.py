@@ -68,11 +68,12 @@ def collective_cost(op: str, algorithm: str, n: int, size_bytes: float, rate_bps
         p2 = 1 << (n.bit_length() - 1)
         steps = 2 * int(math.log2(p2))
         time = steps * a + 2 * (p2 - 1) / p2 * t(M)
-        fold = "" if p2 == n else " + 2(α + M/B) to fold the n-2^k extra ranks in and out"
-        if p2 != n:
+        formula = "2·log2(p)·α + 2(p-1)/p·M/B, p = 2^floor(log2 n)"
+        if p2 != n:  # the n - p extra ranks fold their data in first and get the result back last
             time += 2 * (a + t(M))
-        return CollectiveCost(time, M / p2, steps + (2 if p2 != n else 0),
-                              "2·log2(p)·α + 2(p-1)/p·M/B, p = 2^floor(log2 n)" + fold)
+            steps += 2
+            formula += " + 2(α + M/B)"
+        return CollectiveCost(time, M / p2, steps, formula)
     if (op, algorithm) == ("allreduce", "tree"):
         return CollectiveCost(2 * rounds * (a + t(M)), M, 2 * rounds, "2·ceil(log2 n)·(α + M/B)")
     if (op, algorithm) in (("reducescatter", "ring"), ("allgather", "ring")):
