@@ -6,7 +6,8 @@ import argparse
 import os
 import sys
 
-APPS = {"elect-flat": "controller.flat_app"}
+APPS = {"elect-flat": "controller.flat_app", "elect-cluster": "controller.flat_app",
+        "sip-ocs": "controller.optical_app", "sip-ring": "controller.optical_app"}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -17,6 +18,9 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     os.environ["TESTBED_CONTROLLER_CONFIG"] = args.config
 
+    import logging
+
+    logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(name)s %(levelname)s %(message)s")
     from os_ken import cfg
     from os_ken.base.app_manager import AppManager
 

@@ -13,6 +13,7 @@ from pathlib import Path
 from testbed.calibration import Calibration
 from testbed.errors import RunFailed
 from testbed.platform import datapath
+from testbed.scenario import Fabric
 from testbed.run import live_fabric, require_emulation_platform
 
 PAIRS = 4
@@ -50,7 +51,7 @@ def _iperf_pairs(fabric) -> float:
         for pair in range(PAIRS):
             _wait_listening(fabric.host(2 * pair + 1), 5201)
         for pair in range(PAIRS):
-            client, server_ip = fabric.host(2 * pair), fabric.topology()["hosts"][2 * pair + 1]["ip"]
+            client, server_ip = fabric.host(2 * pair), fabric.topology["hosts"][2 * pair + 1]["ip"]
             clients.append(client.popen(["iperf3", "-c", server_ip, "-p", "5201", "-t", str(IPERF_SECONDS),
                                          "-J", "--connect-timeout", "5000"], stdout=-1, stderr=-1, text=True))
         total = 0.0
@@ -80,7 +81,8 @@ def _timer_probe(fabric) -> dict:
 def calibrate() -> Calibration:
     require_emulation_platform()
     with tempfile.TemporaryDirectory(prefix="testbed-calibrate-") as work:
-        with live_fabric(2 * PAIRS, UNSHAPED_BPS, Path(work)) as live:
+        fabric = Fabric(kind="elect-flat", hosts=2 * PAIRS, gpu_bandwidth_gbps=UNSHAPED_BPS / 1e9)
+        with live_fabric(fabric, UNSHAPED_BPS, Path(work)) as live:
             timers = _timer_probe(live.fabric)
             capacity = _iperf_pairs(live.fabric)
     return Calibration(

@@ -44,6 +44,7 @@ def resolve_emulation(
     smallest_message_bytes: float,
     concurrent_senders: int,
     calibration: Calibration,
+    min_dilation: float = 0.0,
 ) -> EmulationPlan:
     """Pick dilation s and byte scale v.
 
@@ -63,6 +64,7 @@ def resolve_emulation(
 
     event_floor_s = max(calibration.timer_error_s, HOST_OVERHEAD_S) / EVENT_TOLERANCE
     s_for_timers = event_floor_s / shortest_event_s if shortest_event_s > 0 else 0.0
+    s_for_timers = max(s_for_timers, min_dilation)  # e.g. dark times the controller must time
 
     fixed_s = None if emulation.dilation == "auto" else float(emulation.dilation)
     fixed_v = None if emulation.byte_scale == "auto" else float(emulation.byte_scale)

@@ -1,4 +1,5 @@
-"""Mininet shim for Elect-Flat: N hosts on one Open vSwitch bridge, shaped on the host side."""
+"""Mininet shim: builds any fabric of testbed.topology (switches, hosts with one or more shaped
+interfaces, switch-to-switch links), records what it creates, and tears it down."""
 
 from __future__ import annotations
 
@@ -11,7 +12,14 @@ from mininet.node import OVSSwitch, RemoteController
 
 from testbed.errors import RunFailed
 from testbed.registry import RunRecord, process_start_ticks
-from testbed.shaping import htb_commands, line_rate_bps, offload_command
+from testbed.shaping import htb_commands, offload_command
+from testbed.topology import switch_interfaces
+
+# Hosts of fabrics with relaying (GPUs forward for each other) route by the controller's plan only.
+RELAY_SYSCTLS = ("net.ipv4.ip_forward=1", "net.ipv4.conf.all.rp_filter=0", "net.ipv4.conf.default.rp_filter=0",
+                 "net.ipv4.conf.all.send_redirects=0", "net.ipv4.conf.all.accept_redirects=0",
+                 "net.ipv4.conf.default.send_redirects=0", "net.ipv4.conf.default.accept_redirects=0")
+ROUTED_FABRICS = ("sip-ocs", "sip-ring")
 
 
 class UserspaceOVS(OVSSwitch):
@@ -28,91 +36,91 @@ class KernelOVS(OVSSwitch):
         super().__init__(name, **params)
 
 
-def host_ip(rank: int) -> str:
-    n = rank + 1
-    return f"10.{(n >> 16) & 255}.{(n >> 8) & 255}.{n & 255}"
-
-
-def host_mac(rank: int) -> str:
-    n = rank + 1
-    return "02:00:00:%02x:%02x:%02x" % ((n >> 16) & 255, (n >> 8) & 255, n & 255)
-
-
 @dataclass
-class ElectFlatFabric:
-    """Builds and tears down the Mininet network; records what it creates in the run's record."""
+class MininetFabric:
+    """Builds the network of a topology; records what it creates in the run's record."""
 
-    tag: str
-    hosts: int
-    host_rate_bps: float
+    topology: dict[str, Any]
     controller_port: int
-    datapath: str
     record: RunRecord
     net: Mininet | None = None
 
     @property
-    def switch_name(self) -> str:
-        return f"tb{self.tag}s1"
-
-    @property
-    def dpid(self) -> int:
-        return int(self.tag, 16) << 8 | 1
+    def switch_names(self) -> list[str]:
+        return [switch["name"] for switch in self.topology["switches"]]
 
     def start(self) -> None:
         setLogLevel("error")
-        switch_cls = KernelOVS if self.datapath == "kernel" else UserspaceOVS
+        topo = self.topology
+        switch_cls = KernelOVS if topo["datapath"] == "kernel" else UserspaceOVS
         # Recorded before creation: a crash half-way still leaves a record naming them.
-        self.record.bridges.append(self.switch_name)
-        self.record.links.extend(f"{self.switch_name}-eth{i + 1}" for i in range(self.hosts))
+        self.record.bridges.extend(self.switch_names)
+        self.record.links.extend(switch_interfaces(topo))
         self.record.save()
         net = Mininet(topo=None, switch=switch_cls, controller=None, build=False, autoSetMacs=False,
                       autoStaticArp=False, waitConnected=False, ipBase="10.0.0.0/8")
         self.net = net
         net.addController(RemoteController("c0", ip="127.0.0.1", port=self.controller_port))
-        switch = net.addSwitch(self.switch_name, dpid="%016x" % self.dpid)
-        for rank in range(self.hosts):
-            host = net.addHost(f"h{rank + 1}", ip=f"{host_ip(rank)}/8", mac=host_mac(rank))
-            net.addLink(host, switch, port2=rank + 1)
+        switches = {sw["name"]: net.addSwitch(sw["name"], dpid="%016x" % sw["dpid"]) for sw in topo["switches"]}
+        for host in topo["hosts"]:
+            node = net.addHost(host["name"], ip=f"{host['ip']}/8", mac=host["mac"])
+            for intf in host["interfaces"]:
+                net.addLink(node, switches[intf["switch"]], port2=intf["port"], intfName1=intf["name"],
+                            addr1=intf["mac"])
+        for link in topo["links"]:
+            if "peer_switch" in link:
+                net.addLink(switches[link["switch"]], switches[link["peer_switch"]], port1=link["port"],
+                            port2=link["peer_port"])
         net.build()
-        for host in net.hosts:
-            self.record.processes.append((host.pid, process_start_ticks(host.pid)))
+        for node in net.hosts:
+            self.record.processes.append((node.pid, process_start_ticks(node.pid)))
         self.record.save()
         net.start()
-        net.staticArp()
-        for rank, host in enumerate(net.hosts):
-            intf = host.defaultIntf().name
-            commands = [offload_command(intf)] + htb_commands(intf, self.host_rate_bps)
+        routed = topo["fabric"] in ROUTED_FABRICS
+        if not routed:
+            net.staticArp()
+        for host, node in zip(topo["hosts"], net.hosts):
+            commands = []
+            if routed:
+                commands.append("sysctl -qw " + " ".join(RELAY_SYSCTLS))
+            for intf in host["interfaces"]:
+                commands.append(offload_command(intf["name"]))
+                commands += htb_commands(intf["name"], intf["payload_rate_bps"])
+                if routed:
+                    commands.append(f"sysctl -qw net.ipv4.conf.{intf['name'].replace('.', '/')}.rp_filter=0")
+                    if intf is not host["interfaces"][0]:
+                        commands.append(f"ip addr add {host['ip']}/32 dev {intf['name']}")
+            if routed:  # no path until the controller plans one: drop the subnet route
+                commands.append(f"ip route del 10.0.0.0/8 dev {host['interfaces'][0]['name']}")
             for command in commands:
-                out = host.cmd(command + " ; echo rc=$?").strip()
+                out = node.cmd(command + " ; echo rc=$?").strip()
                 if not out.endswith("rc=0"):
-                    raise RunFailed(f"configuring {host.name} failed: `{command}` said {out}")
-        for intf in switch.intfList():
-            if intf.name != "lo":
-                switch.cmd(offload_command(intf.name) + " >/dev/null 2>&1")
+                    raise RunFailed(f"configuring {node.name} failed: `{command}` said {out}")
+        for link in topo["links"]:
+            if "peer_switch" in link:  # switch-to-switch links are shaped at both switch ports
+                for end in (f"{link['switch']}-eth{link['port']}", f"{link['peer_switch']}-eth{link['peer_port']}"):
+                    self._root_cmd([offload_command(end) + " >/dev/null 2>&1"] +
+                                   htb_commands(end, link["payload_rate_bps"]))
+        for switch in switches.values():
+            for intf in switch.intfList():
+                if intf.name != "lo":
+                    switch.cmd(offload_command(intf.name) + " >/dev/null 2>&1")
 
-    def topology(self) -> dict[str, Any]:
-        """The fabric as the controller and the run directory see it; known before `start`."""
-        return {
-            "fabric": "elect-flat",
-            "datapath": self.datapath,
-            "host_rate_bps": self.host_rate_bps,
-            "switches": [{"name": self.switch_name, "dpid": self.dpid, "ports": self.hosts}],
-            "hosts": [
-                {"name": f"h{rank + 1}", "rank": rank, "ip": host_ip(rank), "mac": host_mac(rank),
-                 "switch": self.switch_name, "port": rank + 1}
-                for rank in range(self.hosts)
-            ],
-            "links": [
-                {"host": f"h{rank + 1}", "switch": self.switch_name, "port": rank + 1,
-                 "payload_rate_bps": self.host_rate_bps, "line_rate_bps": line_rate_bps(self.host_rate_bps),
-                 "shaped_on": "host"}
-                for rank in range(self.hosts)
-            ],
-        }
+    def _root_cmd(self, commands: list[str]) -> None:
+        assert self.net is not None
+        switch = self.net.switches[0]  # switches run in the root namespace
+        for command in commands:
+            out = switch.cmd(command + " ; echo rc=$?").strip()
+            if not out.endswith("rc=0"):
+                raise RunFailed(f"configuring the fabric failed: `{command}` said {out}")
 
     def host(self, rank: int):
         assert self.net is not None
         return self.net.hosts[rank]
+
+    def host_pids(self) -> list[int]:
+        assert self.net is not None
+        return [node.pid for node in self.net.hosts]
 
     def interact(self) -> None:
         """Mininet's command line on the live fabric (for `testbed run --cli`); returns on exit."""

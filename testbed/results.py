@@ -29,17 +29,19 @@ def busy_fraction(before: tuple[int, int], after: tuple[int, int]) -> float | No
     return None if total <= 0 else (after[0] - before[0]) / total
 
 
-def switch_port_counters(bridge: str) -> tuple[int, int] | None:
-    """(packets received, packets dropped rx + tx) over the bridge's ports, from OpenFlow port stats."""
-    try:
-        out = subprocess.run(["ovs-ofctl", "-O", "OpenFlow13", "dump-ports", bridge], capture_output=True,
-                             text=True, check=False, timeout=10)
-    except (OSError, subprocess.TimeoutExpired):
-        return None
-    if out.returncode != 0:
-        return None
-    received = sum(int(n) for n in re.findall(r"rx pkts=(\d+)", out.stdout))
-    dropped = sum(int(n) for n in re.findall(r"drop=(\d+)", out.stdout))
+def switch_port_counters(bridges: list[str]) -> tuple[int, int] | None:
+    """(packets received, packets dropped rx + tx) over the bridges' ports, from OpenFlow port stats."""
+    received = dropped = 0
+    for bridge in bridges:
+        try:
+            out = subprocess.run(["ovs-ofctl", "-O", "OpenFlow13", "dump-ports", bridge], capture_output=True,
+                                 text=True, check=False, timeout=10)
+        except (OSError, subprocess.TimeoutExpired):
+            return None
+        if out.returncode != 0:
+            return None
+        received += sum(int(n) for n in re.findall(r"rx pkts=(\d+)", out.stdout))
+        dropped += sum(int(n) for n in re.findall(r"drop=(\d+)", out.stdout))
     return received, dropped
 
 

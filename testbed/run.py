@@ -26,13 +26,19 @@ from testbed.predict import Prediction, collective_cost, predict
 from testbed.registry import RunRecord, clean_orphans, list_bridges, remove_resources
 from testbed.scenario import Scenario, scenario_to_yaml
 from testbed.schedule import Schedule, schedule_for
+from testbed.topology import build_topology, reconfig_us
 from testbed.units import gbps_to_bps, transfer_time_s, us_to_s
 
 if TYPE_CHECKING:
-    from testbed.fabric import ElectFlatFabric
+    from testbed.fabric import MininetFabric
+    from testbed.scenario import Fabric
 
 AGENT_PORT = 5001
 READY_TIMEOUT_S = 30.0
+# A reconfiguration's rule changes and their barrier take about a millisecond here (DESIGN §8);
+# dark time must be accurate to DARK_TOLERANCE.
+CONTROL_LATENCY_S = 1e-3
+DARK_TOLERANCE = 0.1
 
 
 class RunInterrupted(Exception):
@@ -51,11 +57,15 @@ class Prepared:
     smallest_message_bytes: float
 
 
+EMULATED_FABRICS = ("elect-flat", "elect-cluster", "sip-ocs", "sip-ring")
+
+
 def prepare(scenario: Scenario) -> Prepared:
-    if scenario.fabric.kind != "elect-flat":
+    if scenario.fabric.kind not in EMULATED_FABRICS:
         raise InputError(
-            f"{scenario.name}: testbed run emulates elect-flat only so far (this is {scenario.fabric.kind}); "
-            f"model workloads can be placed and predicted on every fabric with `testbed place` and `testbed predict`"
+            f"{scenario.name}: testbed run emulates {', '.join(EMULATED_FABRICS)} so far (this is "
+            f"{scenario.fabric.kind}); model workloads can be placed and predicted on every fabric with "
+            f"`testbed place` and `testbed predict`"
         )
     if scenario.workload.kind == "model":
         return _prepare_schedule(scenario)
@@ -77,6 +87,7 @@ def prepare(scenario: Scenario) -> Prepared:
         smallest_message_bytes=cost.smallest_message_bytes,
         concurrent_senders=fabric.hosts,
         calibration=load_calibration(),
+        min_dilation=min_dilation_for(fabric),
     )
     return Prepared(scenario, schedule, prediction, plan, shortest, cost.smallest_message_bytes)
 
@@ -102,8 +113,17 @@ def _prepare_schedule(scenario: Scenario) -> Prepared:
         smallest_message_bytes=median,
         concurrent_senders=scenario.fabric.hosts,
         calibration=load_calibration(),
+        min_dilation=min_dilation_for(scenario.fabric),
     )
     return Prepared(scenario, schedule, prediction, plan, average_step, sizes[0] if sizes else median)
+
+
+def min_dilation_for(fabric) -> float:
+    """Optical fabrics: the dilated dark time must dwarf the controller's own latency."""
+    dark_us = reconfig_us(fabric)
+    if fabric.kind not in ("sip-ocs", "sip-ring") or dark_us <= 0:
+        return 0.0
+    return CONTROL_LATENCY_S / DARK_TOLERANCE / us_to_s(dark_us)
 
 
 def default_run_dir(scenario: Scenario) -> Path:
@@ -125,7 +145,7 @@ def _unused_tag() -> str:
     taken = {p.stem for p in registry_dir().glob("*.json")} if registry_dir().is_dir() else set()
     while True:
         tag = secrets.token_hex(2)
-        if f"tb{tag}s1" not in existing and tag not in taken:
+        if not any(b.startswith(f"tb{tag}s") for b in existing) and tag not in taken:
             return tag
 
 
@@ -153,39 +173,49 @@ class _SignalGuard:
 
 @dataclass
 class LiveFabric:
-    fabric: "ElectFlatFabric"
+    fabric: "MininetFabric"
     controller: ControllerProcess
     record: RunRecord
+    ready: dict
 
 
 @contextmanager
-def live_fabric(hosts: int, host_rate_bps: float, work_dir: Path) -> Iterator[LiveFabric]:
-    """A programmed Elect-Flat fabric with its controller; everything it made is removed on exit.
+def live_fabric(fabric_spec: "Fabric", host_rate_bps: float, work_dir: Path,
+                controller_extra: dict | None = None) -> Iterator[LiveFabric]:
+    """A programmed fabric with its controller; everything it made is removed on exit.
 
     Cleanup runs on success, on exceptions, on Ctrl-C and (through _SignalGuard) on SIGTERM; what a
     SIGKILLed runner leaves is in its registry record for the next run or `testbed clean`.
+    `controller_extra` adds to the controller's configuration (optical fabrics need the schedule,
+    the dilation and where to write events).
     """
-    from testbed.fabric import ElectFlatFabric  # Mininet only where an emulation needs it
+    from testbed.fabric import MininetFabric  # Mininet only where an emulation needs it
 
     clean_orphans()
     tag = _unused_tag()
     record = RunRecord.new(tag, str(work_dir.resolve()))
-    controller = ControllerProcess(work_dir / "controller_config.json", work_dir / "controller.log")
-    fabric = ElectFlatFabric(tag=tag, hosts=hosts, host_rate_bps=host_rate_bps, controller_port=0,
-                             datapath=datapath(), record=record)
+    controller = ControllerProcess(work_dir / "controller_config.json", work_dir / "controller.log",
+                                   fabric=fabric_spec.kind)
+    topology = build_topology(fabric_spec, tag, host_rate_bps, datapath())
+    fabric = MininetFabric(topology=topology, controller_port=0, record=record)
     try:
         topology_path = work_dir / "topology.json"
         ready_path = work_dir / "controller.ready"
-        ready_path.unlink(missing_ok=True)
+        pids_path = work_dir / "host_pids.json"
+        for stale in (ready_path, pids_path):
+            stale.unlink(missing_ok=True)
         # The topology is known before the network exists: the controller reads it when it starts.
-        topology_path.write_text(json.dumps(fabric.topology(), indent=1))
-        (work_dir / "controller_config.json").write_text(json.dumps(
-            {"topology": str(topology_path.resolve()), "ready": str(ready_path.resolve())}))
+        topology_path.write_text(json.dumps(topology, indent=1))
+        config = {"topology": str(topology_path.resolve()), "ready": str(ready_path.resolve()),
+                  "host_pids": str(pids_path.resolve()), "host_logs": str((work_dir / "host_config").resolve()),
+                  "fabric": fabric_spec.model_dump(exclude_unset=True), **(controller_extra or {})}
+        (work_dir / "controller_config.json").write_text(json.dumps(config, indent=1))
         fabric.controller_port = controller.start()
         record.add_process(controller.process.pid)
         fabric.start()
-        _wait_ready(controller, ready_path)
-        yield LiveFabric(fabric, controller, record)
+        pids_path.write_text(json.dumps(fabric.host_pids()))
+        ready = _wait_ready(controller, ready_path)
+        yield LiveFabric(fabric, controller, record, ready)
     finally:
         with _SignalGuard(shield=True):
             fabric.stop()
@@ -193,14 +223,15 @@ def live_fabric(hosts: int, host_rate_bps: float, work_dir: Path) -> Iterator[Li
             remove_resources(record)
 
 
-def _wait_ready(controller: ControllerProcess, ready_path: Path) -> None:
+def _wait_ready(controller: ControllerProcess, ready_path: Path) -> dict:
     deadline = time.monotonic() + READY_TIMEOUT_S
     while not ready_path.exists():
         controller.check_alive()
         if time.monotonic() > deadline:
-            raise RunFailed(f"the switch was not programmed within {READY_TIMEOUT_S:.0f} s; "
+            raise RunFailed(f"the fabric was not programmed within {READY_TIMEOUT_S:.0f} s; "
                             f"see {controller.log_path}")
         time.sleep(0.02)
+    return json.loads(ready_path.read_text())
 
 
 @dataclass
@@ -218,8 +249,8 @@ class Runner:
         outcome: dict = {"status": "failed"}
         measured: dict = {}
         try:
-            with _SignalGuard(), live_fabric(self.prepared.scenario.fabric.hosts, self.prepared.plan.host_rate_bps,
-                                             self.run_dir) as live:
+            with _SignalGuard(), live_fabric(self.prepared.scenario.fabric, self.prepared.plan.host_rate_bps,
+                                             self.run_dir, self._controller_extra()) as live:
                 try:
                     measured = self._run_agents(live)
                     if self.interactive:
@@ -236,6 +267,11 @@ class Runner:
             outcome = {"status": "failed", "error": str(error)}
         return results_mod.assemble(self.prepared, self.run_dir, measured, outcome)
 
+    def _controller_extra(self) -> dict:
+        return {"dilation": self.prepared.plan.dilation.dilation,
+                "schedule": str((self.run_dir / "schedule.json").resolve()),
+                "events": str((self.run_dir / "controller_events.jsonl").resolve())}
+
     def _write_inputs(self) -> None:
         plan = self.prepared.plan
         resolved = {"dilation": plan.dilation.dilation, "byte_scale": plan.dilation.byte_scale}
@@ -250,7 +286,7 @@ class Runner:
         hosts_dir.mkdir(exist_ok=True)
         epoch = time.monotonic()
         config = {
-            "rank_addresses": [h["ip"] for h in fabric.topology()["hosts"]],
+            "rank_addresses": [h["ip"] for h in fabric.topology["hosts"]],
             "port": AGENT_PORT,
             "dilation": plan.dilation.dilation,
             "byte_scale": plan.dilation.byte_scale,
@@ -262,11 +298,12 @@ class Runner:
             "out_dir": str(hosts_dir.resolve()),
             "progress": str((hosts_dir / "progress").resolve()),
         }
+        self._check_reachable(live.ready.get("unreachable", []))
         config_path = self.run_dir / "agent_config.json"
         config_path.write_text(json.dumps(config, indent=1))
         env = dict(os.environ, PYTHONUNBUFFERED="1")
         cpu_before = results_mod.cpu_times()
-        ports_before = results_mod.switch_port_counters(fabric.switch_name)
+        ports_before = results_mod.switch_port_counters(fabric.switch_names)
         for rank in range(scenario.fabric.hosts):
             log = open(hosts_dir / f"h{rank}.log", "wb")
             process = fabric.host(rank).popen(
@@ -288,14 +325,24 @@ class Runner:
             self.on_progress(_progress(hosts_dir / "progress"), total)
             time.sleep(0.05)
         cpu_after = results_mod.cpu_times()
-        ports_after = results_mod.switch_port_counters(fabric.switch_name)
+        ports_after = results_mod.switch_port_counters(fabric.switch_names)
         self.on_progress(_progress(hosts_dir / "progress"), total)
         failed = [rank for rank, p in enumerate(self.agents) if p.poll() != 0]
         return {
+            "epoch_monotonic_s": epoch,
             "failed_ranks": failed,
             "cpu_busy_frac": results_mod.busy_fraction(cpu_before, cpu_after),
             "switch_packets": results_mod.counter_delta(ports_before, ports_after),
         }
+
+    def _check_reachable(self, unreachable: list) -> None:
+        """Agents exchange data both ways (TCP acknowledges): every pair that talks needs both paths."""
+        matrix = self.prepared.schedule.to_json().get("traffic_matrix_bytes") or []
+        talking = {(i, j) for i, row in enumerate(matrix) for j, v in enumerate(row) if v}
+        for src, dst in unreachable:
+            if (src, dst) in talking or (dst, src) in talking:
+                raise RunFailed(f"the planned circuits leave no path from GPU {src} to GPU {dst}, which exchange "
+                                f"data; give the fabric more ports (ocs_switches) or another plan")
 
     def _stop_agents(self) -> None:
         for process in self.agents:

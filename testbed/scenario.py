@@ -24,7 +24,7 @@ CollectiveOp = Literal["allreduce", "allgather", "reducescatter", "alltoall", "s
 Algorithm = Literal["ring", "halving-doubling", "tree", "ps", "byteps", "ina"]
 
 # Fields that only mean something for one fabric kind; setting them elsewhere is a mistake.
-KIND_SPECIFIC_FIELDS: dict[str, FabricKind] = {
+KIND_SPECIFIC_FIELDS: dict[str, FabricKind | tuple[FabricKind, ...]] = {
     "gpus_per_server": "elect-cluster",
     "server_uplink_gbps": "elect-cluster",
     "ocs_switches": "sip-ocs",
@@ -32,7 +32,7 @@ KIND_SPECIFIC_FIELDS: dict[str, FabricKind] = {
     "wavelengths": "sip-ring",
     "wavelength_gbps": "sip-ring",
     "neighbors": "sip-ring",
-    "estimate_period_us": "sip-ring",
+    "estimate_period_us": ("sip-ring", "sip-ocs"),  # sip-ocs: the multi-shot re-planning period
     "aggregation_gbps": "ina",
     "slots": "ina",
     "workers_per_job": "ina",
@@ -67,8 +67,9 @@ class Fabric(_Strict):
     def _kind_specific(self) -> "Fabric":
         for field in sorted(self.model_fields_set):
             owner = KIND_SPECIFIC_FIELDS.get(field)
-            if owner is not None and owner != self.kind:
-                raise ValueError(f"field '{field}' applies only to kind {owner}, not {self.kind}")
+            owners = (owner,) if isinstance(owner, str) else owner
+            if owner is not None and self.kind not in owners:
+                raise ValueError(f"field '{field}' applies only to kind {' or '.join(owners)}, not {self.kind}")
         if self.kind == "sip-ring" and self.wavelengths is None:
             raise ValueError("kind sip-ring needs 'wavelengths' (W)")
         return self

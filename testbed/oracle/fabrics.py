@@ -4,10 +4,10 @@ long the DP all-reduce between counterpart GPUs takes."""
 from __future__ import annotations
 
 import math
-from collections import deque
 from dataclasses import dataclass, field
 
 from testbed.oracle.circuits import plan_circuits
+from testbed.oracle.relay import adjacency, relay_path
 from testbed.oracle.wavelengths import plan_wavelengths
 from testbed.predict import ring_allreduce_time_s
 from testbed.scenario import Fabric
@@ -42,29 +42,13 @@ def _nic(B: float, k: int) -> dict[tuple, float]:
 
 def _relay_paths(k: int, links: dict[tuple[int, int], tuple], traffic) -> dict[tuple[int, int], tuple[tuple, ...]]:
     """Shortest hop paths over direct links for every pair with traffic (relaying through GPUs)."""
-    neighbours: dict[int, list[int]] = {g: [] for g in range(k)}
-    for (a, b) in links:
-        neighbours[a].append(b)
+    neighbours = adjacency(k, links)
     paths = {}
     for (src, dst) in traffic:
-        if (src, dst) in links:
-            paths[(src, dst)] = (links[(src, dst)],)
-            continue
-        previous = {src: None}
-        queue = deque([src])
-        while queue and dst not in previous:
-            here = queue.popleft()
-            for nxt in neighbours[here]:
-                if nxt not in previous:
-                    previous[nxt] = here
-                    queue.append(nxt)
-        if dst not in previous:
+        nodes = relay_path(neighbours, src, dst)
+        if nodes is None:
             raise ValueError(f"no path from GPU {src} to GPU {dst}")
-        hops, node = [], dst
-        while previous[node] is not None:
-            hops.append(links[(previous[node], node)])
-            node = previous[node]
-        paths[(src, dst)] = tuple(reversed(hops))
+        paths[(src, dst)] = tuple(links[(a, b)] for a, b in zip(nodes, nodes[1:]))
     return paths
 
 

@@ -1,0 +1,334 @@
+"""os-ken shim for SiP-OCS and SiP-Ring: installs the link state, measures the traffic matrix from
+switch counters, re-plans by policy, and carries out reconfigurations with their dark time."""
+
+from __future__ import annotations
+
+import json
+import os
+import queue
+import sys
+import threading
+import time
+import traceback
+from pathlib import Path
+
+from os_ken.base import app_manager
+from os_ken.controller import ofp_event
+from os_ken.controller.handler import CONFIG_DISPATCHER, MAIN_DISPATCHER, set_ev_cls
+from os_ken.ofproto import ofproto_v1_3
+
+from controller import host_shell, optical_plan, reconfig
+from controller.optical_plan import FORWARD_TABLE, PlanError, count_rules, init_lines
+from controller.policy import POLICIES, default_policy, plan_for, traffic_pairs
+from testbed.scenario import Fabric
+from testbed.topology import estimate_period_us, reconfig_us
+
+CONFIG_ENV = "TESTBED_CONTROLLER_CONFIG"
+BARRIER_TIMEOUT_S = 5.0
+SPIN_S = 1e-3  # the last millisecond before a restore is spun, not slept: sleeps overshoot
+
+
+def _fail_loudly(where: str) -> None:
+    """A failed handler leaves the fabric in an unknown state: stop the whole controller."""
+    sys.stderr.write(f"controller: {where} failed:\n{traceback.format_exc()}")
+    sys.stderr.flush()
+    os._exit(3)
+
+
+def _guarded(where: str, func, *args) -> None:
+    try:
+        func(*args)
+    except Exception:
+        _fail_loudly(where)
+
+
+def _sleep_until(deadline: float) -> None:
+    while True:
+        left = deadline - time.monotonic()
+        if left <= 0:
+            return
+        if left > SPIN_S:
+            time.sleep(left - SPIN_S)
+
+
+class OpticalFabricApp(app_manager.OSKenApp):
+    OFP_VERSIONS = [ofproto_v1_3.OFP_VERSION]
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        config = json.loads(Path(os.environ[CONFIG_ENV]).read_text())
+        self.run_config = config
+        self.topology = json.loads(Path(config["topology"]).read_text())
+        self.fabric = Fabric(**config["fabric"])
+        self.dilation = float(config["dilation"])
+        self.ready_path = Path(config["ready"])
+        self.events_path = Path(config["events"])
+        self.n = len(self.topology["hosts"])
+        schedule = json.loads(Path(config["schedule"]).read_text())
+        self.schedule_traffic = traffic_pairs(schedule.get("traffic_matrix_bytes") or [])
+        self.recurring = tuple(sorted(self.schedule_traffic))
+        self.lock = threading.RLock()
+        self.settings = {"policy": default_policy(self.fabric), "reconfig_us": reconfig_us(self.fabric),
+                         "estimate_period_us": estimate_period_us(self.fabric)}
+        self.state = reconfig.normalise(plan_for(self.topology, self.fabric, self.schedule_traffic, self.recurring)
+                                        if self.schedule_traffic else {})
+        self.rendering = optical_plan.render(self.topology, self.state)
+        self.count_plan = count_rules(self.topology)
+        self.datapaths: dict[int, object] = {}
+        self.programmed: set[int] = set()
+        self.barriers: dict[tuple[int, int], threading.Event] = {}
+        self.counters: dict[tuple[int, str, str], int] = {}
+        self.ip_rank = {h["ip"]: h["rank"] for h in self.topology["hosts"]}
+        self.total = [[0] * self.n for _ in range(self.n)]
+        self.last_period = [[0] * self.n for _ in range(self.n)]
+        self.reconfig_events: list[dict] = []
+        self.requests: queue.Queue = queue.Queue()
+        self.next_id = 1
+        self.busy = False
+        self.hosts_ready = False
+        self.shells: host_shell.HostShells | None = None
+        self.api_port: int | None = None
+        threading.Thread(target=_guarded, args=("configuring hosts", self._start_hosts), daemon=True).start()
+
+    # ---- switches -------------------------------------------------------------------------------
+    @set_ev_cls(ofp_event.EventOFPSwitchFeatures, CONFIG_DISPATCHER)
+    def on_features(self, ev):
+        try:
+            dp = ev.msg.datapath
+            if dp.id not in self.count_plan:
+                self.logger.warning("ignoring unknown switch %016x", dp.id)
+                return
+            parser, ofp = dp.ofproto_parser, dp.ofproto
+            # Start from an empty table so a reconnecting switch never keeps stale rules.
+            dp.send_msg(parser.OFPFlowMod(dp, command=ofp.OFPFC_DELETE, table_id=ofp.OFPTT_ALL,
+                                          out_port=ofp.OFPP_ANY, out_group=ofp.OFPG_ANY))
+            goto = [parser.OFPInstructionGotoTable(FORWARD_TABLE)]
+            dp.send_msg(parser.OFPFlowMod(dp, table_id=0, priority=0, match=parser.OFPMatch(), instructions=goto))
+            for rule in self.count_plan[dp.id]:
+                dp.send_msg(parser.OFPFlowMod(dp, table_id=0, priority=rule.priority,
+                                              match=parser.OFPMatch(**rule.match_dict()), instructions=goto))
+            with self.lock:
+                self.datapaths[dp.id] = dp
+                for rule in self.rendering.rules.get(dp.id, ()):
+                    self._flow(dp, rule, add=True)
+            dp.send_msg(parser.OFPBarrierRequest(dp))
+        except Exception:
+            _fail_loudly("programming a switch")
+
+    def _flow(self, dp, rule, add: bool) -> None:
+        parser, ofp = dp.ofproto_parser, dp.ofproto
+        match = parser.OFPMatch(**rule.match_dict())
+        if add:
+            actions = [parser.OFPActionOutput(rule.out_port)]
+            dp.send_msg(parser.OFPFlowMod(dp, table_id=rule.table, priority=rule.priority, match=match,
+                                          instructions=[parser.OFPInstructionActions(ofp.OFPIT_APPLY_ACTIONS, actions)]))
+        else:
+            dp.send_msg(parser.OFPFlowMod(dp, table_id=rule.table, command=ofp.OFPFC_DELETE_STRICT,
+                                          priority=rule.priority, match=match, out_port=ofp.OFPP_ANY,
+                                          out_group=ofp.OFPG_ANY))
+
+    @set_ev_cls(ofp_event.EventOFPBarrierReply, MAIN_DISPATCHER)
+    def on_barrier(self, ev):
+        try:
+            dp = ev.msg.datapath
+            waiter = self.barriers.pop((dp.id, ev.msg.xid), None)
+            if waiter is not None:
+                waiter.set()
+                return
+            self.programmed.add(dp.id)
+            self._maybe_ready()
+        except Exception:
+            _fail_loudly("recording readiness")
+
+    @set_ev_cls(ofp_event.EventOFPFlowStatsReply, MAIN_DISPATCHER)
+    def on_flow_stats(self, ev):
+        try:
+            dpid = ev.msg.datapath.id
+            for stat in ev.msg.body:
+                fields = dict(stat.match.items())
+                if "ipv4_src" in fields and "ipv4_dst" in fields:
+                    self.counters[(dpid, fields["ipv4_src"], fields["ipv4_dst"])] = stat.byte_count
+        except Exception:
+            _fail_loudly("reading flow counters")
+
+    def _barrier(self, dpids) -> None:
+        waiters = []
+        for dpid in dpids:
+            dp = self.datapaths[dpid]
+            dp.set_xid(msg := dp.ofproto_parser.OFPBarrierRequest(dp))
+            event = threading.Event()
+            self.barriers[(dpid, msg.xid)] = event
+            dp.send_msg(msg)
+            waiters.append(event)
+        for event in waiters:
+            if not event.wait(BARRIER_TIMEOUT_S):
+                raise RuntimeError(f"a switch did not confirm its rules within {BARRIER_TIMEOUT_S:.0f} s")
+
+    # ---- hosts ----------------------------------------------------------------------------------
+    def _start_hosts(self) -> None:
+        pids_path = Path(self.run_config["host_pids"])
+        while not pids_path.exists():
+            time.sleep(0.02)
+        pids = json.loads(pids_path.read_text())
+        init = init_lines(self.topology)
+        for rank, pid in enumerate(pids):
+            lines = init[rank] + list(self.rendering.host_lines.get(rank, {}).values())
+            host_shell.run_once(pid, lines, "tc")
+            host_shell.run_once(pid, lines, "ip")
+            if rank in self.rendering.nft:
+                host_shell.apply_nft(pid, self.rendering.nft[rank])
+        self.pids = pids
+        self.shells = host_shell.HostShells(pids, Path(self.run_config["host_logs"]))
+        self._start_api()
+        self.hosts_ready = True
+        threading.Thread(target=_guarded, args=("reconfiguring", self._reconfigure_loop), daemon=True).start()
+        threading.Thread(target=_guarded, args=("estimating traffic", self._estimate_loop), daemon=True).start()
+        self._maybe_ready()
+
+    def _maybe_ready(self) -> None:
+        with self.lock:
+            if not self.hosts_ready or not self.programmed >= set(self.count_plan) or self.ready_path.exists():
+                return
+            tmp = self.ready_path.with_suffix(".tmp")
+            tmp.write_text(json.dumps({"switches": sorted(self.programmed), "time": time.time(),
+                                       "api": f"http://127.0.0.1:{self.api_port}",
+                                       "unreachable": [list(p) for p in self.rendering.unreachable]}))
+            tmp.replace(self.ready_path)
+
+    def _start_api(self) -> None:
+        from controller.northbound import serve
+
+        server = serve(self)
+        self.api_port = server.server_address[1]
+
+    # ---- traffic estimation and policy ----------------------------------------------------------
+    def _estimate_loop(self) -> None:
+        while True:
+            period_s = self.settings["estimate_period_us"] * 1e-6 * self.dilation
+            time.sleep(period_s)
+            matrix = [[0] * self.n for _ in range(self.n)]
+            for (_, src, dst), count in list(self.counters.items()):
+                if src in self.ip_rank and dst in self.ip_rank:
+                    matrix[self.ip_rank[src]][self.ip_rank[dst]] += count
+            with self.lock:
+                self.last_period = [[matrix[i][j] - self.total[i][j] for j in range(self.n)] for i in range(self.n)]
+                self.total = matrix
+            for dp in list(self.datapaths.values()):
+                dp.send_msg(dp.ofproto_parser.OFPFlowStatsRequest(dp, table_id=0))
+            policy = self.settings["policy"]
+            if policy == "one-shot" or self.busy or not self.requests.empty():
+                continue
+            demand = traffic_pairs(self.last_period if policy == "multi-shot" else self.total)
+            if demand:
+                wanted = plan_for(self.topology, self.fabric, demand, self.recurring)
+                if reconfig.normalise(wanted) != self.state:
+                    with self.lock:
+                        ident = self.next_id
+                        self.next_id += 1
+                    self.requests.put((wanted, "policy", ident))
+
+    # ---- reconfiguration ------------------------------------------------------------------------
+    def submit(self, wanted: dict, source: str = "api") -> int | None:
+        """Validate and queue a link state; returns the id its reconfiguration event will carry, or
+        None when it equals the current state."""
+        optical_plan.validate(self.topology, wanted)
+        with self.lock:
+            if reconfig.normalise(wanted) == self.state and self.requests.empty() and not self.busy:
+                return None
+            ident = self.next_id
+            self.next_id += 1
+        self.requests.put((wanted, source, ident))
+        return ident
+
+    def _reconfigure_loop(self) -> None:
+        while True:
+            wanted, source, ident = self.requests.get()
+            self.busy = True
+            try:
+                self._reconfigure(wanted, source, ident)
+            finally:
+                self.busy = False
+
+    def _reconfigure(self, wanted: dict, source: str, ident: int) -> None:
+        dark_s = self.settings["reconfig_us"] * 1e-6 * self.dilation
+        with self.lock:
+            change = reconfig.request(self.state, wanted, time.monotonic(), dark_s, ident, source)
+            if change is None:
+                return
+        dark_rendering = optical_plan.render(self.topology, change.dark)
+        self._apply(reconfig.operations(self.rendering, dark_rendering), hosts_first=True)
+        dark_start = time.monotonic()
+        with self.lock:
+            self.state, self.rendering = change.dark, dark_rendering
+        _sleep_until(dark_start + change.dark_s)
+        new_rendering = optical_plan.render(self.topology, change.new)
+        self._apply(reconfig.operations(dark_rendering, new_rendering), hosts_first=False)
+        restored = time.monotonic()
+        with self.lock:
+            self.state, self.rendering = change.new, new_rendering
+            event = change.event(dark_start, restored, self.dilation)
+            event["unreachable"] = [list(p) for p in new_rendering.unreachable]
+            self.reconfig_events.append(event)
+            with open(self.events_path, "a") as out:
+                out.write(json.dumps(event) + "\n")
+
+    def _apply(self, ops: reconfig.Operations, hosts_first: bool) -> None:
+        def hosts():
+            assert self.shells is not None
+            for rank, script in ops.nft.items():
+                host_shell.apply_nft(self.pids[rank], script)
+            for rank, lines in ops.host_lines.items():
+                self.shells.send(rank, lines)
+
+        def switches():
+            touched = set()
+            for dpid, rules in ops.delete.items():
+                for rule in rules:
+                    self._flow(self.datapaths[dpid], rule, add=False)
+                    touched.add(dpid)
+            for dpid, rules in ops.add.items():
+                for rule in rules:
+                    self._flow(self.datapaths[dpid], rule, add=True)
+                    touched.add(dpid)
+            if touched:
+                self._barrier(sorted(touched))
+
+        if hosts_first:
+            hosts()
+            switches()
+        else:
+            switches()
+            hosts()
+
+    # ---- northbound -----------------------------------------------------------------------------
+    def snapshot(self) -> dict:
+        with self.lock:
+            kind = "circuits" if "ocs" in self.topology else "lightpaths"
+            if kind == "circuits":
+                links = [list(key) for key in sorted(self.state)]
+            else:
+                links = [[s, d, c] for (s, d), c in sorted(self.state.items())]
+            return {"kind": kind, kind: links, "settings": dict(self.settings), "busy": self.busy,
+                    "unreachable": [list(p) for p in self.rendering.unreachable]}
+
+    def traffic(self) -> dict:
+        with self.lock:
+            return {"period_s": self.settings["estimate_period_us"] * 1e-6, "dilation": self.dilation,
+                    "last_period_bytes": self.last_period, "total_bytes": self.total}
+
+    def update_settings(self, changes: dict) -> dict:
+        unknown = sorted(set(changes) - set(self.settings))
+        if unknown:
+            raise PlanError(f"unknown setting '{unknown[0]}'; settings are {', '.join(sorted(self.settings))}")
+        if "policy" in changes and changes["policy"] not in POLICIES:
+            raise PlanError(f"policy must be one of {', '.join(POLICIES)}, not {changes['policy']!r}")
+        for key in ("reconfig_us", "estimate_period_us"):
+            if key in changes:
+                value = changes[key]
+                if not isinstance(value, (int, float)) or isinstance(value, bool) or value < 0 or \
+                        (key == "estimate_period_us" and value <= 0):
+                    raise PlanError(f"{key} must be a non-negative number of microseconds, not {value!r}")
+        with self.lock:
+            self.settings.update(changes)
+            return dict(self.settings)
+

@@ -1,0 +1,231 @@
+"""Pure rendering of an optical link state as switch rules and host configuration.
+
+A link state maps a link to how much of it exists: for SiP-OCS, `(switch, src, dst) -> 1` per
+directed circuit; for SiP-Ring, `(src, dst) -> wavelengths` per lightpath. Switches forward only
+along links (port-to-port for circuits, per destination MAC for lightpaths) in table 1; table 0
+counts each GPU pair's first-hop traffic, which is the live traffic matrix. Hosts route every
+destination over the shortest relay path; several circuits to one next hop are used packet by
+packet (nftables numgen marks select per-circuit routing tables)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from controller.flat_plan import FlowRule
+from testbed.oracle.relay import adjacency, relay_path
+from testbed.shaping import burst_bytes, line_rate_bps
+
+PRIORITY_LINK = 100
+PRIORITY_COUNT = 100
+ETH_TYPE_IPV4 = 0x0800
+FORWARD_TABLE = 1
+STRIPE_TABLE_BASE = 100  # routing table 100+k carries the k-th extra circuit of every destination
+IDLE_RATE_BPS = 8000.0  # an HTB class cannot be zero: a dark or unused lightpath gets this
+
+
+class PlanError(ValueError):
+    """A link state the fabric cannot realise (port used twice, unknown host, beyond reach)."""
+
+
+@dataclass(frozen=True)
+class Rendering:
+    rules: dict[int, frozenset[FlowRule]]  # dpid -> forwarding rules (table 1)
+    host_lines: dict[int, dict[str, str]] = field(default_factory=dict)  # rank -> key -> `ip`/`tc` batch line
+    nft: dict[int, str] = field(default_factory=dict)  # rank -> nftables script (striping), OCS only
+    unreachable: tuple[tuple[int, int], ...] = ()
+
+
+def count_rules(topology: dict[str, Any]) -> dict[int, list[FlowRule]]:
+    """Table 0 of every switch: one counting rule per ordered GPU pair, matched where the source
+    enters the fabric (so relayed packets are not counted twice), then on to table 1."""
+    rules: dict[int, list[FlowRule]] = {}
+    for sw in topology["switches"]:
+        own = []
+        for host in topology["hosts"]:
+            port = next((i["port"] for i in host["interfaces"] if i["switch"] == sw["name"]), None)
+            if port is None:
+                continue
+            for peer in topology["hosts"]:
+                if peer is not host:
+                    own.append(FlowRule(PRIORITY_COUNT, (("in_port", port), ("eth_type", ETH_TYPE_IPV4),
+                                                         ("ipv4_src", host["ip"]), ("ipv4_dst", peer["ip"])),
+                                        out_port=-1, table=0))
+        rules[int(sw["dpid"])] = own
+    return rules
+
+
+def init_lines(topology: dict[str, Any]) -> dict[int, list[str]]:
+    """Host configuration applied once: neighbour entries for every peer on every interface, the
+    striping rules (OCS) or the per-lightpath HTB classes and their filters (ring)."""
+    hosts = topology["hosts"]
+    lines: dict[int, list[str]] = {}
+    for host in hosts:
+        own = []
+        for index, intf in enumerate(host["interfaces"]):
+            for peer in hosts:
+                if peer is not host:
+                    own.append(f"ip neigh replace {peer['ip']} lladdr {peer['interfaces'][index]['mac']} "
+                               f"dev {intf['name']} nud permanent")
+        if "ocs" in topology:
+            for k in range(1, len(host["interfaces"])):
+                own.append(f"ip rule add fwmark {k} table {STRIPE_TABLE_BASE + k} priority {1000 + k}")
+        if "ring" in topology:
+            dev = host["interfaces"][0]["name"]
+            rate = int(line_rate_bps(topology["host_rate_bps"]))
+            burst = burst_bytes(rate)
+            own += [f"tc qdisc replace dev {dev} root handle 1: htb default ffff",
+                    f"tc class replace dev {dev} parent 1: classid 1:1 htb rate {rate}bit ceil {rate}bit "
+                    f"burst {burst} cburst {burst}",
+                    f"tc class replace dev {dev} parent 1:1 classid 1:ffff htb rate {int(IDLE_RATE_BPS)}bit "
+                    f"ceil {rate}bit"]
+            for peer in hosts:
+                if peer is not host:
+                    own.append(_ring_class(dev, peer["rank"], IDLE_RATE_BPS))
+                    own.append(f"tc filter add dev {dev} parent 1: protocol all prio 1 u32 match ether dst "
+                               f"{peer['mac']} classid 1:{peer['rank'] + 2:x}")
+        lines[host["rank"]] = own
+    return lines
+
+
+def _ring_class(dev: str, peer: int, payload_bps: float) -> str:
+    rate = int(max(IDLE_RATE_BPS, line_rate_bps(payload_bps)))
+    burst = burst_bytes(rate)
+    return (f"tc class replace dev {dev} parent 1:1 classid 1:{peer + 2:x} htb rate {rate}bit ceil {rate}bit "
+            f"burst {burst} cburst {burst}")
+
+
+def _routes(topology: dict[str, Any], pairs: list[tuple[int, int]]) -> tuple[dict[int, dict[int, int]], list]:
+    """Next hop from every host to every other one over `pairs` (None-free: unreachable listed apart)."""
+    n = len(topology["hosts"])
+    neighbours = adjacency(n, sorted(pairs))
+    hops: dict[int, dict[int, int]] = {g: {} for g in range(n)}
+    unreachable = []
+    for src in range(n):
+        for dst in range(n):
+            if src == dst:
+                continue
+            path = relay_path(neighbours, src, dst)
+            if path is None:
+                unreachable.append((src, dst))
+            else:
+                hops[src][dst] = path[1]
+    return hops, unreachable
+
+
+def validate_circuits(topology: dict[str, Any], circuits: frozenset[tuple[int, int, int]]) -> None:
+    """Each OCS joins a transmit port to at most one receive port and back: a partial permutation."""
+    n, q = len(topology["hosts"]), topology["ocs"]["switches"]
+    tx, rx = set(), set()
+    for switch, src, dst in sorted(circuits):
+        if not (0 <= switch < q):
+            raise PlanError(f"circuit {src}->{dst} names OCS {switch}, but the fabric has OCS 0..{q - 1}")
+        if not (0 <= src < n and 0 <= dst < n) or src == dst:
+            raise PlanError(f"circuit {src}->{dst} on OCS {switch} must join two different GPUs of 0..{n - 1}")
+        if (switch, src) in tx:
+            raise PlanError(f"GPU {src} transmits on more than one circuit of OCS {switch}")
+        if (switch, dst) in rx:
+            raise PlanError(f"GPU {dst} receives on more than one circuit of OCS {switch}")
+        tx.add((switch, src))
+        rx.add((switch, dst))
+
+
+def render_ocs(topology: dict[str, Any], circuits: frozenset[tuple[int, int, int]]) -> Rendering:
+    hosts = topology["hosts"]
+    dpids = [int(sw["dpid"]) for sw in topology["switches"]]
+    rules: dict[int, set[FlowRule]] = {dpid: set() for dpid in dpids}
+    via: dict[tuple[int, int], list[int]] = {}
+    for switch, src, dst in sorted(circuits):
+        rules[dpids[switch]].add(FlowRule(PRIORITY_LINK, (("in_port", src + 1),), dst + 1, table=FORWARD_TABLE))
+        via.setdefault((src, dst), []).append(switch)
+    hops, unreachable = _routes(topology, list(via))
+    host_lines: dict[int, dict[str, str]] = {}
+    nft: dict[int, str] = {}
+    for host in hosts:
+        src = host["rank"]
+        lines, stripes = {}, []
+        for dst, nh in sorted(hops[src].items()):
+            dst_ip, nh_ip = hosts[dst]["ip"], hosts[nh]["ip"]
+            switches = via[(src, nh)]
+            for k, switch in enumerate(switches):
+                table = "" if k == 0 else f" table {STRIPE_TABLE_BASE + k}"
+                lines[f"route {dst} {k}"] = (f"ip route replace {dst_ip}/32 via {nh_ip} "
+                                             f"dev {host['interfaces'][switch]['name']} onlink{table}")
+            if len(switches) > 1:
+                stripes.append((dst_ip, len(switches)))
+        for s, d in unreachable:
+            if s == src:
+                lines[f"route {d} 0"] = f"ip route replace unreachable {hosts[d]['ip']}/32"
+        host_lines[src] = lines
+        rules_text = "".join(f"    ip daddr {ip} meta mark set numgen inc mod {c}\n" for ip, c in stripes)
+        nft[src] = ("table ip testbed\ndelete table ip testbed\ntable ip testbed {\n"
+                    "  chain out {\n    type route hook output priority mangle;\n" + rules_text + "  }\n"
+                    "  chain pre {\n    type filter hook prerouting priority mangle;\n" + rules_text + "  }\n}\n")
+    return Rendering({d: frozenset(r) for d, r in rules.items()}, host_lines, nft, tuple(unreachable))
+
+
+def validate_lightpaths(topology: dict[str, Any], lightpaths: dict[tuple[int, int], int]) -> None:
+    """Within reach, at most W wavelengths sent and received per node, and the wavelengths fit on
+    every ring segment in the shorter direction (the planner's own constraints)."""
+    from testbed.oracle.wavelengths import segments
+
+    n = len(topology["hosts"])
+    ring = topology["ring"]
+    w, reach = ring["wavelengths"], ring["reach"]
+    tx, rx, load = [0] * n, [0] * n, {}
+    for (src, dst), count in sorted(lightpaths.items()):
+        if not (0 <= src < n and 0 <= dst < n) or src == dst:
+            raise PlanError(f"lightpath {src}->{dst} must join two different GPUs of 0..{n - 1}")
+        if count < 0:
+            raise PlanError(f"lightpath {src}->{dst} has a negative wavelength count {count}")
+        hops_cw, hops_ccw = (dst - src) % n, (src - dst) % n
+        direction = 1 if hops_cw <= hops_ccw else -1
+        if min(hops_cw, hops_ccw) > reach:
+            raise PlanError(f"lightpath {src}->{dst} spans {min(hops_cw, hops_ccw)} hops, beyond the reach of {reach}")
+        tx[src] += count
+        rx[dst] += count
+        for seg in segments(src, dst, direction, n):
+            load[(direction, seg)] = load.get((direction, seg), 0) + count
+    for node in range(n):
+        if tx[node] > w or rx[node] > w:
+            raise PlanError(f"GPU {node} would use more than its {w} wavelengths")
+    over = [key for key, used in load.items() if used > w]
+    if over:
+        raise PlanError(f"ring segment {over[0][1]} would carry more than {w} wavelengths in one direction")
+
+
+def render_ring(topology: dict[str, Any], lightpaths: dict[tuple[int, int], int]) -> Rendering:
+    hosts = topology["hosts"]
+    dpid = int(topology["switches"][0]["dpid"])
+    wave_bps = topology["ring"]["wavelength_rate_bps"]
+    live = {pair: c for pair, c in lightpaths.items() if c > 0}
+    rules = frozenset(FlowRule(PRIORITY_LINK, (("in_port", s + 1), ("eth_dst", hosts[d]["mac"])), d + 1,
+                               table=FORWARD_TABLE) for (s, d) in live)
+    hops, unreachable = _routes(topology, list(live))
+    host_lines: dict[int, dict[str, str]] = {}
+    for host in hosts:
+        src, dev = host["rank"], host["interfaces"][0]["name"]
+        lines = {}
+        for peer in hosts:
+            if peer is not host:
+                lines[f"class {peer['rank']}"] = _ring_class(dev, peer["rank"], live.get((src, peer["rank"]), 0) * wave_bps)
+        for dst, nh in sorted(hops[src].items()):
+            lines[f"route {dst} 0"] = f"ip route replace {hosts[dst]['ip']}/32 via {hosts[nh]['ip']} dev {dev} onlink"
+        for s, d in unreachable:
+            if s == src:
+                lines[f"route {d} 0"] = f"ip route replace unreachable {hosts[d]['ip']}/32"
+        host_lines[src] = lines
+    return Rendering({dpid: rules}, host_lines, {}, tuple(unreachable))
+
+
+def render(topology: dict[str, Any], state: dict) -> Rendering:
+    if "ocs" in topology:
+        return render_ocs(topology, frozenset(key for key, c in state.items() if c > 0))
+    return render_ring(topology, state)
+
+
+def validate(topology: dict[str, Any], state: dict) -> None:
+    if "ocs" in topology:
+        validate_circuits(topology, frozenset(key for key, c in state.items() if c > 0))
+    else:
+        validate_lightpaths(topology, state)

@@ -1,0 +1,35 @@
+"""Pure circuit and wavelength policies: the plan a fabric starts with (from the schedule's traffic
+matrix) and the plan for a measured traffic matrix. The same planners as the oracle's."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from testbed.oracle.circuits import plan_circuits
+from testbed.oracle.fabrics import ring_plan
+from testbed.scenario import Fabric
+from testbed.units import gbps_to_bps
+
+POLICIES = ("one-shot", "multi-shot", "periodic")
+
+
+def traffic_pairs(matrix: list[list[float]]) -> dict[tuple[int, int], float]:
+    return {(i, j): float(v) for i, row in enumerate(matrix) for j, v in enumerate(row) if v and i != j}
+
+
+def plan_for(topology: dict[str, Any], fabric: Fabric, traffic: dict[tuple[int, int], float],
+             recurring: tuple[tuple[int, int], ...]) -> dict:
+    """Link state for a traffic matrix: circuits `(switch, src, dst) -> 1` or lightpaths `(src, dst) -> W`."""
+    n = len(topology["hosts"])
+    if "ocs" in topology:
+        q = topology["ocs"]["switches"]
+        plan = plan_circuits(traffic, n, q, gbps_to_bps(fabric.gpu_bandwidth_gbps) / q)  # as the oracle plans
+        return {(switch, i, j): 1 for (i, j), switches in plan.switch_of.items() for switch in switches}
+    plan = ring_plan(fabric, n, traffic, recurring)
+    return {pair: len(path.wavelengths) for pair, path in plan.lightpaths.items()}
+
+
+def default_policy(fabric: Fabric) -> str:
+    if fabric.kind == "sip-ring" or (fabric.kind == "sip-ocs" and fabric.multi_shot):
+        return "multi-shot"
+    return "one-shot"

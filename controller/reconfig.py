@@ -1,0 +1,80 @@
+"""Pure reconfiguration logic: from the current link state and a requested one, the state during the
+dark time and the operations that move the fabric from one rendering to the next (explicit `now`)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from controller.flat_plan import FlowRule
+from controller.optical_plan import Rendering
+
+
+@dataclass(frozen=True)
+class Operations:
+    """What to send: rule deletions and additions per switch, batch lines and nft scripts per host."""
+
+    delete: dict[int, tuple[FlowRule, ...]] = field(default_factory=dict)
+    add: dict[int, tuple[FlowRule, ...]] = field(default_factory=dict)
+    host_lines: dict[int, tuple[str, ...]] = field(default_factory=dict)
+    nft: dict[int, str] = field(default_factory=dict)
+
+    def empty(self) -> bool:
+        return not (any(self.delete.values()) or any(self.add.values()) or any(self.host_lines.values())
+                    or self.nft)
+
+
+@dataclass(frozen=True)
+class Reconfiguration:
+    """One change of the link state. `dark` is what carries traffic while the changed links retune:
+    every link at the smaller of its old and new amount; the new amounts arrive `dark_s` later."""
+
+    id: int
+    requested_s: float
+    dark_s: float
+    old: dict
+    dark: dict
+    new: dict
+    source: str  # who asked: initial, policy, api
+
+    def changed(self) -> list:
+        return sorted(k for k in set(self.old) | set(self.new) if self.old.get(k, 0) != self.new.get(k, 0))
+
+    def event(self, dark_start_s: float, restored_s: float, dilation: float) -> dict:
+        """The events.jsonl record; times are emulated seconds since the run's epoch, with real-world
+        equivalents (divided by the dilation) beside them."""
+        return {"kind": "reconfiguration", "id": self.id, "source": self.source,
+                "requested_s": self.requested_s, "dark_start_s": dark_start_s, "restored_s": restored_s,
+                "configured_dark_s": self.dark_s, "measured_dark_s": restored_s - dark_start_s,
+                "real_configured_dark_s": self.dark_s / dilation,
+                "real_measured_dark_s": (restored_s - dark_start_s) / dilation,
+                "changed": [list(k) if isinstance(k, tuple) else k for k in self.changed()],
+                "t_s": requested_s, "host": -1}
+
+
+def dark_state(old: dict, new: dict) -> dict:
+    return {k: min(old.get(k, 0), new.get(k, 0)) for k in set(old) | set(new) if min(old.get(k, 0), new.get(k, 0)) > 0}
+
+
+def normalise(state: dict) -> dict:
+    return {k: int(c) for k, c in state.items() if c > 0}
+
+
+def request(current: dict, wanted: dict, now_s: float, dark_s: float, ident: int, source: str) -> Reconfiguration | None:
+    """The reconfiguration from `current` to `wanted`, or None when nothing changes."""
+    old, new = normalise(current), normalise(wanted)
+    if old == new:
+        return None
+    return Reconfiguration(ident, now_s, dark_s, old, dark_state(old, new), new, source)
+
+
+def operations(before: Rendering, after: Rendering) -> Operations:
+    delete = {d: tuple(sorted(before.rules.get(d, frozenset()) - rules, key=repr)) for d, rules in after.rules.items()}
+    add = {d: tuple(sorted(rules - before.rules.get(d, frozenset()), key=repr)) for d, rules in after.rules.items()}
+    lines = {}
+    for rank, wanted in after.host_lines.items():
+        had = before.host_lines.get(rank, {})
+        changed = tuple(line for key, line in sorted(wanted.items()) if had.get(key) != line)
+        if changed:
+            lines[rank] = changed
+    nft = {rank: script for rank, script in after.nft.items() if before.nft.get(rank) != script}
+    return Operations(delete, add, lines, nft)

@@ -1,0 +1,124 @@
+"""The emulated fabric as data (topology.json): switches, hosts with their interfaces, and links with
+emulated rates, for every fabric kind. Pure: the Mininet shim builds it, the controller programs it."""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+from testbed.scenario import Fabric
+from testbed.shaping import line_rate_bps
+
+DEFAULT_OCS_SWITCHES = 16
+
+
+def host_ip(rank: int) -> str:
+    n = rank + 1
+    return f"10.{(n >> 16) & 255}.{(n >> 8) & 255}.{n & 255}"
+
+
+def host_mac(rank: int, interface: int = 0) -> str:
+    n = rank + 1
+    return "02:%02x:00:%02x:%02x:%02x" % (interface, (n >> 16) & 255, (n >> 8) & 255, n & 255)
+
+
+def switch_name(tag: str, index: int) -> str:
+    return f"tb{tag}s{index + 1}"
+
+
+def switch_dpid(tag: str, index: int) -> int:
+    return int(tag, 16) << 8 | (index + 1)
+
+
+def ocs_switches(fabric: Fabric) -> int:
+    return fabric.ocs_switches or DEFAULT_OCS_SWITCHES
+
+
+def build_topology(fabric: Fabric, tag: str, host_rate_bps: float, datapath: str) -> dict[str, Any]:
+    """Topology of `fabric` with each GPU's emulated rate `host_rate_bps` (the dilated B).
+
+    elect-flat: one switch. elect-cluster: a switch per server, each with one uplink to a core
+    switch. sip-ocs: Q switches, each GPU has one interface of B/Q on each. sip-ring: one switch
+    standing for the fibre ring, whose rules are the lightpaths; each GPU has one interface of B.
+    """
+    kind = fabric.kind
+    n = fabric.hosts
+    switches: list[dict[str, Any]] = []
+    hosts: list[dict[str, Any]] = []
+    links: list[dict[str, Any]] = []
+
+    def add_switch(role: str, ports: int) -> dict[str, Any]:
+        index = len(switches)
+        switch = {"name": switch_name(tag, index), "dpid": switch_dpid(tag, index), "ports": ports, "role": role}
+        switches.append(switch)
+        return switch
+
+    def host_link(rank: int, interface: int, switch: dict[str, Any], port: int, rate_bps: float) -> dict:
+        name = f"h{rank + 1}-eth{interface}"
+        links.append({"host": f"h{rank + 1}", "interface": name, "switch": switch["name"], "port": port,
+                      "payload_rate_bps": rate_bps, "line_rate_bps": line_rate_bps(rate_bps), "shaped_on": "host"})
+        return {"name": name, "mac": host_mac(rank, interface), "switch": switch["name"], "port": port,
+                "payload_rate_bps": rate_bps}
+
+    extra: dict[str, Any] = {}
+    if kind == "sip-ocs":
+        q = ocs_switches(fabric)
+        ocs = [add_switch("ocs", n) for _ in range(q)]
+        per_circuit = host_rate_bps / q
+        for rank in range(n):
+            interfaces = [host_link(rank, i, ocs[i], rank + 1, per_circuit) for i in range(q)]
+            hosts.append({"interfaces": interfaces})
+        extra["ocs"] = {"switches": q, "circuit_rate_bps": per_circuit}
+    elif kind == "elect-cluster":
+        per = fabric.gpus_per_server
+        servers = math.ceil(n / per)
+        core = add_switch("core", servers)
+        uplink_bps = host_rate_bps * fabric.server_uplink_gbps / fabric.gpu_bandwidth_gbps
+        for server in range(servers):
+            members = range(server * per, min(n, (server + 1) * per))
+            switch = add_switch("server", len(members) + 1)
+            for local, rank in enumerate(members):
+                hosts.append({"interfaces": [host_link(rank, 0, switch, local + 1, host_rate_bps)]})
+            links.append({"switch": switch["name"], "port": len(members) + 1, "peer_switch": core["name"],
+                          "peer_port": server + 1, "payload_rate_bps": uplink_bps,
+                          "line_rate_bps": line_rate_bps(uplink_bps), "shaped_on": "switch"})
+        extra["cluster"] = {"gpus_per_server": per, "servers": servers, "uplink_rate_bps": uplink_bps}
+    else:  # elect-flat, sip-ring (one switch standing for the ring), and the others' single switch
+        switch = add_switch("ring" if kind == "sip-ring" else "flat", n)
+        for rank in range(n):
+            hosts.append({"interfaces": [host_link(rank, 0, switch, rank + 1, host_rate_bps)]})
+        if kind == "sip-ring":
+            assert fabric.wavelengths is not None
+            extra["ring"] = {"wavelengths": fabric.wavelengths, "wavelength_rate_bps": host_rate_bps / fabric.wavelengths,
+                             "reach": fabric.neighbors}
+    for rank, host in enumerate(hosts):
+        first = host["interfaces"][0]
+        host.update({"name": f"h{rank + 1}", "rank": rank, "ip": host_ip(rank), "mac": first["mac"],
+                     "switch": first["switch"], "port": first["port"]})
+    return {"fabric": kind, "datapath": datapath, "host_rate_bps": host_rate_bps, "switches": switches,
+            "hosts": hosts, "links": links, **extra}
+
+
+def switch_interfaces(topology: dict[str, Any]) -> list[str]:
+    """Root-namespace interface names the fabric creates (what cleanup must remove)."""
+    names = [f"{link['switch']}-eth{link['port']}" for link in topology["links"]]
+    names += [f"{link['peer_switch']}-eth{link['peer_port']}" for link in topology["links"] if "peer_switch" in link]
+    return names
+
+
+DEFAULT_RECONFIG_US = {"sip-ocs": 10000.0, "sip-ring": 25.0}
+# Multi-shot SiP-OCS re-plans at most this many reconfiguration times apart, so dark time stays a
+# small share of the period unless the user sets estimate_period_us.
+OCS_PERIOD_PER_RECONFIG = 10
+
+
+def reconfig_us(fabric: Fabric) -> float:
+    if fabric.reconfig_us is not None:
+        return fabric.reconfig_us
+    return DEFAULT_RECONFIG_US.get(fabric.kind, 0.0)
+
+
+def estimate_period_us(fabric: Fabric) -> float:
+    if fabric.kind == "sip-ocs" and "estimate_period_us" not in fabric.model_fields_set:
+        return OCS_PERIOD_PER_RECONFIG * reconfig_us(fabric)
+    return fabric.estimate_period_us
