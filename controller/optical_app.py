@@ -85,6 +85,7 @@ class OpticalFabricApp(app_manager.OSKenApp):
         self.requests: queue.Queue = queue.Queue()
         self.next_id = 1
         self.busy = False
+        self.restore_latency_s = 0.0
         self.hosts_ready = False
         self.shells: host_shell.HostShells | None = None
         self.api_port: int | None = None
@@ -260,10 +261,15 @@ class OpticalFabricApp(app_manager.OSKenApp):
         dark_start = time.monotonic()
         with self.lock:
             self.state, self.rendering = change.dark, dark_rendering
-        _sleep_until(dark_start + change.dark_s)
         new_rendering = optical_plan.render(self.topology, change.new)
-        self._apply(reconfig.operations(dark_rendering, new_rendering), hosts_first=False)
+        restore_ops = reconfig.operations(dark_rendering, new_rendering)
+        # Start restoring early by what restoring took last time, so the links come back on time.
+        _sleep_until(dark_start + change.dark_s - self.restore_latency_s)
+        begun = time.monotonic()
+        self._apply(restore_ops, hosts_first=False)
         restored = time.monotonic()
+        took = restored - begun
+        self.restore_latency_s = took if not self.restore_latency_s else 0.7 * self.restore_latency_s + 0.3 * took
         with self.lock:
             self.state, self.rendering = change.new, new_rendering
             event = change.event(dark_start, restored, self.dilation)

@@ -14,7 +14,7 @@ from typing import Any
 
 from controller.flat_plan import FlowRule
 from testbed.oracle.relay import adjacency, relay_path
-from testbed.shaping import burst_bytes, line_rate_bps
+from testbed.shaping import SMALL_PACKET_FILTER, burst_bytes, line_rate_bps
 
 PRIORITY_LINK = 100
 PRIORITY_COUNT = 100
@@ -74,15 +74,17 @@ def init_lines(topology: dict[str, Any]) -> dict[int, list[str]]:
             dev = host["interfaces"][0]["name"]
             rate = int(line_rate_bps(topology["host_rate_bps"]))
             burst = burst_bytes(rate)
-            own += [f"tc qdisc replace dev {dev} root handle 1: htb default ffff",
+            own += [f"tc qdisc del dev {dev} root",
+                    f"tc qdisc add dev {dev} root handle 1: htb default ffff",
                     f"tc class replace dev {dev} parent 1: classid 1:1 htb rate {rate}bit ceil {rate}bit "
                     f"burst {burst} cburst {burst}",
                     f"tc class replace dev {dev} parent 1:1 classid 1:ffff htb rate {int(IDLE_RATE_BPS)}bit "
-                    f"ceil {rate}bit"]
+                    f"ceil {rate}bit prio 0"]
+            own.append(f"tc filter add dev {dev} parent 1: protocol ip prio 1 {SMALL_PACKET_FILTER} classid 1:ffff")
             for peer in hosts:
                 if peer is not host:
                     own.append(_ring_class(dev, peer["rank"], IDLE_RATE_BPS))
-                    own.append(f"tc filter add dev {dev} parent 1: protocol all prio 1 u32 match ether dst "
+                    own.append(f"tc filter add dev {dev} parent 1: protocol all prio 2 u32 match ether dst "
                                f"{peer['mac']} classid 1:{peer['rank'] + 2:x}")
         lines[host["rank"]] = own
     return lines

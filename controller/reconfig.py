@@ -48,7 +48,7 @@ class Reconfiguration:
                 "real_configured_dark_s": self.dark_s / dilation,
                 "real_measured_dark_s": (restored_s - dark_start_s) / dilation,
                 "changed": [list(k) if isinstance(k, tuple) else k for k in self.changed()],
-                "t_s": requested_s, "host": -1}
+                "t_s": self.requested_s, "host": -1}
 
 
 def dark_state(old: dict, new: dict) -> dict:

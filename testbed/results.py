@@ -62,8 +62,24 @@ def _host_results(hosts_dir: Path, ranks: int) -> list[dict | None]:
     return found
 
 
-def _merge_events(hosts_dir: Path, run_dir: Path) -> list[dict]:
-    events = []
+def controller_events(run_dir: Path, epoch_s: float | None, dilation: float) -> list[dict]:
+    """The controller's reconfigurations, with times made real-world seconds since the agents' epoch."""
+    path = run_dir / "controller_events.jsonl"
+    if not path.exists() or epoch_s is None:
+        return []
+    found = []
+    for line in path.read_text().splitlines():
+        if line.strip():
+            event = json.loads(line)
+            for key in ("requested_s", "dark_start_s", "restored_s"):
+                event[key] = (event[key] - epoch_s) / dilation
+            event["t_s"] = event["requested_s"]
+            found.append(event)
+    return found
+
+
+def _merge_events(hosts_dir: Path, run_dir: Path, extra: list[dict]) -> list[dict]:
+    events = list(extra)
     for path in sorted(hosts_dir.glob("h*.events.jsonl")):
         events.extend(json.loads(line) for line in path.read_text().splitlines() if line.strip())
     events.sort(key=lambda e: (e["t_s"], e["host"]))
@@ -91,6 +107,12 @@ def _check_sums(prepared: "Prepared", per_host: list[dict]) -> tuple[bool, list[
     return not problems, problems
 
 
+def _dark_per_iteration(reconfigurations: list[dict], iterations: int) -> float:
+    """Real-world dark time per iteration, from the reconfigurations after the agents started."""
+    dark = sum(e["real_measured_dark_s"] for e in reconfigurations if e["requested_s"] >= 0)
+    return dark / iterations if iterations else 0.0
+
+
 def assemble(prepared: "Prepared", run_dir: Path, measured: dict, outcome: dict) -> dict:
     scenario, plan, prediction = prepared.scenario, prepared.plan, prepared.prediction
     dilation = plan.dilation
@@ -98,7 +120,10 @@ def assemble(prepared: "Prepared", run_dir: Path, measured: dict, outcome: dict)
     per_host_all = _host_results(hosts_dir, scenario.fabric.hosts)
     per_host = [h for h in per_host_all if h and h.get("ok")]
     errors = [f"rank {h['rank']}: {h['error']}" for h in per_host_all if h and not h.get("ok")]
-    events = _merge_events(hosts_dir, run_dir) if hosts_dir.is_dir() else []
+    reconfigurations = controller_events(run_dir, measured.get("epoch_monotonic_s"), dilation.dilation)
+    events = _merge_events(hosts_dir, run_dir, reconfigurations) if hosts_dir.is_dir() else []
+    host_config_errors = [f"{p.name}: {line}" for p in sorted((run_dir / "host_config").glob("*.err"))
+                          for line in p.read_text().splitlines() if line.strip() and not line.startswith("Warning")]
 
     iteration_times_s: list[float] = []
     sums_ok = False
@@ -122,7 +147,7 @@ def assemble(prepared: "Prepared", run_dir: Path, measured: dict, outcome: dict)
     smallest = round(dilation.byte_scale * prepared.smallest_message_bytes)
     timings = [h["compute_timing"] for h in per_host if h.get("compute_timing", {}).get("steps")]
     monitors = [
-        fidelity.link_rate_monitor(rates, plan.host_rate_bps),
+        fidelity.link_rate_monitor(rates, prepared.expected_rate_bps or plan.host_rate_bps),
         fidelity.compute_timing_monitor(max((t["error_mean_frac"] for t in timings), default=None),
                                         max((t["error_p99_frac"] for t in timings), default=None)),
         fidelity.timer_monitor(overshoot_mean, overshoot_p99, step_emulated_s),
@@ -131,6 +156,8 @@ def assemble(prepared: "Prepared", run_dir: Path, measured: dict, outcome: dict)
         fidelity.capacity_monitor(plan.host_rate_bps * scenario.fabric.hosts, calibration.capacity_bps,
                                   calibration.measured),
         fidelity.drop_monitor(measured.get("switch_packets")),
+        fidelity.dark_time_monitor([e["measured_dark_s"] for e in reconfigurations],
+                                   [e["configured_dark_s"] for e in reconfigurations]),
     ]
     verdict = fidelity.verdict(monitors)
 
@@ -138,6 +165,9 @@ def assemble(prepared: "Prepared", run_dir: Path, measured: dict, outcome: dict)
     if status == "ok" and (not complete or errors):
         status = "failed"
         outcome = {**outcome, "error": errors[0] if errors else "some host agents wrote no result"}
+    if status == "ok" and host_config_errors:
+        status = "failed"
+        outcome = {**outcome, "error": f"a host rejected the controller's configuration ({host_config_errors[0]})"}
     if status == "ok" and not sums_ok:
         status = "failed"
         outcome = {**outcome, "error": sum_problems[0]}
@@ -162,9 +192,11 @@ def assemble(prepared: "Prepared", run_dir: Path, measured: dict, outcome: dict)
         "breakdown": {
             "compute_s": mean(compute) if compute else 0.0,
             "communication_s": mean(comm) if comm else None,
-            "reconfiguration_s": 0.0,
+            "reconfiguration_s": _dark_per_iteration(reconfigurations, len(iteration_times_s)
+                                                     + scenario.emulation.warmup_iterations),
             "retransmission_s": 0.0,
         },
+        "reconfigurations": len(reconfigurations),
         "predicted_breakdown": prediction.breakdown.to_json(),
         "sums_correct": sums_ok,
         "sum_problems": sum_problems,

@@ -34,3 +34,26 @@ def htb_commands(interface: str, payload_rate_bps: float) -> list[str]:
 def offload_command(interface: str) -> str:
     """Userspace OVS forwards TCP only with checksum and segmentation offloads off."""
     return f"ethtool -K {interface} rx off tx off sg off tso off gso off gro off"
+
+
+# IPv4 total length below 256 bytes: acknowledgements and other control packets.
+SMALL_PACKET_FILTER = "u32 match u16 0x0000 0xff00 at 2"
+
+
+def htb_commands_small_first(interface: str, payload_rate_bps: float) -> list[str]:
+    """Like htb_commands, but small packets (acknowledgements) go ahead of queued data. Hosts that
+    relay for others need it: otherwise the acknowledgements of other GPUs' flows wait behind this
+    GPU's own full queue at every hop, and those flows stall."""
+    rate = int(round(line_rate_bps(payload_rate_bps)))
+    burst = burst_bytes(rate)
+    small = max(8000, rate // 10)
+    return [
+        f"tc qdisc replace dev {interface} root handle 1: htb default 10",
+        f"tc class replace dev {interface} parent 1: classid 1:1 htb rate {rate}bit ceil {rate}bit "
+        f"burst {burst} cburst {burst}",
+        f"tc class replace dev {interface} parent 1:1 classid 1:10 htb rate {rate - small}bit ceil {rate}bit "
+        f"burst {burst} cburst {burst} prio 1",
+        f"tc class replace dev {interface} parent 1:1 classid 1:5 htb rate {small}bit ceil {rate}bit "
+        f"burst {burst} cburst {burst} prio 0",
+        f"tc filter replace dev {interface} parent 1: protocol ip prio 1 {SMALL_PACKET_FILTER} classid 1:5",
+    ]

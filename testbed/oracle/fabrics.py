@@ -147,3 +147,31 @@ def dp_allreduce_s(fabric: Fabric, k: int, l: int, grad_bytes: float, planned_ra
     else:
         raise ValueError(f"no DP model for fabric {kind}")
     return ring_allreduce_time_s(l, grad_bytes, rate, alpha)
+
+
+# TCP acknowledges about every second segment: per data packet, half a (small) packet comes back.
+ACKS_PER_PACKET = 0.5
+
+
+def forwarding_load_factor(fabric: Fabric, traffic: dict[tuple[int, int], float]) -> float:
+    """How many packets the emulating machine forwards per packet of payload, relative to a
+    switched fabric: relayed paths cross the fabric once per hop, and so do their acknowledgements
+    on the way back. Elect-Flat is 1; a ring all-reduce on one-way OCS circuits with N=8 is 3."""
+    n = fabric.hosts
+    pairs = {p: v for p, v in traffic.items() if v > 0 and p[0] != p[1]}
+    if fabric.kind not in ("sip-ocs", "sip-ring") or not pairs:
+        return 1.0
+    if fabric.kind == "sip-ocs":
+        q = fabric.ocs_switches or 16
+        links = list(plan_circuits(pairs, n, q, gbps_to_bps(fabric.gpu_bandwidth_gbps) / q).circuits)
+    else:
+        links = list(ring_plan(fabric, n, pairs, tuple(sorted(pairs))).lightpaths)
+    neighbours = adjacency(n, sorted(links))
+    packets = weighted = 0.0
+    for (src, dst), size in pairs.items():
+        forward = relay_path(neighbours, src, dst)
+        back = relay_path(neighbours, dst, src)
+        hops = (len(forward) - 1 if forward else 1) + ACKS_PER_PACKET * (len(back) - 1 if back else 1)
+        weighted += size * hops
+        packets += size * (1 + ACKS_PER_PACKET)
+    return max(1.0, weighted / packets)
