@@ -83,7 +83,7 @@ def init_lines(topology: dict[str, Any]) -> dict[int, list[str]]:
             own.append(f"tc filter add dev {dev} parent 1: protocol ip prio 1 {SMALL_PACKET_FILTER} classid 1:ffff")
             for peer in hosts:
                 if peer is not host:
-                    own.append(_ring_class(dev, peer["rank"], IDLE_RATE_BPS))
+                    own.append(_ring_class(dev, peer["rank"], topology["ring"]["wavelength_rate_bps"]))
                     own.append(f"tc filter add dev {dev} parent 1: protocol all prio 2 u32 match ether dst "
                                f"{peer['mac']} classid 1:{peer['rank'] + 2:x}")
         lines[host["rank"]] = own
@@ -210,7 +210,11 @@ def render_ring(topology: dict[str, Any], lightpaths: dict[tuple[int, int], int]
         lines = {}
         for peer in hosts:
             if peer is not host:
-                lines[f"class {peer['rank']}"] = _ring_class(dev, peer["rank"], live.get((src, peer["rank"]), 0) * wave_bps)
+                # A class without a lightpath carries nothing (no route leads to it and the switch has no
+                # rule for it) but keeps one wavelength's rate: HTB then has no token debt to pay off
+                # when a lightpath appears.
+                lines[f"class {peer['rank']}"] = _ring_class(dev, peer["rank"],
+                                                            max(1, live.get((src, peer["rank"]), 0)) * wave_bps)
         for dst, nh in sorted(hops[src].items()):
             lines[f"route {dst} 0"] = f"ip route replace {hosts[dst]['ip']}/32 via {hosts[nh]['ip']} dev {dev} onlink"
         for s, d in unreachable:

@@ -1,0 +1,107 @@
+"""SiP-OCS and SiP-Ring on Mininet: circuits and lightpaths are the only paths, relays carry the
+rest, lightpaths hold their planned capacity, and probes see each reconfiguration's dark time."""
+
+from __future__ import annotations
+
+import statistics
+import time
+
+import pytest
+
+from testbed.probes import optical_fabric, probe
+from testbed.scenario import Fabric
+
+pytestmark = pytest.mark.root
+
+RING3 = [[0, 1, 0], [0, 0, 1], [1, 0, 0]]  # 0→1→2→0: one-way circuits around a ring of 3
+
+
+def test_ocs_without_a_circuit_no_packet_passes_and_a_relay_carries_it(tmp_path, machine_state):
+    fabric = Fabric(kind="sip-ocs", hosts=3, gpu_bandwidth_gbps=10, ocs_switches=1)
+    with optical_fabric(fabric, 20e6, tmp_path, RING3) as (live, api):
+        assert sorted(map(tuple, api.plan()["circuits"])) == [(0, 0, 1), (0, 1, 2), (0, 2, 0)]
+        h1 = live.fabric.host(0)
+        # Through the relay (GPU 1): arrives with one hop more.
+        relayed = probe(live, 0, 2, tmp_path, duration_s=0.3)
+        assert relayed.arrivals and set(relayed.hops) == {2}
+        # Straight to GPU 2 on the OCS port, where no circuit exists: the switch passes nothing.
+        h1.cmd("ip route replace 10.0.0.3/32 dev h1-eth0")
+        direct = probe(live, 0, 2, tmp_path, duration_s=0.3)
+        assert direct.arrivals == []
+        h1.cmd("ip route replace 10.0.0.3/32 via 10.0.0.2 dev h1-eth0 onlink")
+        again = probe(live, 0, 2, tmp_path, duration_s=0.3)
+        assert again.arrivals and set(again.hops) == {2}
+
+
+def test_ocs_reconfiguration_is_dark_for_the_configured_time(tmp_path, machine_state):
+    fabric = Fabric(kind="sip-ocs", hosts=3, gpu_bandwidth_gbps=10, ocs_switches=1)
+    dark_us = 150_000  # at dilation 1: 150 ms during which no circuit exists
+    with optical_fabric(fabric, 20e6, tmp_path, RING3) as (live, api):
+        api.settings(reconfig_us=dark_us)
+        ident = []
+        result = probe(live, 0, 1, tmp_path, duration_s=1.0,
+                       during=lambda: ident.append(api.set_circuits([(0, 0, 2), (0, 2, 1), (0, 1, 0)])))
+        event = api.wait_for(ident[0])
+        gap, before, after = result.largest_gap()
+        assert before <= event["dark_start_s"] + 0.01 and after >= event["restored_s"] - 0.01
+        assert gap == pytest.approx(dark_us * 1e-6, rel=0.10)
+        assert event["measured_dark_s"] == pytest.approx(dark_us * 1e-6, rel=0.10)
+        # Before: the direct circuit 0→1; after: relayed by GPU 2 (0→2→1).
+        assert result.hops[0] == 1 and result.hops[-1] == 2
+
+
+def _tcp_rate_bps(live, src: int, dst: int, seconds: float = 3.0) -> float:
+    server = live.fabric.host(dst).popen(["iperf3", "-s", "-1", "-p", "5302"])
+    try:
+        deadline = time.monotonic() + 10
+        while ":5302 " not in live.fabric.host(dst).cmd("ss -ltnH 'sport = :5302'") + " ":
+            assert time.monotonic() < deadline, "iperf3 did not start"
+            time.sleep(0.02)
+        ip = live.fabric.topology["hosts"][dst]["ip"]
+        out = live.fabric.host(src).cmd(f"iperf3 -c {ip} -p 5302 -t {seconds} -J")
+    finally:
+        server.wait(timeout=20)
+    import json
+
+    return json.loads(out)["end"]["sum_received"]["bits_per_second"]
+
+
+def test_ring_lightpath_carries_traffic_only_on_its_planned_wavelengths(tmp_path, machine_state):
+    fabric = Fabric(kind="sip-ring", hosts=4, gpu_bandwidth_gbps=100, wavelengths=4, wavelength_gbps=25)
+    host_rate = 80e6  # emulated: 20 Mb/s per wavelength
+    ring = [(i, (i + 1) % 4, 1) for i in range(4)] + [((i + 1) % 4, i, 1) for i in range(4)]
+    traffic = [[0] * 4 for _ in range(4)]
+    with optical_fabric(fabric, host_rate, tmp_path, traffic) as (live, api):
+        api.wait_for(api.set_lightpaths(ring + [(0, 2, 2)]))
+        assert set(probe(live, 0, 2, tmp_path, duration_s=0.3).hops) == {1}  # the lightpath, untouched by GPU 1
+        two = _tcp_rate_bps(live, 0, 2)
+        api.wait_for(api.set_lightpaths(ring + [(0, 2, 1)]))
+        one = _tcp_rate_bps(live, 0, 2)
+        assert two == pytest.approx(2 * 20e6, rel=0.12)
+        assert one == pytest.approx(20e6, rel=0.12)
+        api.wait_for(api.set_lightpaths(ring))
+        assert set(probe(live, 0, 2, tmp_path, duration_s=0.3).hops) == {2}  # no lightpath: relayed
+
+
+def test_ring_new_lightpath_carries_traffic_after_the_retuning_time(tmp_path, machine_state):
+    fabric = Fabric(kind="sip-ring", hosts=4, gpu_bandwidth_gbps=100, wavelengths=4, wavelength_gbps=25)
+    ring = [(i, (i + 1) % 4, 1) for i in range(4)] + [((i + 1) % 4, i, 1) for i in range(4)]
+    dark_us = 100_000
+    with optical_fabric(fabric, 80e6, tmp_path, [[0] * 4 for _ in range(4)]) as (live, api):
+        api.wait_for(api.set_lightpaths(ring))
+        api.settings(reconfig_us=dark_us)
+        asked = []
+
+        def retune():
+            asked.append(time.monotonic())
+            asked.append(api.set_lightpaths(ring + [(0, 2, 1)]))
+
+        result = probe(live, 0, 2, tmp_path, duration_s=1.0, during=retune)
+        event = api.wait_for(asked[1])
+        first_direct = result.first_with_hops(1)
+        assert first_direct is not None
+        # Relayed until the new wavelength is tuned, then direct.
+        assert result.hops[0] == 2
+        waited = first_direct["arrived"] - event["dark_start_s"]
+        assert waited == pytest.approx(dark_us * 1e-6, rel=0.10)
+        assert statistics.median(result.hops[-50:]) == 1
