@@ -26,13 +26,6 @@ def run_once(pid: int, lines: list[str], tool: str) -> None:
         raise HostConfigError(f"{tool} in the host with PID {pid} failed: {done.stderr.strip()}")
 
 
-def apply_nft(pid: int, script: str) -> None:
-    done = subprocess.run(_nsenter(pid) + ["nft", "-f", "-"], input=script, capture_output=True, text=True,
-                          timeout=30)
-    if done.returncode != 0:
-        raise HostConfigError(f"nft in the host with PID {pid} failed: {done.stderr.strip()}")
-
-
 class HostShells:
     """Long-lived `ip -batch -` and `tc -batch -` per host; errors go to one log per host, which the
     run checks at the end."""

@@ -173,11 +173,10 @@ class OpticalFabricApp(app_manager.OSKenApp):
         pids = json.loads(pids_path.read_text())
         init = init_lines(self.topology)
         for rank, pid in enumerate(pids):
-            lines = init[rank] + list(self.rendering.host_lines.get(rank, {}).values())
+            lines = init[rank] + [line for text in self.rendering.host_lines.get(rank, {}).values()
+                                  for line in text.split("\n")]
             host_shell.run_once(pid, lines, "tc")
             host_shell.run_once(pid, lines, "ip")
-            if rank in self.rendering.nft:
-                host_shell.apply_nft(pid, self.rendering.nft[rank])
         self.pids = pids
         self.shells = host_shell.HostShells(pids, Path(self.run_config["host_logs"]))
         self._start_api()
@@ -281,8 +280,6 @@ class OpticalFabricApp(app_manager.OSKenApp):
     def _apply(self, ops: reconfig.Operations, hosts_first: bool) -> None:
         def hosts():
             assert self.shells is not None
-            for rank, script in ops.nft.items():
-                host_shell.apply_nft(self.pids[rank], script)
             for rank, lines in ops.host_lines.items():
                 self.shells.send(rank, lines)
 

@@ -4,8 +4,9 @@ A link state maps a link to how much of it exists: for SiP-OCS, `(switch, src, d
 directed circuit; for SiP-Ring, `(src, dst) -> wavelengths` per lightpath. Switches forward only
 along links (port-to-port for circuits, per destination MAC for lightpaths) in table 1; table 0
 counts each GPU pair's first-hop traffic, which is the live traffic matrix. Hosts route every
-destination over the shortest relay path; several circuits to one next hop are used packet by
-packet (nftables numgen marks select per-circuit routing tables)."""
+destination over the shortest relay path. Several circuits between one pair act as one link of
+their summed rate: the pair's traffic leaves by the first circuit's port, shaped to the sum (one
+TCP flow striped packet by packet over several ports is reordered and slows down)."""
 
 from __future__ import annotations
 
@@ -14,13 +15,12 @@ from typing import Any
 
 from controller.flat_plan import FlowRule
 from testbed.oracle.relay import adjacency, relay_path
-from testbed.shaping import SMALL_PACKET_FILTER, burst_bytes, line_rate_bps
+from testbed.shaping import SMALL_PACKET_FILTER, burst_bytes, htb_commands_small_first, line_rate_bps
 
 PRIORITY_LINK = 100
 PRIORITY_COUNT = 100
 ETH_TYPE_IPV4 = 0x0800
 FORWARD_TABLE = 1
-STRIPE_TABLE_BASE = 100  # routing table 100+k carries the k-th extra circuit of every destination
 IDLE_RATE_BPS = 8000.0  # an HTB class cannot be zero: a dark or unused lightpath gets this
 
 
@@ -31,8 +31,7 @@ class PlanError(ValueError):
 @dataclass(frozen=True)
 class Rendering:
     rules: dict[int, frozenset[FlowRule]]  # dpid -> forwarding rules (table 1)
-    host_lines: dict[int, dict[str, str]] = field(default_factory=dict)  # rank -> key -> `ip`/`tc` batch line
-    nft: dict[int, str] = field(default_factory=dict)  # rank -> nftables script (striping), OCS only
+    host_lines: dict[int, dict[str, str]] = field(default_factory=dict)  # rank -> key -> `ip`/`tc` lines
     unreachable: tuple[tuple[int, int], ...] = ()
 
 
@@ -67,9 +66,6 @@ def init_lines(topology: dict[str, Any]) -> dict[int, list[str]]:
                 if peer is not host:
                     own.append(f"ip neigh replace {peer['ip']} lladdr {peer['interfaces'][index]['mac']} "
                                f"dev {intf['name']} nud permanent")
-        if "ocs" in topology:
-            for k in range(1, len(host["interfaces"])):
-                own.append(f"ip rule add fwmark {k} table {STRIPE_TABLE_BASE + k} priority {1000 + k}")
         if "ring" in topology:
             dev = host["interfaces"][0]["name"]
             rate = int(line_rate_bps(topology["host_rate_bps"]))
@@ -141,29 +137,27 @@ def render_ocs(topology: dict[str, Any], circuits: frozenset[tuple[int, int, int
         rules[dpids[switch]].add(FlowRule(PRIORITY_LINK, (("in_port", src + 1),), dst + 1, table=FORWARD_TABLE))
         via.setdefault((src, dst), []).append(switch)
     hops, unreachable = _routes(topology, list(via))
+    circuit_bps = topology["ocs"]["circuit_rate_bps"]
     host_lines: dict[int, dict[str, str]] = {}
-    nft: dict[int, str] = {}
     for host in hosts:
         src = host["rank"]
-        lines, stripes = {}, []
+        lines = {}
+        carried = [0] * len(host["interfaces"])  # circuits whose traffic leaves by each port
+        for (a, _), switches in via.items():
+            if a == src:
+                carried[switches[0]] += len(switches)
+        for q, intf in enumerate(host["interfaces"]):
+            # An unused port keeps one circuit's rate: nothing is routed to it.
+            shaping = htb_commands_small_first(intf["name"], max(1, carried[q]) * circuit_bps)[1:4]
+            lines[f"rate {q}"] = "\n".join(shaping)
         for dst, nh in sorted(hops[src].items()):
-            dst_ip, nh_ip = hosts[dst]["ip"], hosts[nh]["ip"]
-            switches = via[(src, nh)]
-            for k, switch in enumerate(switches):
-                table = "" if k == 0 else f" table {STRIPE_TABLE_BASE + k}"
-                lines[f"route {dst} {k}"] = (f"ip route replace {dst_ip}/32 via {nh_ip} "
-                                             f"dev {host['interfaces'][switch]['name']} onlink{table}")
-            if len(switches) > 1:
-                stripes.append((dst_ip, len(switches)))
+            port = host["interfaces"][via[(src, nh)][0]]["name"]
+            lines[f"route {dst}"] = f"ip route replace {hosts[dst]['ip']}/32 via {hosts[nh]['ip']} dev {port} onlink"
         for s, d in unreachable:
             if s == src:
-                lines[f"route {d} 0"] = f"ip route replace unreachable {hosts[d]['ip']}/32"
+                lines[f"route {d}"] = f"ip route replace unreachable {hosts[d]['ip']}/32"
         host_lines[src] = lines
-        rules_text = "".join(f"    ip daddr {ip} meta mark set numgen inc mod {c}\n" for ip, c in stripes)
-        nft[src] = ("table ip testbed\ndelete table ip testbed\ntable ip testbed {\n"
-                    "  chain out {\n    type route hook output priority mangle;\n" + rules_text + "  }\n"
-                    "  chain pre {\n    type filter hook prerouting priority mangle;\n" + rules_text + "  }\n}\n")
-    return Rendering({d: frozenset(r) for d, r in rules.items()}, host_lines, nft, tuple(unreachable))
+    return Rendering({d: frozenset(r) for d, r in rules.items()}, host_lines, tuple(unreachable))
 
 
 def validate_lightpaths(topology: dict[str, Any], lightpaths: dict[tuple[int, int], int]) -> None:
@@ -216,12 +210,12 @@ def render_ring(topology: dict[str, Any], lightpaths: dict[tuple[int, int], int]
                 lines[f"class {peer['rank']}"] = _ring_class(dev, peer["rank"],
                                                             max(1, live.get((src, peer["rank"]), 0)) * wave_bps)
         for dst, nh in sorted(hops[src].items()):
-            lines[f"route {dst} 0"] = f"ip route replace {hosts[dst]['ip']}/32 via {hosts[nh]['ip']} dev {dev} onlink"
+            lines[f"route {dst}"] = f"ip route replace {hosts[dst]['ip']}/32 via {hosts[nh]['ip']} dev {dev} onlink"
         for s, d in unreachable:
             if s == src:
-                lines[f"route {d} 0"] = f"ip route replace unreachable {hosts[d]['ip']}/32"
+                lines[f"route {d}"] = f"ip route replace unreachable {hosts[d]['ip']}/32"
         host_lines[src] = lines
-    return Rendering({dpid: rules}, host_lines, {}, tuple(unreachable))
+    return Rendering({dpid: rules}, host_lines, tuple(unreachable))
 
 
 def render(topology: dict[str, Any], state: dict) -> Rendering:

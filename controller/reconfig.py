@@ -11,16 +11,14 @@ from controller.optical_plan import Rendering
 
 @dataclass(frozen=True)
 class Operations:
-    """What to send: rule deletions and additions per switch, batch lines and nft scripts per host."""
+    """What to send: rule deletions and additions per switch, batch lines per host."""
 
     delete: dict[int, tuple[FlowRule, ...]] = field(default_factory=dict)
     add: dict[int, tuple[FlowRule, ...]] = field(default_factory=dict)
     host_lines: dict[int, tuple[str, ...]] = field(default_factory=dict)
-    nft: dict[int, str] = field(default_factory=dict)
 
     def empty(self) -> bool:
-        return not (any(self.delete.values()) or any(self.add.values()) or any(self.host_lines.values())
-                    or self.nft)
+        return not (any(self.delete.values()) or any(self.add.values()) or any(self.host_lines.values()))
 
 
 @dataclass(frozen=True)
@@ -73,8 +71,8 @@ def operations(before: Rendering, after: Rendering) -> Operations:
     lines = {}
     for rank, wanted in after.host_lines.items():
         had = before.host_lines.get(rank, {})
-        changed = tuple(line for key, line in sorted(wanted.items()) if had.get(key) != line)
+        changed = tuple(line for key, text in sorted(wanted.items()) if had.get(key) != text
+                        for line in text.split("\n"))
         if changed:
             lines[rank] = changed
-    nft = {rank: script for rank, script in after.nft.items() if before.nft.get(rank) != script}
-    return Operations(delete, add, lines, nft)
+    return Operations(delete, add, lines)
