@@ -100,8 +100,9 @@ class MininetFabric:
         for link in topo["links"]:
             if "peer_switch" in link:  # switch-to-switch links are shaped at both switch ports
                 for end in (f"{link['switch']}-eth{link['port']}", f"{link['peer_switch']}-eth{link['peer_port']}"):
+                    # Acknowledgements of the other direction's flow share this queue: small first.
                     self._root_cmd([offload_command(end) + " >/dev/null 2>&1"] +
-                                   htb_commands(end, link["payload_rate_bps"]))
+                                   htb_commands_small_first(end, link["payload_rate_bps"]))
         for switch in switches.values():
             for intf in switch.intfList():
                 if intf.name != "lo":

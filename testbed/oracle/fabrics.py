@@ -159,6 +159,11 @@ def forwarding_load_factor(fabric: Fabric, traffic: dict[tuple[int, int], float]
     on the way back. Elect-Flat is 1; a ring all-reduce on one-way OCS circuits with N=8 is 3."""
     n = fabric.hosts
     pairs = {p: v for p, v in traffic.items() if v > 0 and p[0] != p[1]}
+    if fabric.kind == "elect-cluster" and pairs:
+        # Between servers a packet crosses three switches (server, core, server), within one.
+        per = fabric.gpus_per_server
+        crossings = sum(v * (3 if s // per != d // per else 1) for (s, d), v in pairs.items())
+        return crossings / sum(pairs.values())
     if fabric.kind not in ("sip-ocs", "sip-ring") or not pairs:
         return 1.0
     if fabric.kind == "sip-ocs":
