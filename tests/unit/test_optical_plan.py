@@ -1,0 +1,129 @@
+"""Pure optical planning: link states rendered as rules and routes, validation, reconfiguration diffs,
+and northbound request parsing."""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from controller import reconfig
+from controller.northbound import BadRequest, parse_links
+from controller.optical_plan import PlanError, render, validate
+from testbed.oracle.fabrics import forwarding_load_factor
+from testbed.scenario import Fabric
+from testbed.topology import build_topology
+
+
+def ocs(n=4, q=2):
+    return build_topology(Fabric(kind="sip-ocs", hosts=n, gpu_bandwidth_gbps=100, ocs_switches=q), "ab12", 40e6, "user")
+
+
+def ring(n=6, w=4):
+    return build_topology(Fabric(kind="sip-ring", hosts=n, gpu_bandwidth_gbps=100, wavelengths=w), "ab12", 40e6, "user")
+
+
+def test_circuits_are_port_to_port_rules_and_hosts_relay_the_rest():
+    topo = ocs(4, 1)
+    state = {(0, i, (i + 1) % 4): 1 for i in range(4)}
+    rendering = render(topo, state)
+    rules = rendering.rules[topo["switches"][0]["dpid"]]
+    assert {(r.match_dict()["in_port"], r.out_port) for r in rules} == {(1, 2), (2, 3), (3, 4), (4, 1)}
+    routes = rendering.host_lines[0]
+    assert "via 10.0.0.2 dev h1-eth0" in routes["route 1"]  # direct
+    assert "10.0.0.3/32 via 10.0.0.2" in routes["route 2"]  # relayed by GPU 1
+    assert rendering.unreachable == ()
+
+
+def test_parallel_circuits_shape_one_port_to_their_summed_rate():
+    topo = ocs(2, 2)
+    rendering = render(topo, {(0, 0, 1): 1, (1, 0, 1): 1, (0, 1, 0): 1})
+    rate = topo["ocs"]["circuit_rate_bps"]
+    assert "dev h1-eth0" in rendering.host_lines[0]["route 1"]
+    assert f"rate {int(round(2 * rate * 1514 / 1448))}bit" in rendering.host_lines[0]["rate 0"]
+
+
+def test_unreachable_pairs_are_reported_and_routed_nowhere():
+    rendering = render(ocs(3, 1), {(0, 0, 1): 1})
+    assert (0, 2) in rendering.unreachable and (1, 0) in rendering.unreachable
+    assert "unreachable 10.0.0.3/32" in rendering.host_lines[0]["route 2"]
+
+
+@pytest.mark.parametrize("state, words", [
+    ({(0, 0, 1): 1, (0, 0, 2): 1}, "transmits on more than one circuit"),
+    ({(0, 0, 2): 1, (0, 1, 2): 1}, "receives on more than one circuit"),
+    ({(5, 0, 1): 1}, "names OCS 5"),
+    ({(0, 1, 1): 1}, "two different GPUs"),
+])
+def test_circuits_that_no_ocs_can_make_are_refused(state, words):
+    with pytest.raises(PlanError, match=words):
+        validate(ocs(4, 2), state)
+
+
+def test_lightpaths_beyond_reach_or_wavelengths_are_refused():
+    topo = ring(6, 2)
+    with pytest.raises(PlanError, match="more than its 2 wavelengths"):
+        validate(topo, {(0, 1): 2, (0, 2): 1})
+    with pytest.raises(PlanError, match="ring segment"):
+        validate(topo, {(0, 2): 1, (1, 2): 1, (1, 3): 1})
+    topo["ring"]["reach"] = 1
+    with pytest.raises(PlanError, match="beyond the reach"):
+        validate(topo, {(0, 3): 1})
+
+
+def test_lightpath_classes_follow_wavelength_counts():
+    topo = ring(4, 4)
+    rendering = render(topo, {(0, 1): 3, (1, 0): 1})
+    wave = topo["ring"]["wavelength_rate_bps"]
+    assert f"rate {int(3 * wave * 1514 / 1448)}bit" in rendering.host_lines[0]["class 1"]
+    (rules,) = rendering.rules.values()
+    assert {(r.match_dict()["in_port"], r.out_port) for r in rules} == {(1, 2), (2, 1)}
+
+
+def test_reconfiguration_keeps_the_smaller_amount_dark_and_diffs_only_changes():
+    old = {(0, 1): 3, (1, 2): 1}
+    new = {(0, 1): 1, (0, 2): 2}
+    change = reconfig.request(old, new, now_s=5.0, dark_s=0.01, ident=7, source="api")
+    assert change.dark == {(0, 1): 1}
+    assert change.changed() == [(0, 1), (0, 2), (1, 2)]
+    assert reconfig.request(new, dict(new), 5.0, 0.01, 8, "api") is None
+    topo = ring(4, 4)
+    ops = reconfig.operations(render(topo, old), render(topo, change.dark))
+    removed = [r for rules in ops.delete.values() for r in rules]
+    assert [r.out_port for r in removed] == [3]  # the 1→2 lightpath goes dark
+    event = change.event(5.001, 5.012, dilation=100.0)
+    assert event["measured_dark_s"] == pytest.approx(0.011)
+    assert event["real_configured_dark_s"] == pytest.approx(1e-4)
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.tuples(st.integers(0, 2), st.integers(0, 5), st.integers(0, 5)), max_size=12))
+def test_any_valid_circuit_state_renders_one_rule_per_circuit(circuits):
+    topo = ocs(6, 3)
+    state = {c: 1 for c in circuits}
+    try:
+        validate(topo, state)
+    except PlanError:
+        return
+    rendering = render(topo, state)
+    assert sum(len(r) for r in rendering.rules.values()) == len(state)
+    for src, lines in rendering.host_lines.items():
+        assert len([k for k in lines if k.startswith("route")]) == 5
+
+
+def test_northbound_bodies_are_checked_before_anything_changes():
+    assert parse_links("circuits", {"circuits": [[0, 1, 2]]}) == {(0, 1, 2): 1}
+    assert parse_links("lightpaths", {"lightpaths": [[0, 1, 3]]}) == {(0, 1): 3}
+    for body in ({"circuits": [[0, 1]]}, {"circuits": [[0, 1, "2"]]}, {"circuits": [[0, 1, 2], [0, 1, 2]]},
+                 {"lightpaths": []}, [], {"circuits": 3}):
+        with pytest.raises(BadRequest):
+            parse_links("circuits", body)
+
+
+def test_forwarding_load_counts_relays_and_switch_crossings():
+    ring8 = {(i, (i + 1) % 8): 1.0 for i in range(8)}
+    assert forwarding_load_factor(Fabric(kind="elect-flat", hosts=8, gpu_bandwidth_gbps=1), ring8) == 1.0
+    ocs_factor = forwarding_load_factor(Fabric(kind="sip-ocs", hosts=8, gpu_bandwidth_gbps=1, ocs_switches=4), ring8)
+    assert ocs_factor == pytest.approx((1 + 0.5 * 7) / 1.5)
+    cluster = Fabric(kind="elect-cluster", hosts=8, gpu_bandwidth_gbps=1, gpus_per_server=4)
+    assert forwarding_load_factor(cluster, ring8) == pytest.approx((6 + 2 * 3) / 8)
