@@ -193,6 +193,10 @@ def cmd_run(args: argparse.Namespace) -> int:
     run_dir = Path(args.out) if args.out else default_run_dir(scenario)
     if args.cli:
         result = Runner(prepared, run_dir, interactive=True).execute()
+    elif args.hold:
+        console.print(f"{scenario.name}: the fabric stays up after the iterations until Ctrl-C; "
+                      f"controller scripts reach it through {run_dir}/controller.ready")
+        result = Runner(prepared, run_dir, hold=True).execute()
     else:
         with Progress(TextColumn("{task.description}"), BarColumn(), TextColumn("{task.completed}/{task.total}"),
                       TimeElapsedColumn(), console=console, transient=True) as progress:
@@ -245,6 +249,8 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("scenario")
     run.add_argument("--out", help="run directory (default runs/<name>-<timestamp>)")
     run.add_argument("--cli", action="store_true", help="open Mininet's CLI on the live fabric after the iterations")
+    run.add_argument("--hold", action="store_true",
+                     help="keep the fabric and its northbound API up after the iterations until Ctrl-C")
     run.set_defaults(func=cmd_run)
     clean = sub.add_parser("clean", help="remove what dead runs of this tool left behind (and nothing else)")
     clean.set_defaults(func=cmd_clean)

@@ -253,6 +253,7 @@ class Runner:
     run_dir: Path
     on_progress: Callable[[int, int], None] = lambda done, total: None
     interactive: bool = False  # open Mininet's CLI on the live fabric after the iterations
+    hold: bool = False  # keep the fabric up after the iterations until Ctrl-C or SIGTERM
     agents: list[subprocess.Popen] = field(default_factory=list)
 
     def execute(self) -> dict:
@@ -268,6 +269,8 @@ class Runner:
                     measured = self._run_agents(live)
                     if self.interactive:
                         live.fabric.interact()
+                    if self.hold:
+                        _hold(live)
                 finally:
                     with _SignalGuard(shield=True):
                         self._stop_agents()
@@ -366,6 +369,16 @@ class Runner:
                 process.wait(timeout=5)
             except subprocess.TimeoutExpired:
                 pass
+
+
+def _hold(live: LiveFabric) -> None:
+    """Wait, with the fabric live, until the user stops us; stopping then is not a failure."""
+    try:
+        while True:
+            live.controller.check_alive()
+            time.sleep(0.2)
+    except (KeyboardInterrupt, RunInterrupted):
+        return
 
 
 def _progress(path: Path) -> int:

@@ -1,0 +1,151 @@
+"""Benchmark of the reconfigurable fabrics: dark-time accuracy and controller latency measured by
+probes at the dilation each scenario uses, and emulated/predicted iteration time of ring all-reduce
+and a placed schedule on every emulated fabric at 8 and 16 GPUs.
+
+Run as root from the repository: `.venv/bin/python bench/optical.py [--quick]`. Prints tables and
+writes bench/results/optical.json and optical.md.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import tempfile
+import time
+from datetime import datetime, timezone
+from pathlib import Path
+
+from testbed.probes import optical_fabric, probe
+from testbed.run import Runner, prepare
+from testbed.scenario import apply_overrides, load_scenario
+
+HERE = Path(__file__).resolve().parent
+SCENARIOS = HERE.parent / "scenarios"
+FABRIC_SCENARIOS = {"elect-flat": "quickstart", "elect-cluster": "cluster-allreduce",
+                    "sip-ocs": "ocs-allreduce", "sip-ring": "ring-allreduce"}
+
+
+def dark_accuracy(kind: str, delays_us: list[float], repeats: int) -> list[dict]:
+    """Probe-measured dark time of reconfigurations at the scenario's own dilation."""
+    scenario = load_scenario(SCENARIOS / f"{FABRIC_SCENARIOS[kind]}.yaml")
+    prepared = prepare(scenario)
+    dilation, rate = prepared.plan.dilation.dilation, prepared.plan.host_rate_bps
+    n = 4
+    fabric = scenario.fabric.model_copy(update={"hosts": n, **({"ocs_switches": 1} if kind == "sip-ocs" else {})})
+    rows = []
+    with tempfile.TemporaryDirectory(prefix="testbed-bench-") as work:
+        work_dir = Path(work)
+        ring_links = [(i, (i + 1) % n, 1) for i in range(n)] + [((i + 1) % n, i, 1) for i in range(n)]
+        traffic = [[0] * n for _ in range(n)]
+        if kind == "sip-ocs":
+            for i in range(n):
+                traffic[i][(i + 1) % n] = 1
+        with optical_fabric(fabric, rate, work_dir, traffic, dilation=dilation) as (live, api):
+            if kind == "sip-ring":
+                api.wait_for(api.set_lightpaths(ring_links))
+            for delay in delays_us:
+                api.settings(reconfig_us=delay)
+                configured = delay * 1e-6 * dilation
+                for _ in range(repeats):
+                    asked: list = []
+                    if kind == "sip-ocs":  # reverse the ring: no circuit survives, GPU 0 → 1 is dark
+                        forward = [(0, i, (i + 1) % n) for i in range(n)]
+                        backward = [(0, (i + 1) % n, i) for i in range(n)]
+                        api.wait_for(api.set_circuits(forward))
+                        change = lambda: asked.extend([time.monotonic(), api.set_circuits(backward)])  # noqa: E731
+                    else:  # a new lightpath 0 → 2: relayed until its wavelength is tuned
+                        api.wait_for(api.set_lightpaths(ring_links))
+                        change = lambda: asked.extend([time.monotonic(), api.set_lightpaths(ring_links + [(0, 2, 1)])])  # noqa: E731
+                    duration = max(0.5, 4 * configured)
+                    result = probe(live, 0, 1 if kind == "sip-ocs" else 2, work_dir, duration_s=duration,
+                                   interval_s=max(2e-4, configured / 200), during=change,
+                                   during_at_s=duration / 4)
+                    event = api.wait_for(asked[1])
+                    if kind == "sip-ocs":
+                        gap, before, after = result.largest_gap()
+                        measured = gap
+                        first = after
+                    else:
+                        hit = result.first_with_hops(1, after_s=asked[0])
+                        first = hit["arrived"] if hit else float("nan")
+                        measured = first - event["dark_start_s"]
+                    rows.append({"fabric": kind, "dilation": dilation, "reconfig_us": delay,
+                                 "configured_s": configured, "probe_dark_s": measured,
+                                 "probe_over_configured": measured / configured,
+                                 "controller_dark_s": event["measured_dark_s"],
+                                 "latency_to_first_packet_s": first - asked[0] - configured})
+    return rows
+
+
+def iteration_ratios(kind: str, hosts: list[int], placed: bool) -> list[dict]:
+    rows = []
+    base = load_scenario(SCENARIOS / f"{FABRIC_SCENARIOS[kind]}.yaml")
+    for n in hosts:
+        overrides = {"fabric.hosts": n, "name": f"{base.name}-{n}"}
+        if kind == "elect-cluster":
+            overrides["fabric.gpus_per_server"] = n // 2
+        cases = [("ring all-reduce", apply_overrides(base, overrides))]
+        if placed and n == 8:
+            resnet = load_scenario(SCENARIOS / "placed-resnet.yaml")
+            fabric = base.fabric.model_dump(exclude_unset=True)
+            fabric.update(hosts=resnet.fabric.hosts, gpu_bandwidth_gbps=resnet.fabric.gpu_bandwidth_gbps)
+            if kind == "elect-cluster":
+                fabric["gpus_per_server"] = 4
+            cases.append(("placed ResNet-50", resnet.model_copy(update={"fabric": type(base.fabric)(**fabric),
+                                                                        "name": f"placed-resnet-{kind}"})))
+        for label, scenario in cases:
+            with tempfile.TemporaryDirectory(prefix="testbed-bench-") as work:
+                started = time.monotonic()
+                result = Runner(prepare(scenario), Path(work) / "run").execute()
+                wall = time.monotonic() - started
+            ratios = result["emulated_over_predicted"]
+            rows.append({"fabric": kind, "workload": label, "hosts": scenario.fabric.hosts, "status": result["status"],
+                         "error": result["error"], "ratio_min": min(ratios, default=None),
+                         "ratio_mean": statistics.mean(ratios) if ratios else None,
+                         "ratio_max": max(ratios, default=None), "sums_correct": result["sums_correct"],
+                         "faithful": result["fidelity"]["ok"], "dilation": result["dilation"],
+                         "reconfigurations": result.get("reconfigurations", 0), "wall_s": wall})
+    return rows
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--quick", action="store_true", help="8 GPUs only, one repeat, no placed schedules")
+    args = parser.parse_args()
+    hosts = [8] if args.quick else [8, 16]
+    repeats = 1 if args.quick else 3
+    dark = dark_accuracy("sip-ring", [25, 50, 100], repeats) + dark_accuracy("sip-ocs", [1000, 10000], repeats)
+    print(f"{'fabric':9} {'reconfig µs':>11} {'dilation':>8} {'probe/configured':>17} {'controller/configured':>22} "
+          f"{'first packet after dark (ms)':>29}")
+    for r in dark:
+        print(f"{r['fabric']:9} {r['reconfig_us']:11g} {r['dilation']:8.0f} {r['probe_over_configured']:17.3f} "
+              f"{r['controller_dark_s'] / r['configured_s']:22.3f} {r['latency_to_first_packet_s'] * 1e3:29.2f}")
+    runs = []
+    for kind in FABRIC_SCENARIOS:
+        runs += iteration_ratios(kind, hosts, placed=not args.quick)
+    print(f"\n{'fabric':13} {'workload':17} {'GPUs':>4} {'emulated/predicted min/mean/max':>32} {'faithful':>8} {'wall s':>7}")
+    for r in runs:
+        ratio = "failed: " + str(r["error"])[:40] if r["ratio_mean"] is None else \
+            f"{r['ratio_min']:.3f}/{r['ratio_mean']:.3f}/{r['ratio_max']:.3f}"
+        print(f"{r['fabric']:13} {r['workload']:17} {r['hosts']:4} {ratio:>32} {str(r['faithful']):>8} {r['wall_s']:7.1f}")
+    out = HERE / "results"
+    out.mkdir(exist_ok=True)
+    stamp = datetime.now(timezone.utc).isoformat(timespec="seconds")
+    (out / "optical.json").write_text(json.dumps({"measured_at": stamp, "dark": dark, "runs": runs}, indent=1))
+    lines = [f"# Reconfigurable fabrics ({stamp})", "", "| fabric | reconfig µs | dilation | probe/configured | "
+             "controller/configured | first packet after dark (ms) |", "| --- | --- | --- | --- | --- | --- |"]
+    lines += [f"| {r['fabric']} | {r['reconfig_us']:g} | {r['dilation']:.0f} | {r['probe_over_configured']:.3f} | "
+              f"{r['controller_dark_s'] / r['configured_s']:.3f} | {r['latency_to_first_packet_s'] * 1e3:.2f} |" for r in dark]
+    lines += ["", "| fabric | workload | GPUs | emulated/predicted min/mean/max | faithful | wall s |",
+              "| --- | --- | --- | --- | --- | --- |"]
+    for r in runs:
+        ratio = f"failed: {r['error']}" if r["ratio_mean"] is None else \
+            f"{r['ratio_min']:.3f}/{r['ratio_mean']:.3f}/{r['ratio_max']:.3f}"
+        lines.append(f"| {r['fabric']} | {r['workload']} | {r['hosts']} | {ratio} | {r['faithful']} | {r['wall_s']:.1f} |")
+    (out / "optical.md").write_text("\n".join(lines) + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

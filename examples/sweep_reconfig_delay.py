@@ -1,0 +1,54 @@
+"""Sweep the reconfiguration delay of a live SiP-Ring or SiP-OCS run and compare the dark time the
+controller measured with the configured one.
+
+    testbed run scenarios/ring-allreduce.yaml --out runs/study --hold &
+    python examples/sweep_reconfig_delay.py runs/study --delays-us 25 50 100 200
+"""
+
+from __future__ import annotations
+
+import argparse
+
+from controller.client import Northbound
+
+
+def toggled(plan: dict) -> tuple[list, list]:
+    """Two link states that differ in one link: the current one and one with a link moved."""
+    if plan["kind"] == "lightpaths":
+        paths = [tuple(p) for p in plan["lightpaths"]]
+        grown = [(s, d, c + 1) if i == 0 else (s, d, c) for i, (s, d, c) in enumerate(paths)]
+        return paths, grown
+    circuits = [tuple(c) for c in plan["circuits"]]
+    return circuits, circuits[1:]  # drop one circuit, then bring it back
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("run_dir")
+    parser.add_argument("--delays-us", type=float, nargs="+", default=[25, 50, 100, 200])
+    parser.add_argument("--repeats", type=int, default=3)
+    args = parser.parse_args()
+    api = Northbound.for_run(args.run_dir)
+    original = api.settings()
+    api.settings(policy="one-shot")  # the script, not the policy, decides the plan
+    base, other = toggled(api.plan())
+    setter = api.set_lightpaths if api.plan()["kind"] == "lightpaths" else api.set_circuits
+    print(f"{'configured (µs)':>16} {'measured (µs)':>14} {'measured/configured':>20}")
+    try:
+        for delay in args.delays_us:
+            api.settings(reconfig_us=delay)
+            measured = []
+            for _ in range(args.repeats):
+                for state in (other, base):
+                    ident = setter(state)
+                    if ident is not None:
+                        measured.append(api.wait_for(ident)["real_measured_dark_s"] * 1e6)
+            mean = sum(measured) / len(measured)
+            print(f"{delay:16.1f} {mean:14.1f} {mean / delay:20.3f}")
+    finally:
+        api.settings(policy=original["policy"], reconfig_us=original["reconfig_us"])
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
