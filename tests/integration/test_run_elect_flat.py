@@ -12,12 +12,10 @@ from pathlib import Path
 
 import pytest
 
-from testbed.registry import list_bridges
 from testbed.run import Runner, prepare
 from testbed.scenario import apply_overrides, load_scenario
 
 from ..conftest import ROOT
-from .conftest import our_processes
 
 pytestmark = pytest.mark.root
 
