@@ -81,8 +81,11 @@ class Northbound:
         (real-world microseconds; the controller dilates them)."""
         return self._call("PATCH", "/settings", changes)["settings"]
 
-    def wait_for(self, ident: int, timeout_s: float = 30.0) -> dict:
-        """Block until reconfiguration `ident` has restored its links; returns its event."""
+    def wait_for(self, ident: int | None, timeout_s: float = 30.0) -> dict | None:
+        """Block until reconfiguration `ident` has restored its links; returns its event (None for a
+        request that changed nothing)."""
+        if ident is None:
+            return None
         after = 0
         deadline = time.monotonic() + timeout_s
         while time.monotonic() < deadline:
