@@ -31,7 +31,6 @@ class HostShells:
     run checks at the end."""
 
     def __init__(self, pids: list[int], log_dir: Path) -> None:
-        self.pids = pids
         self.log_dir = log_dir
         log_dir.mkdir(parents=True, exist_ok=True)
         self.shells: dict[tuple[int, str], subprocess.Popen] = {}

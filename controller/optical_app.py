@@ -19,8 +19,9 @@ from os_ken.ofproto import ofproto_v1_3
 
 from controller import host_shell, optical_plan, reconfig
 from controller.optical_plan import FORWARD_TABLE, PlanError, count_rules, init_lines
-from controller.policy import POLICIES, default_policy, plan_for, traffic_pairs
+from controller.policy import POLICIES, default_policy, plan_for
 from testbed.scenario import Fabric
+from testbed.schedule import traffic_pairs
 from testbed.topology import estimate_period_us, reconfig_us
 
 CONFIG_ENV = "TESTBED_CONTROLLER_CONFIG"
@@ -65,7 +66,7 @@ class OpticalFabricApp(app_manager.OSKenApp):
         self.events_path = Path(config["events"])
         self.n = len(self.topology["hosts"])
         schedule = json.loads(Path(config["schedule"]).read_text())
-        self.schedule_traffic = traffic_pairs(schedule.get("traffic_matrix_bytes") or [])
+        self.schedule_traffic = traffic_pairs(schedule.get("traffic_matrix_bytes"))
         self.recurring = tuple(sorted(self.schedule_traffic))
         self.lock = threading.RLock()
         self.settings = {"policy": default_policy(self.fabric), "reconfig_us": reconfig_us(self.fabric),
@@ -177,7 +178,6 @@ class OpticalFabricApp(app_manager.OSKenApp):
                                   for line in text.split("\n")]
             host_shell.run_once(pid, lines, "tc")
             host_shell.run_once(pid, lines, "ip")
-        self.pids = pids
         self.shells = host_shell.HostShells(pids, Path(self.run_config["host_logs"]))
         self._start_api()
         self.hosts_ready = True

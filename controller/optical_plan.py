@@ -21,7 +21,7 @@ PRIORITY_LINK = 100
 PRIORITY_COUNT = 100
 ETH_TYPE_IPV4 = 0x0800
 FORWARD_TABLE = 1
-IDLE_RATE_BPS = 8000.0  # an HTB class cannot be zero: a dark or unused lightpath gets this
+DEFAULT_CLASS_BPS = 8000.0  # guaranteed rate of unclassified traffic (it may borrow up to the node's rate)
 
 
 class PlanError(ValueError):
@@ -74,7 +74,7 @@ def init_lines(topology: dict[str, Any]) -> dict[int, list[str]]:
                     f"tc qdisc add dev {dev} root handle 1: htb default ffff",
                     f"tc class replace dev {dev} parent 1: classid 1:1 htb rate {rate}bit ceil {rate}bit "
                     f"burst {burst} cburst {burst}",
-                    f"tc class replace dev {dev} parent 1:1 classid 1:ffff htb rate {int(IDLE_RATE_BPS)}bit "
+                    f"tc class replace dev {dev} parent 1:1 classid 1:ffff htb rate {int(DEFAULT_CLASS_BPS)}bit "
                     f"ceil {rate}bit prio 0"]
             own.append(f"tc filter add dev {dev} parent 1: protocol ip prio 1 {SMALL_PACKET_FILTER} classid 1:ffff")
             for peer in hosts:
@@ -87,7 +87,7 @@ def init_lines(topology: dict[str, Any]) -> dict[int, list[str]]:
 
 
 def _ring_class(dev: str, peer: int, payload_bps: float) -> str:
-    rate = int(max(IDLE_RATE_BPS, line_rate_bps(payload_bps)))
+    rate = int(line_rate_bps(payload_bps))
     burst = burst_bytes(rate)
     return (f"tc class replace dev {dev} parent 1:1 classid 1:{peer + 2:x} htb rate {rate}bit ceil {rate}bit "
             f"burst {burst} cburst {burst}")

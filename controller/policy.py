@@ -13,10 +13,6 @@ from testbed.units import gbps_to_bps
 POLICIES = ("one-shot", "multi-shot", "periodic")
 
 
-def traffic_pairs(matrix: list[list[float]]) -> dict[tuple[int, int], float]:
-    return {(i, j): float(v) for i, row in enumerate(matrix) for j, v in enumerate(row) if v and i != j}
-
-
 def plan_for(topology: dict[str, Any], fabric: Fabric, traffic: dict[tuple[int, int], float],
              recurring: tuple[tuple[int, int], ...]) -> dict:
     """Link state for a traffic matrix: circuits `(switch, src, dst) -> 1` or lightpaths `(src, dst) -> W`."""

@@ -17,9 +17,6 @@ class Operations:
     add: dict[int, tuple[FlowRule, ...]] = field(default_factory=dict)
     host_lines: dict[int, tuple[str, ...]] = field(default_factory=dict)
 
-    def empty(self) -> bool:
-        return not (any(self.delete.values()) or any(self.add.values()) or any(self.host_lines.values()))
-
 
 @dataclass(frozen=True)
 class Reconfiguration:

@@ -110,8 +110,7 @@ def predict(scenario: Scenario, schedule: Schedule) -> Prediction:
         if first.algorithm != "ring" or first.op not in RING_STEP_OPS:
             raise InputError(f"{scenario.name}: on {fabric.kind} the oracle models ring all-reduce, reduce-scatter "
                              f"and all-gather; {first.op} ({first.algorithm}) is modelled on elect-flat only")
-        return _ring_on_fabric(first.op, len(first.group), first.bytes, fabric,
-                               schedule.to_json().get("traffic_matrix_bytes"))
+        return _ring_on_fabric(first.op, len(first.group), first.bytes, fabric, schedule.traffic())
     cost = collective_cost(first.op, first.algorithm, len(first.group), first.bytes,
                            gbps_to_bps(fabric.gpu_bandwidth_gbps), us_to_s(fabric.latency_us))
     return Prediction(
@@ -124,14 +123,13 @@ def predict(scenario: Scenario, schedule: Schedule) -> Prediction:
 RING_STEP_OPS = {"allreduce": 2, "reducescatter": 1, "allgather": 1}  # passes of n-1 steps
 
 
-def _ring_on_fabric(op: str, n: int, size_bytes: float, fabric, matrix) -> Prediction:
+def _ring_on_fabric(op: str, n: int, size_bytes: float, fabric, traffic: dict) -> Prediction:
     """A ring collective on any fabric: every step, each GPU sends M/n to the next at once, so a
     step takes as long as the slowest of those n concurrent transfers over the fabric's paths
     (circuits, lightpaths, uplinks), shared max-min fairly."""
     from testbed.oracle.fabrics import mp_flow_model
     from testbed.oracle.flows import Flow, completion_times
 
-    traffic = {(i, j): float(v) for i, row in enumerate(matrix or []) for j, v in enumerate(row) if v}
     if not traffic:
         traffic = {(i, (i + 1) % n): size_bytes for i in range(n)}
     model = mp_flow_model(fabric, n, 1, traffic)

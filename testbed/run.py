@@ -126,9 +126,7 @@ def _load_factor(scenario: Scenario, schedule: Schedule) -> float:
     """Relaying fabrics forward packets several times: leave the machine capacity for that."""
     from testbed.oracle.fabrics import forwarding_load_factor
 
-    matrix = schedule.to_json().get("traffic_matrix_bytes") or []
-    traffic = {(i, j): float(v) for i, row in enumerate(matrix) for j, v in enumerate(row) if v}
-    return forwarding_load_factor(scenario.fabric, traffic)
+    return forwarding_load_factor(scenario.fabric, schedule.traffic())
 
 
 def min_dilation_for(fabric) -> float:
@@ -353,8 +351,7 @@ class Runner:
 
     def _check_reachable(self, unreachable: list) -> None:
         """Agents exchange data both ways (TCP acknowledges): every pair that talks needs both paths."""
-        matrix = self.prepared.schedule.to_json().get("traffic_matrix_bytes") or []
-        talking = {(i, j) for i, row in enumerate(matrix) for j, v in enumerate(row) if v}
+        talking = set(self.prepared.schedule.traffic())
         for src, dst in unreachable:
             if (src, dst) in talking or (dst, src) in talking:
                 raise RunFailed(f"the planned circuits leave no path from GPU {src} to GPU {dst}, which exchange "

@@ -37,6 +37,11 @@ class GpuSchedule:
     steps: tuple[Step, ...]
 
 
+def traffic_pairs(matrix) -> dict[tuple[int, int], float]:
+    """Bytes per ordered GPU pair with traffic, from an N×N matrix (rows send, columns receive)."""
+    return {(i, j): float(v) for i, row in enumerate(matrix or []) for j, v in enumerate(row) if v and i != j}
+
+
 @dataclass(frozen=True)
 class Schedule:
     name: str
@@ -44,6 +49,9 @@ class Schedule:
     iterations: int
     gpus: tuple[GpuSchedule, ...]
     traffic_matrix_bytes: tuple[tuple[int, ...], ...] = field(default=())
+
+    def traffic(self) -> dict[tuple[int, int], float]:
+        return traffic_pairs(self.traffic_matrix_bytes)
 
     def to_json(self) -> dict[str, Any]:
         return {

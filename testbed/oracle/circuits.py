@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from collections import defaultdict
 from dataclasses import dataclass
+from functools import lru_cache
 
 import numpy as np
 from scipy.optimize import Bounds, LinearConstraint, milp
@@ -157,7 +158,14 @@ def _assign_switches(circuits: dict[tuple[int, int], int], switches: int) -> dic
 def plan_circuits(traffic: dict[tuple[int, int], float], nodes: int, switches: int, link_bps: float,
                   reserved_ports: int = 0) -> CircuitPlan:
     """Circuits for one traffic matrix on `switches` OCSes with `link_bps` per circuit; each GPU
-    keeps `reserved_ports` ports for other uses (the DP ring)."""
+    keeps `reserved_ports` ports for other uses (the DP ring). Plans are cached: a run plans the
+    same matrix for its prediction and for sizing its dilation, and the MILP can take seconds."""
+    return _plan_cached(tuple(sorted(traffic.items())), nodes, switches, link_bps, reserved_ports)
+
+
+@lru_cache(maxsize=256)
+def _plan_cached(traffic_items: tuple, nodes: int, switches: int, link_bps: float, reserved_ports: int) -> CircuitPlan:
+    traffic = dict(traffic_items)
     ports = switches - reserved_ports
     demand = _pair_demand(traffic)
     if not demand or ports <= 0:

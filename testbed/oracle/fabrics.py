@@ -166,11 +166,9 @@ def forwarding_load_factor(fabric: Fabric, traffic: dict[tuple[int, int], float]
         return crossings / sum(pairs.values())
     if fabric.kind not in ("sip-ocs", "sip-ring") or not pairs:
         return 1.0
-    if fabric.kind == "sip-ocs":
-        q = fabric.ocs_switches or 16
-        links = list(plan_circuits(pairs, n, q, gbps_to_bps(fabric.gpu_bandwidth_gbps) / q).circuits)
-    else:
-        links = list(ring_plan(fabric, n, pairs, tuple(sorted(pairs))).lightpaths)
+    # The links the plan makes: the same (cached) plan the prediction uses.
+    model = mp_flow_model(fabric, n, 1, pairs)
+    links = [(r[1], r[2]) for r in model.capacity_bps if r[0] in ("circuit", "lightpath")]
     neighbours = adjacency(n, sorted(links))
     packets = weighted = 0.0
     for (src, dst), size in pairs.items():

@@ -11,6 +11,7 @@ from testbed.oracle.fabrics import dp_allreduce_s, mp_flow_model
 from testbed.oracle.flows import Flow, max_min_rates
 from testbed.predict import Breakdown, Prediction
 from testbed.scenario import Fabric
+from testbed.schedule import traffic_pairs
 from testbed.units import us_to_s
 
 
@@ -18,8 +19,7 @@ def simulate_schedule(schedule: dict, fabric: Fabric) -> Prediction:
     n = int(schedule["hosts"])
     if n != fabric.hosts:
         raise InputError(f"the schedule has {n} GPUs but fabric.hosts is {fabric.hosts}; they must match")
-    matrix = schedule.get("traffic_matrix_bytes") or [[0] * n for _ in range(n)]
-    traffic = {(i, j): float(matrix[i][j]) for i in range(n) for j in range(n) if matrix[i][j]}
+    traffic = traffic_pairs(schedule.get("traffic_matrix_bytes"))
     model = mp_flow_model(fabric, n, 1, traffic)
     alpha = us_to_s(fabric.latency_us)
     steps = [gpu["steps"] for gpu in sorted(schedule["gpus"], key=lambda g: g["rank"])]
