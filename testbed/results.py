@@ -71,7 +71,7 @@ def controller_events(run_dir: Path, epoch_s: float | None, dilation: float) -> 
     for line in path.read_text().splitlines():
         if line.strip():
             event = json.loads(line)
-            for key in ("requested_s", "dark_start_s", "restored_s"):
+            for key in ("requested_s", "dark_start_s", "restored_s", "confirmed_s"):
                 event[key] = (event[key] - epoch_s) / dilation
             event["t_s"] = event["requested_s"]
             found.append(event)

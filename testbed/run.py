@@ -213,7 +213,7 @@ def live_fabric(fabric_spec: "Fabric", host_rate_bps: float, work_dir: Path,
         topology_path = work_dir / "topology.json"
         ready_path = work_dir / "controller.ready"
         pids_path = work_dir / "host_pids.json"
-        for stale in (ready_path, pids_path):
+        for stale in (ready_path, pids_path, work_dir / "controller_events.jsonl"):
             stale.unlink(missing_ok=True)
         # The topology is known before the network exists: the controller reads it when it starts.
         topology_path.write_text(json.dumps(topology, indent=1))
@@ -229,8 +229,10 @@ def live_fabric(fabric_spec: "Fabric", host_rate_bps: float, work_dir: Path,
         yield LiveFabric(fabric, controller, record, ready)
     finally:
         with _SignalGuard(shield=True):
-            fabric.stop()
+            # The controller first: a controller still reconfiguring while the hosts go away would
+            # log errors for interfaces that no longer exist.
             controller.stop()
+            fabric.stop()
             remove_resources(record)
 
 
