@@ -46,7 +46,7 @@ def htb_commands_small_first(interface: str, payload_rate_bps: float) -> list[st
     GPU's own full queue at every hop, and those flows stall."""
     rate = int(round(line_rate_bps(payload_rate_bps)))
     burst = burst_bytes(rate)
-    small = max(8000, rate // 10)
+    small = max(8000, rate // 2)  # relays of many flows carry many acknowledgements
     return [
         f"tc qdisc replace dev {interface} root handle 1: htb default 10",
         f"tc class replace dev {interface} parent 1: classid 1:1 htb rate {rate}bit ceil {rate}bit "
