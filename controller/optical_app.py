@@ -27,6 +27,8 @@ from testbed.topology import estimate_period_us, reconfig_us
 CONFIG_ENV = "TESTBED_CONTROLLER_CONFIG"
 BARRIER_TIMEOUT_S = 5.0
 SPIN_S = 1e-3  # the last millisecond before a restore is spun, not slept: sleeps overshoot
+CONFIRM_HISTORY = 9
+MAX_EARLY_FRAC = 0.2
 
 
 def _fail_loudly(where: str) -> None:
@@ -86,6 +88,7 @@ class OpticalFabricApp(app_manager.OSKenApp):
         self.requests: queue.Queue = queue.Queue()
         self.next_id = 1
         self.busy = False
+        self.confirm_s: list[float] = []
         self.hosts_ready = False
         self.shells: host_shell.HostShells | None = None
         self.api_port: int | None = None
@@ -266,7 +269,7 @@ class OpticalFabricApp(app_manager.OSKenApp):
             self.state, self.rendering = change.dark, dark_rendering
         new_rendering = optical_plan.render(self.topology, change.new)
         restore_ops = reconfig.operations(dark_rendering, new_rendering)
-        _sleep_until(dark_start + change.dark_s)
+        _sleep_until(dark_start + change.dark_s - self._confirm_latency_s(change.dark_s))
         restored = self._apply(restore_ops, hosts_first=False)
         with self.lock:
             self.state, self.rendering = change.new, new_rendering
@@ -278,9 +281,10 @@ class OpticalFabricApp(app_manager.OSKenApp):
                 out.write(json.dumps(event) + "\n")
 
     def _apply(self, ops: reconfig.Operations, hosts_first: bool) -> float:
-        """Send every change, then wait for the switches to confirm. Returns when the last change was
-        handed over: the moment that times the dark period. Confirmation is slow and erratic while
-        the agents keep both cores busy, and the datapath applies rules in well under a millisecond."""
+        """Darkening: hosts move off the changed links, then the switches drop them; returns when the
+        last change was sent. Restoring: the switches take the new rules and confirm them before any
+        host routes onto them (a packet that arrives before its rule would leave a cached drop in
+        the datapath for tens of milliseconds); returns when the hosts were told."""
         touched: set[int] = set()
 
         def hosts():
@@ -301,13 +305,23 @@ class OpticalFabricApp(app_manager.OSKenApp):
         if hosts_first:
             hosts()
             switches()
-        else:
-            switches()
-            hosts()
-        sent = time.monotonic()
+            sent = time.monotonic()
+            if touched:
+                self._barrier(sorted(touched))
+            return sent
+        switches()
         if touched:
+            begun = time.monotonic()
             self._barrier(sorted(touched))
-        return sent
+            self.confirm_s = (self.confirm_s + [time.monotonic() - begun])[-CONFIRM_HISTORY:]
+        hosts()
+        return time.monotonic()
+
+    def _confirm_latency_s(self, dark_s: float) -> float:
+        """How early to start a restore: the median recent switch confirmation, at most a fifth
+        of the dark time, so one slow confirmation cannot make links come back early."""
+        recent = sorted(self.confirm_s)
+        return min(recent[len(recent) // 2], MAX_EARLY_FRAC * dark_s) if recent else 0.0
 
     # ---- northbound -----------------------------------------------------------------------------
     def snapshot(self) -> dict:

@@ -2,7 +2,7 @@
 
 `python -m hosts.probe send DST PORT --interval-s 0.001 --duration-s 2` sends numbered datagrams;
 `python -m hosts.probe recv PORT --duration-s 2 --out FILE` writes one JSON line per arrival with
-its sequence number, monotonic send and arrival times (the clock is shared by all hosts) and TTL.
+its sequence number, monotonic send and kernel arrival times (the clock is shared by all hosts) and TTL.
 """
 
 from __future__ import annotations
@@ -15,9 +15,10 @@ import sys
 import time
 
 FORMAT = "!Qd"
-# Linux <netinet/in.h>; the socket module does not export these two.
+# Linux <netinet/in.h> and <asm/socket.h>; the socket module does not export these.
 IP_RECVTTL = getattr(socket, "IP_RECVTTL", 12)
 IP_TTL = getattr(socket, "IP_TTL", 2)
+SO_TIMESTAMPNS = getattr(socket, "SO_TIMESTAMPNS", 35)
 
 
 def send(dst: str, port: int, interval_s: float, duration_s: float) -> None:
@@ -38,6 +39,11 @@ def send(dst: str, port: int, interval_s: float, duration_s: float) -> None:
 def recv(port: int, duration_s: float, out: str) -> None:
     sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
     sock.setsockopt(socket.IPPROTO_IP, IP_RECVTTL, 1)
+    # The kernel's receive time, not when this process got round to reading: on a busy machine a
+    # reader can be descheduled for tens of milliseconds. The kernel stamps wall-clock time; the
+    # offset to the monotonic clock (shared with the sender and the controller) is taken once.
+    sock.setsockopt(socket.SOL_SOCKET, SO_TIMESTAMPNS, 1)
+    offset = time.time() - time.monotonic()
     sock.bind(("0.0.0.0", port))
     sock.settimeout(0.1)
     end = time.monotonic() + duration_s
@@ -46,10 +52,14 @@ def recv(port: int, duration_s: float, out: str) -> None:
         handle.flush()
         while time.monotonic() < end:
             try:
-                data, ancillary, _, _ = sock.recvmsg(64, socket.CMSG_SPACE(4))
+                data, ancillary, _, _ = sock.recvmsg(64, socket.CMSG_SPACE(4) + socket.CMSG_SPACE(16))
             except socket.timeout:
                 continue
             arrived = time.monotonic()
+            for level, kind, value in ancillary:
+                if level == socket.SOL_SOCKET and kind == SO_TIMESTAMPNS:
+                    seconds, nanoseconds = struct.unpack("qq", value[:16])
+                    arrived = seconds + nanoseconds * 1e-9 - offset
             ttl = next((struct.unpack("i", d[:4])[0] for level, kind, d in ancillary
                         if level == socket.IPPROTO_IP and kind == IP_TTL), None)
             seq, sent = struct.unpack(FORMAT, data[:struct.calcsize(FORMAT)])

@@ -89,7 +89,9 @@ def test_ring_lightpath_carries_traffic_only_on_its_planned_wavelengths(tmp_path
 def test_ring_new_lightpath_carries_traffic_after_the_retuning_time(tmp_path, machine_state):
     fabric = Fabric(kind="sip-ring", hosts=4, gpu_bandwidth_gbps=100, wavelengths=4, wavelength_gbps=25)
     ring = [(i, (i + 1) % 4, 1) for i in range(4)] + [((i + 1) % 4, i, 1) for i in range(4)]
-    dark_us = 100_000
+    # Userspace OVS forwards on the thread that applies rule changes, so a change can hold packets
+    # for up to ~20 ms here: a long dark time keeps that small against it.
+    dark_us = 200_000
     with optical_fabric(fabric, 80e6, tmp_path, [[0] * 4 for _ in range(4)]) as (live, api):
         api.wait_for(api.set_lightpaths(ring))
         api.settings(reconfig_us=dark_us)
