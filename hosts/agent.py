@@ -76,6 +76,9 @@ class Agent:
             if step["kind"] != "collective" or not ops.supported(step.get("op"), step.get("algorithm")):
                 raise ValueError(f"step {step['id']}: unsupported step {step}")
             group = list(step["group"])
+            if self.rank not in group:  # a CPU machine: it only sums what the GPUs push
+                buffers[index] = None
+                continue
             elements = ops.elements_for(step["op"], round(step["bytes"] * self.byte_scale), len(group))
             buffers[index] = ops.make_input(step["op"], int(self.config["seed"]), iteration, group.index(self.rank),
                                             len(group), elements)
@@ -122,21 +125,23 @@ class Agent:
             handle.wait(600.0)
         return outcomes, end
 
-    def _run_step(self, step: dict, data: np.ndarray, iteration: int, round_: int,
+    def _run_step(self, step: dict, data: np.ndarray | None, iteration: int, round_: int,
                   transport: TcpTransport) -> dict:
         group = list(step["group"])
-        elements = data.size
         start = time.monotonic()
-        result, records = ops.run(step["op"], step["algorithm"], transport, group, data, tag_base=(round_ + 1) << 16)
+        result, records = ops.run(step["op"], step["algorithm"], transport, group, data, tag_base=(round_ + 1) << 16,
+                                  services=tuple(step.get("services", ())), chunks=int(step.get("chunks", 0)))
         end = time.monotonic()
         self._step_events(step["id"], iteration, records)
         self._event("collective", start, end, iteration, step=step["id"], op=step["op"], algorithm=step["algorithm"],
-                    bytes=step["bytes"], emulated_bytes=int(data.nbytes))
+                    bytes=step["bytes"], emulated_bytes=int(data.nbytes) if data is not None else 0)
         # Rate seen by the receiver, over the transfer alone (each step includes the sender's alpha
         # wait); a send-only step ends once the kernel has buffered it, so it says nothing of rate.
         busy = [(r.recv_bytes, r.end_s - r.start_s - transport.latency.target_s) for r in records if r.recv_bytes]
         rates = [size * 8 / seconds for size, seconds in busy if seconds > 0]
-        return {"digest": digest(result), "elements": elements, "step_rates_bps": rates, "end_s": end,
+        if result is None:  # a CPU machine holds no result to check
+            return {"step_rates_bps": rates, "end_s": end}
+        return {"digest": digest(result), "elements": data.size, "step_rates_bps": rates, "end_s": end,
                 "op": step["op"], "group_size": len(group), "pos": group.index(self.rank)}
 
     def run(self) -> dict:
@@ -170,9 +175,10 @@ class Agent:
                 "start_s": start,
                 "end_s": end,
                 "start_overshoot_s": start - start_at,
-                "digests": [o["digest"] for o in outcomes],
-                "elements": [o["elements"] for o in outcomes],
-                "checks": [{k: o[k] for k in ("op", "group_size", "pos", "elements", "digest")} for o in outcomes],
+                "digests": [o["digest"] for o in outcomes if "digest" in o],
+                "elements": [o["elements"] for o in outcomes if "digest" in o],
+                "checks": [{k: o[k] for k in ("op", "group_size", "pos", "elements", "digest")}
+                           for o in outcomes if "digest" in o],
                 "step_rates_bps": [r for o in outcomes for r in o["step_rates_bps"]],
             })
             if self.rank == 0 and self.config.get("progress"):

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from hosts import byteps
 from hosts import collectives as c
 from hosts.data import ELEMENT_BYTES, expected_sum, gradient
 from hosts.transport import Transport
@@ -18,7 +19,10 @@ ALGORITHMS = {
     ("broadcast", "tree"): "tree_broadcast",
     ("alltoall", "ring"): "alltoall",
     ("sendrecv", "ring"): "sendrecv",
+    ("allreduce", "byteps"): "byteps_allreduce",
+    ("allreduce", "ps"): "byteps_allreduce",  # classic: every chunk summed on a CPU machine
 }
+SERVICE_ALGORITHMS = ("byteps", "ps")  # these also run on CPU machines (summation services)
 
 
 def supported(op: str, algorithm: str) -> bool:
@@ -41,9 +45,14 @@ def make_input(op: str, seed: int, iteration: int, pos: int, ranks: int, element
     return data
 
 
-def run(op: str, algorithm: str, transport: Transport, group: list[int], data: np.ndarray,
-        tag_base: int) -> tuple[np.ndarray, list[c.StepRecord]]:
-    """Run the collective; returns this rank's result (what `expected` describes) and its messages."""
+def run(op: str, algorithm: str, transport: Transport, group: list[int], data: np.ndarray | None,
+        tag_base: int, services: tuple[int, ...] = (), chunks: int = 0) -> tuple[np.ndarray | None, list]:
+    """Run the collective; returns this rank's result (what `expected` describes) and its messages.
+    A CPU machine (in `services`, not in `group`) passes no data and gets no result."""
+    if algorithm in SERVICE_ALGORITHMS:
+        records = byteps.byteps_allreduce(transport, group, list(services), data, chunks,
+                                          classic=algorithm == "ps", tag_base=tag_base)
+        return data, records
     n, pos = len(group), group.index(transport.rank)
     if op == "allreduce":
         records = getattr(c, ALGORITHMS[(op, algorithm)])(transport, group, data, tag_base=tag_base)

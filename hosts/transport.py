@@ -48,6 +48,8 @@ class Transport(Protocol):
 
     def recv_into(self, peer: int, tag: int, out: np.ndarray) -> None: ...
 
+    def recv_any(self, peer: int) -> tuple[int, np.ndarray]: ...
+
 
 @dataclass
 class LatencyRecord:
@@ -89,6 +91,18 @@ class InProcessTransport:
                                  f"got {payload.nbytes} B")
         memoryview(out).cast("B")[:] = memoryview(np.ascontiguousarray(payload)).cast("B")
 
+    def recv_any(self, peer: int) -> tuple[int, np.ndarray]:
+        """The next message from `peer`, whatever its tag, as bytes (one caller per peer)."""
+        for key in list(self._stash):
+            if key[0] == peer:
+                return key[1], _as_bytes(self._stash.pop(key))
+        tag, payload = self._mailboxes[(peer, self.rank)].get(timeout=30)
+        return tag, _as_bytes(payload)
+
+
+def _as_bytes(payload: np.ndarray) -> np.ndarray:
+    return np.ascontiguousarray(payload).reshape(-1).view(np.uint8)
+
 
 def _recv_exact(sock: socket.socket, view: memoryview) -> None:
     while len(view):
@@ -111,6 +125,7 @@ class TcpTransport:
         self._incoming: dict[int, socket.socket] = {}
         self._incoming_ready = threading.Condition()
         self._senders: dict[int, tuple[socket.socket, queue.Queue]] = {}
+        self._senders_lock = threading.Lock()  # services send from several reader threads
         self._stash: dict[tuple[int, int], np.ndarray] = {}
         self._listener = socket.create_server((addresses[rank], port), backlog=len(addresses) + 4)
         self._closed = False
@@ -145,12 +160,13 @@ class TcpTransport:
                 time.sleep(0.02)
 
     def _sender(self, peer: int) -> queue.Queue:
-        if peer not in self._senders:
-            sock = self._connect(peer)
-            work: queue.Queue = queue.Queue()
-            threading.Thread(target=self._send_loop, args=(sock, work), daemon=True).start()
-            self._senders[peer] = (sock, work)
-        return self._senders[peer][1]
+        with self._senders_lock:
+            if peer not in self._senders:
+                sock = self._connect(peer)
+                work: queue.Queue = queue.Queue()
+                threading.Thread(target=self._send_loop, args=(sock, work), daemon=True).start()
+                self._senders[peer] = (sock, work)
+            return self._senders[peer][1]
 
     def _send_loop(self, sock: socket.socket, work: queue.Queue) -> None:
         while True:
@@ -218,6 +234,22 @@ class TcpTransport:
             raise TransportError(f"rank {self.rank}: message {tag} from rank {peer} has {payload.nbytes} B, "
                                  f"expected {out.nbytes} B")
         memoryview(out).cast("B")[:] = memoryview(payload)
+
+    def recv_any(self, peer: int) -> tuple[int, np.ndarray]:
+        """The next message from `peer`, whatever its tag, as bytes: for readers that dispatch on
+        the tag themselves (one reader per peer at a time)."""
+        for key in list(self._stash):
+            if key[0] == peer:
+                return key[1], self._stash.pop(key)
+        sock = self._incoming_from(peer)
+        header = bytearray(HEADER.size)
+        _recv_exact(sock, memoryview(header))
+        tag, size, confirm = HEADER.unpack(header)
+        payload = np.empty(size, dtype=np.uint8)
+        _recv_exact(sock, memoryview(payload))
+        if confirm:
+            sock.sendall(ACK)
+        return tag, payload
 
     def close(self) -> None:
         self._closed = True

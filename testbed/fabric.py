@@ -12,7 +12,7 @@ from mininet.node import OVSSwitch, RemoteController
 
 from testbed.errors import RunFailed
 from testbed.registry import RunRecord, process_start_ticks
-from testbed.shaping import htb_commands, htb_commands_small_first, offload_command
+from testbed.shaping import htb_commands_small_first, offload_command
 from testbed.topology import switch_interfaces
 
 # Hosts of fabrics with relaying (GPUs forward for each other) route by the controller's plan only.
@@ -85,8 +85,10 @@ class MininetFabric:
                 commands.append("sysctl -qw " + " ".join(RELAY_SYSCTLS))
             for intf in host["interfaces"]:
                 commands.append(offload_command(intf["name"]))
-                shape = htb_commands_small_first if routed else htb_commands
-                commands += shape(intf["name"], intf["payload_rate_bps"])
+                # Acknowledgements of the flows this host receives leave through the same queue as
+                # its own data: small packets first, or a host that sends and receives at once
+                # (every collective but a broadcast) throttles what it receives.
+                commands += htb_commands_small_first(intf["name"], intf["payload_rate_bps"])
                 if routed:
                     commands.append(f"sysctl -qw net.ipv4.conf.{intf['name'].replace('.', '/')}.rp_filter=0")
                     if intf is not host["interfaces"][0]:

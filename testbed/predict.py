@@ -102,6 +102,8 @@ def predict_scenario(scenario: Scenario) -> Prediction:
 def predict(scenario: Scenario, schedule: Schedule) -> Prediction:
     """Predict one iteration of a collective schedule; InputError for pairs the oracle does not model."""
     fabric = scenario.fabric
+    if scenario.workload.kind == "collective" and scenario.workload.algorithm in ("byteps", "ps"):
+        return predict_byteps(scenario, schedule)
     steps = [step for gpu in schedule.gpus for step in gpu.steps]
     if not all(s.kind == "collective" for s in steps):
         raise InputError(f"{scenario.name}: predict(scenario, schedule) is for collective schedules")
@@ -118,6 +120,27 @@ def predict(scenario: Scenario, schedule: Schedule) -> Prediction:
         breakdown=Breakdown(communication_s=cost.time_s),
         formula=f"{first.op} ({first.algorithm}): {cost.formula}",
     )
+
+
+def predict_byteps(scenario: Scenario, schedule: Schedule) -> Prediction:
+    """BytePS or a classic PS: chunk pushes and pulls simulated over the fabric's flow model, plus
+    the intra-server local steps on Elect-Cluster."""
+    from testbed.byteps_schedule import instances, local_steps_us
+    from testbed.oracle.byteps import byteps_time_s
+    from testbed.oracle.fabrics import mp_flow_model
+
+    fabric = scenario.fabric
+    found = instances(scenario)
+    model = mp_flow_model(fabric, schedule.hosts, 1, schedule.traffic())
+    network_s = byteps_time_s(found, model, us_to_s(fabric.latency_us))
+    local_s = sum(local_steps_us(scenario)) * 1e-6
+    first = found[0]
+    formula = (f"allreduce ({scenario.workload.algorithm}): {len(first.group)} GPU machines, "
+               f"{len(first.services)} CPU machines, {first.chunks} chunks hashed to summation services; "
+               f"pushes and pulls as max-min fair flows, alpha per message")
+    if local_s:
+        formula += f"; {len(found)} instances over the uplinks, intra-server steps {local_s * 1e3:.3g} ms"
+    return Prediction(network_s + local_s, Breakdown(compute_s=local_s, communication_s=network_s), formula)
 
 
 RING_STEP_OPS = {"allreduce": 2, "reducescatter": 1, "allgather": 1}  # passes of n-1 steps

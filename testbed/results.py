@@ -117,7 +117,8 @@ def assemble(prepared: "Prepared", run_dir: Path, measured: dict, outcome: dict)
     scenario, plan, prediction = prepared.scenario, prepared.plan, prepared.prediction
     dilation = plan.dilation
     hosts_dir = run_dir / "hosts"
-    per_host_all = _host_results(hosts_dir, scenario.fabric.hosts)
+    ranks = prepared.schedule.hosts  # GPUs, and CPU machines where the fabric has them
+    per_host_all = _host_results(hosts_dir, ranks)
     per_host = [h for h in per_host_all if h and h.get("ok")]
     errors = [f"rank {h['rank']}: {h['error']}" for h in per_host_all if h and not h.get("ok")]
     reconfigurations = controller_events(run_dir, measured.get("epoch_monotonic_s"), dilation.dilation)
@@ -128,7 +129,7 @@ def assemble(prepared: "Prepared", run_dir: Path, measured: dict, outcome: dict)
     iteration_times_s: list[float] = []
     sums_ok = False
     sum_problems: list[str] = []
-    complete = len(per_host) == scenario.fabric.hosts
+    complete = len(per_host) == ranks
     if complete:
         count = min(len(h["iterations"]) for h in per_host)
         for it in range(count):
@@ -153,7 +154,7 @@ def assemble(prepared: "Prepared", run_dir: Path, measured: dict, outcome: dict)
         fidelity.timer_monitor(overshoot_mean, overshoot_p99, step_emulated_s),
         fidelity.cpu_monitor(measured.get("cpu_busy_frac")),
         fidelity.message_size_monitor(smallest),
-        fidelity.capacity_monitor(plan.host_rate_bps * scenario.fabric.hosts, calibration.capacity_bps,
+        fidelity.capacity_monitor(plan.host_rate_bps * ranks, calibration.capacity_bps,
                                   calibration.measured),
         fidelity.drop_monitor(measured.get("switch_packets")),
         fidelity.dark_time_monitor([e["measured_dark_s"] for e in reconfigurations],

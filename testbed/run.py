@@ -58,7 +58,7 @@ class Prepared:
     expected_rate_bps: float | None = None  # emulated rate a busy transfer should get (None: the host rate)
 
 
-EMULATED_FABRICS = ("elect-flat", "elect-cluster", "sip-ocs", "sip-ring")
+EMULATED_FABRICS = ("elect-flat", "elect-cluster", "sip-ocs", "sip-ring", "ps")
 
 
 def prepare(scenario: Scenario) -> Prepared:
@@ -76,6 +76,8 @@ def prepare(scenario: Scenario) -> Prepared:
     schedule = schedule_for(scenario)
     prediction = predict(scenario, schedule)
     workload, fabric = scenario.workload, scenario.fabric
+    if workload.algorithm in ("byteps", "ps"):
+        return _prepare_byteps(scenario, schedule, prediction)
     assert workload.bytes is not None and workload.collective is not None
     cost = collective_cost(workload.collective, workload.algorithm, fabric.hosts, workload.bytes,
                            gbps_to_bps(fabric.gpu_bandwidth_gbps), us_to_s(fabric.latency_us))
@@ -120,6 +122,29 @@ def _prepare_schedule(scenario: Scenario) -> Prepared:
         min_dilation=min_dilation_for(scenario.fabric),
     )
     return Prepared(scenario, schedule, prediction, plan, average_step, sizes[0] if sizes else median)
+
+
+def _prepare_byteps(scenario: Scenario, schedule: Schedule, prediction: Prediction) -> Prepared:
+    """BytePS/PS: its messages are the chunks; a busy link should see the share of the iteration
+    that its node's bytes take at the full rate (the load split keeps that share equal)."""
+    from testbed.byteps_schedule import instances
+
+    fabric = scenario.fabric
+    rate_bps = gbps_to_bps(fabric.gpu_bandwidth_gbps)
+    chunk = min(i.size_bytes / i.chunks for i in instances(scenario))
+    shortest = us_to_s(fabric.latency_us) + transfer_time_s(chunk, rate_bps)
+    plan = resolve_emulation(
+        scenario,
+        predicted_iteration_s=prediction.iteration_time_s,
+        shortest_event_s=shortest,
+        smallest_message_bytes=chunk,
+        concurrent_senders=schedule.hosts * _load_factor(scenario, schedule),
+        calibration=load_calibration(),
+        min_dilation=min_dilation_for(fabric),
+    )
+    received = sorted(sum(column) for column in zip(*schedule.traffic_matrix_bytes))
+    busy_s = transfer_time_s(received[len(received) // 2], rate_bps) / max(1e-12, prediction.breakdown.communication_s)
+    return Prepared(scenario, schedule, prediction, plan, shortest, chunk, plan.host_rate_bps * min(1.0, busy_s))
 
 
 def _load_factor(scenario: Scenario, schedule: Schedule) -> float:
@@ -320,7 +345,7 @@ class Runner:
         env = dict(os.environ, PYTHONUNBUFFERED="1")
         cpu_before = results_mod.cpu_times()
         ports_before = results_mod.switch_port_counters(fabric.switch_names)
-        for rank in range(scenario.fabric.hosts):
+        for rank in range(self.prepared.schedule.hosts):
             log = open(hosts_dir / f"h{rank}.log", "wb")
             process = fabric.host(rank).popen(
                 [sys.executable, "-m", "hosts.agent", "--config", str(config_path.resolve()), "--rank", str(rank)],

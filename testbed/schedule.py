@@ -26,6 +26,8 @@ class Step:
     op: str | None = None
     algorithm: str | None = None
     group: tuple[int, ...] | None = None
+    services: tuple[int, ...] | None = None  # BytePS/PS: the CPU machines' ranks (summation only)
+    chunks: int | None = None  # BytePS/PS: how many chunks the buffer is hashed in
 
     def to_json(self) -> dict[str, Any]:
         return {k: (list(v) if isinstance(v, tuple) else v) for k, v in asdict(self).items() if v is not None}
@@ -110,6 +112,10 @@ SUPPORTED_COLLECTIVES = set(ops.ALGORITHMS)  # what the host agents run
 def collective_schedule(scenario: Scenario) -> Schedule:
     """Schedule of a `collective` workload: every GPU runs the same collective once per iteration."""
     workload = scenario.workload
+    if workload.kind == "collective" and workload.algorithm in ops.SERVICE_ALGORITHMS:
+        from testbed.byteps_schedule import byteps_schedule
+
+        return byteps_schedule(scenario)
     if workload.kind != "collective":
         raise InputError(
             f"{scenario.name}: workload.kind {workload.kind} is not supported yet; use kind collective"

@@ -42,7 +42,8 @@ def build_topology(fabric: Fabric, tag: str, host_rate_bps: float, datapath: str
     standing for the fibre ring, whose rules are the lightpaths; each GPU has one interface of B.
     """
     kind = fabric.kind
-    n = fabric.hosts
+    # A ps fabric's CPU machines are hosts after the GPUs, on the same switch at the same rate.
+    n = fabric.hosts + (fabric.cpu_servers if kind == "ps" else 0)
     switches: list[dict[str, Any]] = []
     hosts: list[dict[str, Any]] = []
     links: list[dict[str, Any]] = []
@@ -94,7 +95,8 @@ def build_topology(fabric: Fabric, tag: str, host_rate_bps: float, datapath: str
     for rank, host in enumerate(hosts):
         first = host["interfaces"][0]
         host.update({"name": f"h{rank + 1}", "rank": rank, "ip": host_ip(rank), "mac": first["mac"],
-                     "switch": first["switch"], "port": first["port"]})
+                     "switch": first["switch"], "port": first["port"],
+                     "role": "gpu" if rank < fabric.hosts else "cpu"})
     return {"fabric": kind, "datapath": datapath, "host_rate_bps": host_rate_bps, "switches": switches,
             "hosts": hosts, "links": links, **extra}
 

@@ -1,0 +1,86 @@
+"""Benchmark: BytePS at n = 4 GPU machines with k = 0, 2 and 4 CPU machines, the classic PS with
+the same CPU machines, and BytePS on Elect-Cluster: emulated against predicted, beside the
+optimal time of DESIGN §5 (every machine moving 2n(n-1)/(n²+kn-2k)·M at B).
+
+Run as root: `.venv/bin/python bench/byteps.py`. Prints a table and writes
+bench/results/byteps.{json,md}. Target (issue): every ratio within 0.85-1.15.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import tempfile
+from datetime import datetime, timezone
+from pathlib import Path
+
+from testbed.run import Runner, prepare
+from testbed.scenario import apply_overrides, load_scenario
+
+HERE = Path(__file__).resolve().parent
+ROOT = HERE.parent
+B_BPS, M_BYTES = 100e9, 100e6
+
+CASES = [  # (label, scenario file, overrides)
+    ("BytePS n=4 k=0", "byteps.yaml", {"fabric.cpu_servers": 0}),
+    ("BytePS n=4 k=2", "byteps.yaml", {}),
+    ("BytePS n=4 k=4", "byteps.yaml", {"fabric.cpu_servers": 4}),
+    ("classic PS n=4 k=2", "byteps.yaml", {"workload.algorithm": "ps"}),
+    ("classic PS n=4 k=4", "byteps.yaml", {"workload.algorithm": "ps", "fabric.cpu_servers": 4}),
+    ("ring all-reduce n=4", "byteps.yaml", {"fabric.cpu_servers": 0, "workload.algorithm": "ring"}),
+    ("BytePS Elect-Cluster 2x4", "cluster-byteps.yaml", {}),
+]
+
+
+def optimal_ms(scenario) -> float | None:
+    """DESIGN §5's figure for a flat fabric (no pipeline tail, no alpha)."""
+    f, w = scenario.fabric, scenario.workload
+    if f.kind == "elect-cluster":
+        return None
+    n, k = f.hosts, f.cpu_servers if f.kind == "ps" else 0
+    if w.algorithm == "ps":
+        load = max(1.0, n / k)
+    else:
+        load = 2 * n * (n - 1) / (n * n + k * n - 2 * k)
+    return load * M_BYTES * 8 / B_BPS * 1e3
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--iterations", type=int, default=3)
+    args = parser.parse_args()
+    rows = []
+    for label, name, overrides in CASES:
+        scenario = apply_overrides(load_scenario(ROOT / "scenarios" / name),
+                                   {"workload.iterations": args.iterations, **overrides})
+        with tempfile.TemporaryDirectory(prefix="testbed-bench-") as work:
+            result = Runner(prepare(scenario), Path(work) / "run").execute()
+        ratios = result["emulated_over_predicted"]
+        rows.append({
+            "case": label, "status": result["status"], "correct": result["sums_correct"],
+            "faithful": result["fidelity"]["ok"],
+            "emulated_ms": statistics.fmean(result["iteration_times_s"]) * 1e3 if ratios else None,
+            "predicted_ms": result["predicted_iteration_time_s"] * 1e3, "optimal_ms": optimal_ms(scenario),
+            "ratio_min": min(ratios, default=None), "ratio_mean": statistics.fmean(ratios) if ratios else None,
+            "ratio_max": max(ratios, default=None), "dilation": result["dilation"],
+        })
+        print(json.dumps(rows[-1]), flush=True)
+    (HERE / "results").mkdir(exist_ok=True)
+    (HERE / "results" / "byteps.json").write_text(json.dumps(
+        {"when": datetime.now(timezone.utc).isoformat(timespec="seconds"), "rows": rows}, indent=1) + "\n")
+    fmt = lambda v: "n/a" if v is None else f"{v:.2f}"  # noqa: E731
+    lines = ["| case | emulated (ms) | predicted (ms) | DESIGN §5 optimum (ms) | emulated/predicted (min / mean / max) "
+             "| result | faithful |", "| --- | ---: | ---: | ---: | :---: | :---: | :---: |"]
+    for r in rows:
+        lines.append(f"| {r['case']} | {fmt(r['emulated_ms'])} | {fmt(r['predicted_ms'])} | {fmt(r['optimal_ms'])} | "
+                     f"{fmt(r['ratio_min'])} / {fmt(r['ratio_mean'])} / {fmt(r['ratio_max'])} | "
+                     f"{'exact' if r['correct'] else 'WRONG'} | {'yes' if r['faithful'] else 'no'} |")
+    table = "\n".join(lines)
+    (HERE / "results" / "byteps.md").write_text(table + "\n")
+    print(table)
+    return 0 if all(r["status"] == "ok" and r["correct"] for r in rows) else 1
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

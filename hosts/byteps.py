@@ -1,0 +1,256 @@
+"""BytePS and the classic parameter server over a Transport: chunks of the buffer are hashed to
+summation services on GPU and CPU machines (the load split of DESIGN §5), workers push their
+chunks, each service sums a chunk once all n workers' copies are in and sends the sum back.
+
+The partition is pure and shared with the oracle and the schedule's traffic matrix."""
+
+from __future__ import annotations
+
+import math
+import threading
+import time
+from dataclasses import dataclass
+
+import numpy as np
+
+from hosts.collectives import StepRecord
+from hosts.transport import Transport
+
+MAX_CHUNK_BYTES = 4_000_000  # real-world bytes (BytePS splits tensors into chunks of at most 4 MB)
+PULL_TAG_OFFSET = 0x8000  # push of chunk c carries tag base + c, its sum comes back as base + 0x8000 + c
+WAIT_TIMEOUT_S = 600.0
+
+
+class PartitionError(ValueError):
+    """The GPU and CPU machine counts admit no split (e.g. BytePS with more CPU than GPU machines)."""
+
+
+def service_buckets(n: int, k: int, classic: bool) -> list[int]:
+    """Hash buckets per summation service: GPU machines 0..n-1 first, then CPU machines.
+
+    BytePS: n-k buckets per GPU machine and 2(n-1) per CPU machine, out of n²+kn-2k, so each sums
+    (n-k)/(n²+kn-2k)·M and 2(n-1)/(n²+kn-2k)·M. A classic PS: one bucket per CPU machine, none on
+    the GPU machines."""
+    if n < 1 or k < 0:
+        raise PartitionError(f"need at least one GPU machine and no negative CPU machines (n={n}, k={k})")
+    if classic:
+        if k < 1:
+            raise PartitionError("a classic parameter server needs at least one CPU machine (cpu_servers ≥ 1)")
+        return [0] * n + [1] * k
+    if k > n:
+        raise PartitionError(f"BytePS splits load for at most as many CPU machines as GPU machines (k={k} > n={n}); "
+                             f"use algorithm ps for a classic parameter server")
+    if n == 1:
+        return [1] + [0] * k
+    return [n - k] * n + [2 * (n - 1)] * k
+
+
+def chunk_count(size_bytes: float, buckets: int) -> int:
+    """A multiple of the bucket count, with chunks of at most MAX_CHUNK_BYTES: every bucket gets
+    the same number of equal chunks, so the realised split is exactly the optimal one."""
+    return buckets * max(1, math.ceil(size_bytes / (buckets * MAX_CHUNK_BYTES)))
+
+
+def chunk_owners(n: int, k: int, classic: bool, chunks: int) -> list[int]:
+    """Service index (0..n-1 GPU machines, n..n+k-1 CPU machines) of every chunk. Chunk c hashes to
+    bucket c mod T; buckets are interleaved across services so that consecutive chunks go to
+    different services and every service's pulls start early."""
+    quotas = service_buckets(n, k, classic)
+    order = sorted(((j + 0.5) / q, s) for s, q in enumerate(quotas) for j in range(q))
+    buckets = [s for _, s in order]
+    return [buckets[c % len(buckets)] for c in range(chunks)]
+
+
+def push_window(owners: list[int]) -> int:
+    """Chunks a worker has in flight at once: one per summation service. Consecutive chunks go to
+    different services, so each service gets its share of every worker's link (services with more
+    buckets come up more often), and no connection runs ahead of the others."""
+    return max(1, len(set(owners)))
+
+
+def chunk_bounds(elements: int, chunks: int) -> list[tuple[int, int]]:
+    sizes = [elements // chunks + (1 if i < elements % chunks else 0) for i in range(chunks)]
+    edges = np.concatenate([[0], np.cumsum(sizes)]).astype(int)
+    return [(int(a), int(b)) for a, b in zip(edges[:-1], edges[1:])]
+
+
+@dataclass(frozen=True)
+class Loads:
+    """Bytes each node sends and receives in one all-reduce, per unit of buffer (M = 1)."""
+
+    sent: tuple[float, ...]  # per node: GPU machines first, then CPU machines
+    received: tuple[float, ...]
+
+
+def node_loads(n: int, k: int, classic: bool, chunks: int) -> Loads:
+    owners = chunk_owners(n, k, classic, chunks)
+    share = 1.0 / chunks
+    sent, received = [0.0] * (n + k), [0.0] * (n + k)
+    for owner in owners:
+        for worker in range(n):
+            if worker != owner:
+                sent[worker] += share  # push
+                received[owner] += share
+                sent[owner] += share  # the sum comes back
+                received[worker] += share
+    return Loads(tuple(sent), tuple(received))
+
+
+class _Service:
+    """The summation service of one machine: sums each chunk it owns over all n workers."""
+
+    def __init__(self, owned: list[int], bounds, dtype, workers: list[int], local: np.ndarray | None) -> None:
+        self.workers = workers
+        self.sums = {c: (local[a:b].copy() if local is not None else np.zeros(b - a, dtype=dtype))
+                     for c in owned for a, b in [bounds[c]]}
+        self.counts = {c: (1 if local is not None else 0) for c in owned}
+        self.locks = {c: threading.Lock() for c in owned}
+
+    def add(self, chunk: int, part: np.ndarray) -> np.ndarray | None:
+        """Add one worker's copy; returns the finished sum when this was the last one."""
+        with self.locks[chunk]:
+            self.sums[chunk] += part
+            self.counts[chunk] += 1
+            return self.sums[chunk] if self.counts[chunk] == len(self.workers) else None
+
+
+def byteps_allreduce(transport: Transport, group: list[int], services: list[int], data: np.ndarray | None,
+                     chunks: int, classic: bool = False, tag_base: int = 0,
+                     clock=time.monotonic) -> list[StepRecord]:
+    """Sum `data` in place over the GPU machines of `group`; CPU machines in `services` only sum.
+
+    A GPU rank passes its buffer; a CPU rank passes None and the element count comes from the
+    chunk bounds its pushes arrive with (every chunk message has a known size on the wire)."""
+    n, k = len(group), len(services)
+    nodes = list(group) + list(services)
+    me = nodes.index(transport.rank)
+    is_worker = me < n
+    owners = chunk_owners(n, k, classic, chunks)
+    if chunks > PULL_TAG_OFFSET:
+        raise PartitionError(f"{chunks} chunks exceed the tag space ({PULL_TAG_OFFSET})")
+    start = clock()
+    records: list[StepRecord] = []
+    received = [0]
+    owned = [c for c, o in enumerate(owners) if o == me]
+    if is_worker:
+        assert data is not None
+        bounds = chunk_bounds(data.size, chunks)
+        dtype = data.dtype
+    else:
+        # A CPU machine learns the buffer size from the first push; all chunks have the same dtype.
+        bounds, dtype = None, np.float32
+    service = None
+    pending_pulls = sum(1 for o in owners if o != me) if is_worker else 0
+    lock = threading.Lock()
+    errors: list[BaseException] = []
+    handles = []
+
+    def finished_chunk(chunk: int, total: np.ndarray) -> None:
+        if is_worker:
+            a, b = bounds[chunk]
+            data[a:b] = total
+        for worker in range(n):
+            if worker != me:
+                handles.append(transport.send(group[worker], tag_base + PULL_TAG_OFFSET + chunk, total))
+                now = clock()
+                records.append(StepRecord("sum-out", chunk, group[worker], None, int(total.nbytes), now, now))
+
+    def receive_from(peer_index: int) -> None:
+        nonlocal pending_pulls
+        peer = nodes[peer_index]
+        expect = 0
+        if peer_index < n:  # a worker pushes me the chunks I own
+            expect += len(owned)
+        if is_worker:  # a service returns the sums of the chunks it owns
+            expect += sum(1 for o in owners if o == peer_index)
+        try:
+            for _ in range(expect):
+                tag, payload = transport.recv_any(peer)
+                offset = tag - tag_base
+                arrived = clock()
+                if offset >= PULL_TAG_OFFSET:
+                    chunk = offset - PULL_TAG_OFFSET
+                    a, b = bounds[chunk]
+                    data[a:b] = payload.view(dtype)
+                    records.append(StepRecord("pull", chunk, None, peer, int(payload.nbytes), start, arrived))
+                    with lock:
+                        pending_pulls -= 1
+                        received[0] += payload.nbytes
+                else:
+                    with lock:
+                        received[0] += payload.nbytes
+                    total = service.add(offset, payload.view(dtype))
+                    records.append(StepRecord("push-in", offset, None, peer, int(payload.nbytes), start, arrived))
+                    if total is not None:
+                        finished_chunk(offset, total)
+        except BaseException as error:  # reported on the calling thread
+            errors.append(error)
+
+    def push_in_order() -> None:
+        """Chunks leave in chunk order, a window at a time, so every worker's copy of chunk c reaches
+        its service at about the same time and sums flow back while pushes go on (all at once,
+        TCP would favour some connections and hold back every service's sums)."""
+        in_flight: list = []
+        window = push_window(owners)
+        try:
+            for chunk, owner in enumerate(owners):
+                if owner == me:
+                    continue
+                a, b = bounds[chunk]
+                in_flight.append(transport.send(nodes[owner], tag_base + chunk, data[a:b]))
+                records.append(StepRecord("push", chunk, nodes[owner], None, int(data[a:b].nbytes), clock(), clock()))
+                if len(in_flight) >= window:
+                    in_flight.pop(0).wait(WAIT_TIMEOUT_S)
+            for handle in in_flight:
+                handle.wait(WAIT_TIMEOUT_S)
+        except BaseException as error:  # reported on the calling thread
+            errors.append(error)
+
+    pusher = None
+    if is_worker:
+        service = _Service(owned, bounds, dtype, group, data)
+        pusher = threading.Thread(target=push_in_order, daemon=True)
+        for chunk in owned:
+            if n == 1:
+                finished_chunk(chunk, service.sums[chunk])
+    else:
+        service = _LazyService(owned, group)
+    # One reader per peer: a peer's pushes and sums share its connection and arrive in its order.
+    peers = [i for i in range(n + k) if i != me and (i < n or is_worker)]
+    threads = [threading.Thread(target=receive_from, args=(i,), daemon=True) for i in peers]
+    for thread in threads + ([pusher] if pusher else []):
+        thread.start()
+    for thread in threads + ([pusher] if pusher else []):
+        thread.join(WAIT_TIMEOUT_S)
+        if thread.is_alive():
+            raise TimeoutError(f"rank {transport.rank}: BytePS chunks did not arrive within {WAIT_TIMEOUT_S:.0f} s")
+    if errors:
+        raise errors[0]
+    for handle in handles:
+        handle.wait(WAIT_TIMEOUT_S)
+    if is_worker and pending_pulls:
+        raise RuntimeError(f"rank {transport.rank}: {pending_pulls} BytePS sums never came back")
+    # The whole exchange as one record: what this machine received over its duration is the rate
+    # its link achieved (single chunks share the link with every other connection).
+    records.append(StepRecord("byteps", chunks, None, None, 0, start, clock(), received[0]))
+    return records
+
+
+class _LazyService(_Service):
+    """A CPU machine's service: it has no buffer of its own, so each chunk's sum starts from the
+    first push that arrives."""
+
+    def __init__(self, owned: list[int], workers: list[int]) -> None:
+        self.workers = workers
+        self.sums = {}
+        self.counts = {c: 0 for c in owned}
+        self.locks = {c: threading.Lock() for c in owned}
+
+    def add(self, chunk: int, part: np.ndarray) -> np.ndarray | None:
+        with self.locks[chunk]:
+            if chunk in self.sums:
+                self.sums[chunk] += part
+            else:
+                self.sums[chunk] = part.copy()
+            self.counts[chunk] += 1
+            return self.sums[chunk] if self.counts[chunk] == len(self.workers) else None

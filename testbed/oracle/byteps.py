@@ -1,0 +1,116 @@
+"""Oracle for BytePS and the classic parameter server: chunk pushes and sums simulated as max-min
+fair flows over the fabric, as the hosts send them (each worker's pushes in chunk order, a few at
+a time; each sum once its last push is in; alpha before every message); plus, on Elect-Cluster,
+the intra-server steps as local work."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from hosts.byteps import chunk_owners, push_window
+from testbed.oracle.flows import Flow, max_min_rates
+from testbed.units import transfer_time_s
+
+
+@dataclass(frozen=True)
+class Instance:
+    """One BytePS all-reduce: its GPU machines' ranks, its CPU machines' ranks, and its buffer."""
+
+    group: tuple[int, ...]
+    services: tuple[int, ...]
+    size_bytes: float
+    chunks: int
+    classic: bool
+
+
+def intra_server_s(gpus_per_server: int, size_bytes: float, rate_bps: float, latency_s: float) -> tuple[float, float]:
+    """Local work around the network step on a server of g GPUs (BytePS's CPU-assisted
+    aggregation): before it, a reduce-scatter over the server switch, the copy of each GPU's 1/g
+    to the CPU and the CPU's reduce pass over it; after it, the copy back and the all-gather. The
+    copies and the reduce move M/g at the GPU's rate B (taken as its PCIe and memory rate)."""
+    g = gpus_per_server
+    ring_half = (g - 1) * latency_s + transfer_time_s((g - 1) / g * size_bytes, rate_bps)
+    shard = transfer_time_s(size_bytes / g, rate_bps)
+    return ring_half + 2 * shard, shard + ring_half
+
+
+class _Stream:
+    """Messages sent in order with at most `window` in flight, each after the sender's alpha wait:
+    a worker's pushes (one per service) or a service's sums to one worker (one at a time)."""
+
+    def __init__(self, window: int) -> None:
+        self.window = window
+        self.queue: list[tuple[int, int, float, tuple]] = []  # (src, dst, bytes, key)
+        self.in_flight = 0
+
+
+def simulate_instances(instances: list[Instance], model, latency_s: float) -> float:
+    """Seconds until every instance's last sum has arrived at every worker."""
+    streams: dict[tuple, _Stream] = {}
+    pushes_left: dict[tuple[int, int], int] = {}  # (instance, chunk) -> pushes still to arrive
+    owner_of: dict[tuple[int, int], int] = {}
+
+    def stream(name: tuple, window: int) -> _Stream:
+        return streams.setdefault(name, _Stream(window))
+
+    for i, inst in enumerate(instances):
+        nodes = inst.group + inst.services
+        size = inst.size_bytes / inst.chunks
+        owners = chunk_owners(len(inst.group), len(inst.services), inst.classic, inst.chunks)
+        for c, o in enumerate(owners):
+            owner = owner_of[(i, c)] = nodes[o]
+            remote = [w for w in inst.group if w != owner]
+            pushes_left[(i, c)] = len(remote)
+            for w in remote:
+                stream(("push", w), push_window(owners)).queue.append((w, owner, size, ("push", i, c)))
+
+    def release(key: tuple[int, int]) -> None:
+        i, c = key
+        owner, inst = owner_of[key], instances[i]
+        for w in inst.group:
+            if w != owner:
+                stream(("sum", owner, w), 1).queue.append((owner, w, inst.size_bytes / inst.chunks, ("sum", i, c)))
+
+    for key, left in pushes_left.items():
+        if left == 0:  # every copy is local (one worker owning its own chunk)
+            release(key)
+    active: list[list] = []  # [flow, bits left, stream]
+    now = finish = 0.0
+    while True:
+        for st in streams.values():
+            while st.queue and st.in_flight < st.window:
+                src, dst, size, key = st.queue.pop(0)
+                st.in_flight += 1
+                active.append([Flow(now + latency_s, size, model.resources(src, dst)), size * 8.0, st, key])
+        if not active:
+            return finish
+        running = [a for a in active if a[0].start_s <= now + 1e-15]
+        rates = max_min_rates([a[0] for a in running], model.capacity_bps) if running else []
+        then = min([now + a[1] / r for a, r in zip(running, rates) if r > 0]
+                   + [a[0].start_s for a in active if a[0].start_s > now + 1e-15])
+        for a, r in zip(running, rates):
+            a[1] -= r * (then - now)
+        now = then
+        still = []
+        for a in active:
+            flow, left, st, key = a
+            if flow.start_s <= now + 1e-15 and left <= 1e-6 * max(1.0, flow.bytes * 8):
+                st.in_flight -= 1
+                finish = max(finish, now)
+                if key[0] == "push":
+                    pushes_left[key[1:]] -= 1
+                    if pushes_left[key[1:]] == 0:
+                        release(key[1:])
+            else:
+                still.append(a)
+        active = still
+
+
+def byteps_time_s(instances: list[Instance], model, latency_s: float) -> float:
+    if not instances or all(len(inst.group) <= 1 for inst in instances):
+        return 0.0
+    return simulate_instances(instances, model, latency_s)
+
+
+def chunk_bytes(instance: Instance) -> float:
+    return instance.size_bytes / max(1, instance.chunks)
