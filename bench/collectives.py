@@ -16,6 +16,7 @@ from pathlib import Path
 
 from testbed.run import Runner, prepare
 from testbed.scenario import parse_scenario
+from hosts.ops import SERVICE_ALGORITHMS
 from testbed.schedule import SUPPORTED_COLLECTIVES
 
 HERE = Path(__file__).resolve().parent
@@ -29,6 +30,8 @@ def main() -> int:
     rows = []
     for hosts in [int(h) for h in args.hosts.split(",")]:
         for op, algorithm in sorted(SUPPORTED_COLLECTIVES):
+            if algorithm in SERVICE_ALGORITHMS:
+                continue  # they need CPU machines: bench/byteps.py
             scenario = parse_scenario({
                 "name": f"bench-{op}-{algorithm}-{hosts}", "seed": 3,
                 "fabric": {"kind": "elect-flat", "hosts": hosts, "gpu_bandwidth_gbps": 100, "latency_us": 5},
