@@ -80,7 +80,9 @@ class MininetFabric:
         if not routed:
             net.staticArp()
         for host, node in zip(topo["hosts"], net.hosts):
-            commands = []
+            # The alpha-beta model has no slow start: a connection idle since the last iteration
+            # (every all-to-all peer, every pipeline stage) would start each message in it.
+            commands = ["sysctl -qw net.ipv4.tcp_slow_start_after_idle=0"]
             if routed:
                 commands.append("sysctl -qw " + " ".join(RELAY_SYSCTLS))
             for intf in host["interfaces"]:
