@@ -29,24 +29,10 @@ class SendHandle:
     def __init__(self) -> None:
         self._done = threading.Event()
         self._error: BaseException | None = None
-        self._callbacks: list = []
-        self._lock = threading.Lock()
 
     def _finish(self, error: BaseException | None = None) -> None:
-        with self._lock:
-            self._error = error
-            self._done.set()
-            callbacks, self._callbacks = self._callbacks, []
-        for callback in callbacks:
-            callback()
-
-    def add_done_callback(self, callback) -> None:
-        """Call `callback()` once the send completes (at once if it already has)."""
-        with self._lock:
-            if not self._done.is_set():
-                self._callbacks.append(callback)
-                return
-        callback()
+        self._error = error
+        self._done.set()
 
     def wait(self, timeout_s: float | None = None) -> None:
         if not self._done.wait(timeout_s):
