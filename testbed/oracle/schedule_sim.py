@@ -53,7 +53,9 @@ def simulate_schedule(schedule: dict, fabric: Fabric) -> Prediction:
                     position[g] += 1
                     busy_until[g] = math.inf  # released when the last member arrives
                     return
-                duration = dp_allreduce_s(fabric, 1, len(group), step["bytes"])
+                # The other MP ranks' DP groups run at once (k = n / l of them), sharing uplinks,
+                # circuits or wavelengths with this one.
+                duration = dp_allreduce_s(fabric, max(1, n // len(group)), len(group), step["bytes"])
                 for member in group:
                     busy_until[member] = now + duration
             else:

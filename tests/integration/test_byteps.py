@@ -1,5 +1,5 @@
-"""BytePS and the classic parameter server over Mininet: CPU machines as hosts, exact sums, and
-the iteration time within tolerance of the oracle."""
+"""BytePS, the classic parameter server and a placed Transformer on Elect-Cluster over Mininet:
+exact sums, and iteration times within tolerance of the oracle."""
 
 from __future__ import annotations
 
@@ -32,3 +32,13 @@ def test_byteps_on_elect_cluster_with_intra_server_steps(tmp_path, machine_state
     assert result["breakdown"]["compute_s"] > 0  # the intra-server steps, timed as local work
     for ratio in result["emulated_over_predicted"]:
         assert 0.85 <= ratio <= 1.15
+
+
+def test_placed_transformer_on_elect_cluster(tmp_path, machine_state):
+    """The placer's Transformer (k=4, l=2): MP groups inside servers, DP rings over the uplinks."""
+    scenario = load_scenario(ROOT / "scenarios" / "placed-transformer-cluster.yaml")
+    result = Runner(prepare(scenario), tmp_path / "run").execute()
+    assert result["status"] == "ok", result["error"]
+    assert result["sums_correct"]
+    assert 0.8 <= result["emulated_over_predicted"][0] <= 1.2
+    assert result["fidelity"]["monitors"]["compute_timing"]["ok"]
