@@ -56,6 +56,10 @@ def cmd_check(args: argparse.Namespace) -> int:
 
     scenario = load_scenario(args.scenario)
     f, w = scenario.fabric, scenario.workload
+    if w.kind == "collective":
+        from testbed.schedule import schedule_for
+
+        schedule_for(scenario)  # combinations the fields alone allow but no schedule can run
     what = f"{w.collective} ({w.algorithm}, {w.bytes} B)" if w.kind == "collective" else w.kind
     console.print(f"{args.scenario}: ok: {scenario.name}, {f.kind} with {f.hosts} hosts at "
                   f"{f.gpu_bandwidth_gbps:g} Gb/s, {what}, {w.iterations} iterations")

@@ -122,3 +122,15 @@ def test_resolved_scenario_reloads():
     text = scenario_to_yaml(scenario, {"dilation": 99.5, "byte_scale": 0.1})
     again = parse_scenario(yaml.safe_load(text), "resolved.yaml")
     assert again.emulation.dilation == 99.5 and again.fabric == scenario.fabric
+
+
+def test_cli_check_refuses_a_combination_no_schedule_can_run(tmp_path):
+    path = tmp_path / "scenario.yaml"
+    path.write_text("name: t\nfabric: {kind: ps, hosts: 4, cpu_servers: 5, gpu_bandwidth_gbps: 100}\n"
+                    "workload: {kind: collective, collective: allreduce, algorithm: byteps, bytes: 1000000}\n")
+    for command in ("check", "predict"):
+        out = subprocess.run([sys.executable, "-m", "testbed.cli", command, str(path)], capture_output=True,
+                             text=True, timeout=60)
+        assert out.returncode == 2, (command, out.stderr)
+        assert "Traceback" not in out.stderr + out.stdout and "cpu_servers" not in out.stdout
+        assert "at most as many CPU machines" in out.stderr.replace("\n", " ")
