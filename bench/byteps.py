@@ -12,9 +12,9 @@ import argparse
 import json
 import statistics
 import tempfile
-from datetime import datetime, timezone
 from pathlib import Path
 
+from bench_results import cell, ratio_cells, save_rows
 from testbed.run import Runner, prepare
 from testbed.scenario import apply_overrides, load_scenario
 
@@ -66,21 +66,10 @@ def main() -> int:
             "ratio_max": max(ratios, default=None), "dilation": result["dilation"],
         })
         print(json.dumps(rows[-1]), flush=True)
-    (HERE / "results").mkdir(exist_ok=True)
-    (HERE / "results" / "byteps.json").write_text(json.dumps(
-        {"when": datetime.now(timezone.utc).isoformat(timespec="seconds"), "rows": rows}, indent=1) + "\n")
-    fmt = lambda v: "n/a" if v is None else f"{v:.2f}"  # noqa: E731
-    lines = ["| case | emulated (ms) | predicted (ms) | DESIGN §5 optimum (ms) | emulated/predicted (min / mean / max) "
-             "| result | faithful |", "| --- | ---: | ---: | ---: | :---: | :---: | :---: |"]
-    for r in rows:
-        lines.append(f"| {r['case']} | {fmt(r['emulated_ms'])} | {fmt(r['predicted_ms'])} | {fmt(r['optimal_ms'])} | "
-                     f"{fmt(r['ratio_min'])} / {fmt(r['ratio_mean'])} / {fmt(r['ratio_max'])} | "
-                     f"{'exact' if r['correct'] else 'WRONG'} | {'yes' if r['faithful'] else 'no'} |")
-    table = "\n".join(lines)
-    (HERE / "results" / "byteps.md").write_text(table + "\n")
-    print(table)
-    return 0 if all(r["status"] == "ok" and r["correct"] for r in rows) else 1
-
+    header = ["| case | emulated (ms) | predicted (ms) | DESIGN §5 optimum (ms) | emulated/predicted (min / mean / max) "
+              "| result | faithful |", "| --- | ---: | ---: | ---: | :---: | :---: | :---: |"]
+    return save_rows("byteps", rows, header, lambda r: f"{r['case']} | {cell(r['emulated_ms'])} | "
+                     f"{cell(r['predicted_ms'])} | {cell(r['optimal_ms'])} | {ratio_cells(r)}")
 
 if __name__ == "__main__":
     raise SystemExit(main())

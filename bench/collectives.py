@@ -11,11 +11,11 @@ import json
 import statistics
 import tempfile
 import time
-from datetime import datetime, timezone
 from pathlib import Path
 
 from testbed.run import Runner, prepare
 from testbed.scenario import parse_scenario
+from bench_results import cell, ratio_cells, save_rows
 from hosts.ops import SERVICE_ALGORITHMS
 from testbed.schedule import SUPPORTED_COLLECTIVES
 
@@ -52,22 +52,10 @@ def main() -> int:
                 "wall_s": time.monotonic() - started,
             })
             print(json.dumps(rows[-1]), flush=True)
-    (HERE / "results").mkdir(exist_ok=True)
-    (HERE / "results" / "collectives.json").write_text(json.dumps(
-        {"when": datetime.now(timezone.utc).isoformat(timespec="seconds"), "rows": rows}, indent=1) + "\n")
-    lines = ["| N | collective | algorithm | emulated/predicted (min / mean / max) | result | faithful | link rate |",
-             "| ---: | --- | --- | :---: | :---: | :---: | ---: |"]
-    for r in rows:
-        ratio = "n/a" if r["ratio_mean"] is None else \
-            f"{r['ratio_min']:.2f} / {r['ratio_mean']:.2f} / {r['ratio_max']:.2f}"
-        rate = "n/a" if r["link_rate"] is None else f"{r['link_rate']:.2f}"
-        lines.append(f"| {r['hosts']} | {r['collective']} | {r['algorithm']} | {ratio} | "
-                     f"{'exact' if r['correct'] else 'WRONG'} | {'yes' if r['faithful'] else 'no'} | {rate} |")
-    table = "\n".join(lines)
-    (HERE / "results" / "collectives.md").write_text(table + "\n")
-    print(table)
-    return 0 if all(r["status"] == "ok" and r["correct"] for r in rows) else 1
-
+    header = ["| N | collective | algorithm | emulated/predicted (min / mean / max) | result | faithful | link rate |",
+              "| ---: | --- | --- | :---: | :---: | :---: | ---: |"]
+    return save_rows("collectives", rows, header, lambda r: f"{r['hosts']} | {r['collective']} | {r['algorithm']} | "
+                     f"{ratio_cells(r)} | {cell(r['link_rate'])}")
 
 if __name__ == "__main__":
     raise SystemExit(main())

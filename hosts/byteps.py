@@ -74,6 +74,17 @@ def chunk_bounds(elements: int, chunks: int) -> list[tuple[int, int]]:
     return [(int(a), int(b)) for a, b in zip(edges[:-1], edges[1:])]
 
 
+def transfers(n: int, k: int, classic: bool, chunks: int) -> list[tuple[int, int, int]]:
+    """(chunk, sender, receiver) of every message, as node indices (GPU machines 0..n-1, then CPU
+    machines): each worker's push of a chunk to its service, and the sum coming back."""
+    messages = []
+    for chunk, owner in enumerate(chunk_owners(n, k, classic, chunks)):
+        for worker in range(n):
+            if worker != owner:
+                messages += [(chunk, worker, owner), (chunk, owner, worker)]
+    return messages
+
+
 @dataclass(frozen=True)
 class Loads:
     """Bytes each node sends and receives in one all-reduce, per unit of buffer (M = 1)."""
@@ -83,44 +94,39 @@ class Loads:
 
 
 def node_loads(n: int, k: int, classic: bool, chunks: int) -> Loads:
-    owners = chunk_owners(n, k, classic, chunks)
-    share = 1.0 / chunks
     sent, received = [0.0] * (n + k), [0.0] * (n + k)
-    for owner in owners:
-        for worker in range(n):
-            if worker != owner:
-                sent[worker] += share  # push
-                received[owner] += share
-                sent[owner] += share  # the sum comes back
-                received[worker] += share
+    for _, src, dst in transfers(n, k, classic, chunks):
+        sent[src] += 1.0 / chunks
+        received[dst] += 1.0 / chunks
     return Loads(tuple(sent), tuple(received))
 
 
 class _Service:
-    """The summation service of one machine: sums each chunk it owns over all n workers."""
+    """The summation service of one machine: sums each chunk it owns over all n workers. A GPU
+    machine's sums start from its own copy; a CPU machine's from the first push that arrives."""
 
-    def __init__(self, owned: list[int], bounds, dtype, workers: list[int], local: np.ndarray | None) -> None:
+    def __init__(self, owned: list[int], workers: int, local: dict[int, np.ndarray]) -> None:
         self.workers = workers
-        self.sums = {c: (local[a:b].copy() if local is not None else np.zeros(b - a, dtype=dtype))
-                     for c in owned for a, b in [bounds[c]]}
-        self.counts = {c: (1 if local is not None else 0) for c in owned}
+        self.sums = {c: part.copy() for c, part in local.items()}
+        self.counts = {c: (1 if c in local else 0) for c in owned}
         self.locks = {c: threading.Lock() for c in owned}
 
     def add(self, chunk: int, part: np.ndarray) -> np.ndarray | None:
         """Add one worker's copy; returns the finished sum when this was the last one."""
         with self.locks[chunk]:
-            self.sums[chunk] += part
+            if chunk in self.sums:
+                self.sums[chunk] += part
+            else:
+                self.sums[chunk] = part.copy()
             self.counts[chunk] += 1
-            return self.sums[chunk] if self.counts[chunk] == len(self.workers) else None
+            return self.sums[chunk] if self.counts[chunk] == self.workers else None
 
 
 def byteps_allreduce(transport: Transport, group: list[int], services: list[int], data: np.ndarray | None,
                      chunks: int, classic: bool = False, tag_base: int = 0,
                      clock=time.monotonic) -> list[StepRecord]:
-    """Sum `data` in place over the GPU machines of `group`; CPU machines in `services` only sum.
-
-    A GPU rank passes its buffer; a CPU rank passes None and the element count comes from the
-    chunk bounds its pushes arrive with (every chunk message has a known size on the wire)."""
+    """Sum `data` in place over the GPU machines of `group`; CPU machines in `services` only sum
+    (they pass None: each push carries its chunk, and its sum goes back as it came)."""
     n, k = len(group), len(services)
     nodes = list(group) + list(services)
     me = nodes.index(transport.rank)
@@ -130,18 +136,9 @@ def byteps_allreduce(transport: Transport, group: list[int], services: list[int]
         raise PartitionError(f"{chunks} chunks exceed the tag space ({PULL_TAG_OFFSET})")
     start = clock()
     records: list[StepRecord] = []
-    received = [0]
     owned = [c for c, o in enumerate(owners) if o == me]
-    if is_worker:
-        assert data is not None
-        bounds = chunk_bounds(data.size, chunks)
-        dtype = data.dtype
-    else:
-        # A CPU machine learns the buffer size from the first push; all chunks have the same dtype.
-        bounds, dtype = None, np.float32
-    service = None
-    pending_pulls = sum(1 for o in owners if o != me) if is_worker else 0
-    lock = threading.Lock()
+    bounds = chunk_bounds(data.size, chunks) if is_worker else []
+    service = _Service(owned, n, {c: data[a:b] for c in owned for a, b in [bounds[c]]} if is_worker else {})
     errors: list[BaseException] = []
     handles = []
 
@@ -156,33 +153,26 @@ def byteps_allreduce(transport: Transport, group: list[int], services: list[int]
                 records.append(StepRecord("sum-out", chunk, group[worker], None, int(total.nbytes), now, now))
 
     def receive_from(peer_index: int) -> None:
-        nonlocal pending_pulls
+        """Exactly the messages this peer owes: pushes of the chunks I own (from a worker) and
+        sums of the chunks it owns (to a worker)."""
+        expect = (len(owned) if peer_index < n else 0) + (owners.count(peer_index) if is_worker else 0)
         peer = nodes[peer_index]
-        expect = 0
-        if peer_index < n:  # a worker pushes me the chunks I own
-            expect += len(owned)
-        if is_worker:  # a service returns the sums of the chunks it owns
-            expect += sum(1 for o in owners if o == peer_index)
         try:
             for _ in range(expect):
                 tag, payload = transport.recv_any(peer)
-                offset = tag - tag_base
                 arrived = clock()
-                if offset >= PULL_TAG_OFFSET:
-                    chunk = offset - PULL_TAG_OFFSET
+                chunk = tag - tag_base
+                part = payload.view(np.float32 if data is None else data.dtype)
+                if chunk >= PULL_TAG_OFFSET:
+                    chunk -= PULL_TAG_OFFSET
                     a, b = bounds[chunk]
-                    data[a:b] = payload.view(dtype)
+                    data[a:b] = part
                     records.append(StepRecord("pull", chunk, None, peer, int(payload.nbytes), start, arrived))
-                    with lock:
-                        pending_pulls -= 1
-                        received[0] += payload.nbytes
-                else:
-                    with lock:
-                        received[0] += payload.nbytes
-                    total = service.add(offset, payload.view(dtype))
-                    records.append(StepRecord("push-in", offset, None, peer, int(payload.nbytes), start, arrived))
-                    if total is not None:
-                        finished_chunk(offset, total)
+                    continue
+                records.append(StepRecord("push-in", chunk, None, peer, int(payload.nbytes), start, arrived))
+                total = service.add(chunk, part)
+                if total is not None:
+                    finished_chunk(chunk, total)
         except BaseException as error:  # reported on the calling thread
             errors.append(error)
 
@@ -199,7 +189,8 @@ def byteps_allreduce(transport: Transport, group: list[int], services: list[int]
                     continue
                 a, b = bounds[chunk]
                 in_flight.append(transport.send(nodes[owner], tag_base + chunk, data[a:b]))
-                records.append(StepRecord("push", chunk, nodes[owner], None, int(data[a:b].nbytes), clock(), clock()))
+                now = clock()
+                records.append(StepRecord("push", chunk, nodes[owner], None, int(data[a:b].nbytes), now, now))
                 if len(in_flight) >= window:
                     in_flight.pop(0).wait(WAIT_TIMEOUT_S)
             for handle in in_flight:
@@ -207,21 +198,17 @@ def byteps_allreduce(transport: Transport, group: list[int], services: list[int]
         except BaseException as error:  # reported on the calling thread
             errors.append(error)
 
-    pusher = None
-    if is_worker:
-        service = _Service(owned, bounds, dtype, group, data)
-        pusher = threading.Thread(target=push_in_order, daemon=True)
+    if n == 1:  # a lone worker owns every chunk and its sums are already complete
         for chunk in owned:
-            if n == 1:
-                finished_chunk(chunk, service.sums[chunk])
-    else:
-        service = _LazyService(owned, group)
+            finished_chunk(chunk, service.sums[chunk])
     # One reader per peer: a peer's pushes and sums share its connection and arrive in its order.
-    peers = [i for i in range(n + k) if i != me and (i < n or is_worker)]
-    threads = [threading.Thread(target=receive_from, args=(i,), daemon=True) for i in peers]
-    for thread in threads + ([pusher] if pusher else []):
+    threads = [threading.Thread(target=receive_from, args=(i,), daemon=True)
+               for i in range(n + k) if i != me and (i < n or is_worker)]
+    if is_worker:
+        threads.append(threading.Thread(target=push_in_order, daemon=True))
+    for thread in threads:
         thread.start()
-    for thread in threads + ([pusher] if pusher else []):
+    for thread in threads:
         thread.join(WAIT_TIMEOUT_S)
         if thread.is_alive():
             raise TimeoutError(f"rank {transport.rank}: BytePS chunks did not arrive within {WAIT_TIMEOUT_S:.0f} s")
@@ -229,29 +216,8 @@ def byteps_allreduce(transport: Transport, group: list[int], services: list[int]
         raise errors[0]
     for handle in handles:
         handle.wait(WAIT_TIMEOUT_S)
-    if is_worker and pending_pulls:
-        raise RuntimeError(f"rank {transport.rank}: {pending_pulls} BytePS sums never came back")
     # The whole exchange as one record: what this machine received over its duration is the rate
     # its link achieved (single chunks share the link with every other connection).
-    records.append(StepRecord("byteps", chunks, None, None, 0, start, clock(), received[0]))
+    received = sum(r.bytes for r in records if r.phase in ("pull", "push-in"))
+    records.append(StepRecord("byteps", chunks, None, None, 0, start, clock(), received))
     return records
-
-
-class _LazyService(_Service):
-    """A CPU machine's service: it has no buffer of its own, so each chunk's sum starts from the
-    first push that arrives."""
-
-    def __init__(self, owned: list[int], workers: list[int]) -> None:
-        self.workers = workers
-        self.sums = {}
-        self.counts = {c: 0 for c in owned}
-        self.locks = {c: threading.Lock() for c in owned}
-
-    def add(self, chunk: int, part: np.ndarray) -> np.ndarray | None:
-        with self.locks[chunk]:
-            if chunk in self.sums:
-                self.sums[chunk] += part
-            else:
-                self.sums[chunk] = part.copy()
-            self.counts[chunk] += 1
-            return self.sums[chunk] if self.counts[chunk] == len(self.workers) else None

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import math
 
-from hosts.byteps import PartitionError, chunk_count, chunk_owners, service_buckets
+from hosts.byteps import PartitionError, chunk_count, service_buckets, transfers
 from testbed.errors import InputError
 from testbed.oracle.byteps import Instance, intra_server_s
 from testbed.scenario import Scenario
@@ -71,13 +71,8 @@ def traffic(instances_: list[Instance], ranks: int) -> tuple[tuple[int, ...], ..
     matrix = [[0.0] * ranks for _ in range(ranks)]
     for inst in instances_:
         nodes = inst.group + inst.services
-        size = inst.size_bytes / inst.chunks
-        for o in chunk_owners(len(inst.group), len(inst.services), inst.classic, inst.chunks):
-            owner = nodes[o]
-            for worker in inst.group:
-                if worker != owner:
-                    matrix[worker][owner] += size
-                    matrix[owner][worker] += size
+        for _, src, dst in transfers(len(inst.group), len(inst.services), inst.classic, inst.chunks):
+            matrix[nodes[src]][nodes[dst]] += inst.size_bytes / inst.chunks
     return tuple(tuple(round(v) for v in row) for row in matrix)
 
 

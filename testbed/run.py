@@ -83,15 +83,7 @@ def prepare(scenario: Scenario) -> Prepared:
                            gbps_to_bps(fabric.gpu_bandwidth_gbps), us_to_s(fabric.latency_us))
     shortest = us_to_s(fabric.latency_us) + transfer_time_s(cost.smallest_message_bytes,
                                                              gbps_to_bps(fabric.gpu_bandwidth_gbps))
-    plan = resolve_emulation(
-        scenario,
-        predicted_iteration_s=prediction.iteration_time_s,
-        shortest_event_s=shortest,
-        smallest_message_bytes=cost.smallest_message_bytes,
-        concurrent_senders=fabric.hosts * _load_factor(scenario, schedule),
-        calibration=load_calibration(),
-        min_dilation=min_dilation_for(fabric),
-    )
+    plan = _emulation_plan(scenario, schedule, prediction, shortest, cost.smallest_message_bytes)
     # On fabrics slower than Elect-Flat (a share of circuits, wavelengths, uplinks) busy transfers
     # should see the host rate scaled by how much slower the oracle says the collective is.
     expected = plan.host_rate_bps * min(1.0, cost.time_s / prediction.iteration_time_s)
@@ -112,15 +104,7 @@ def _prepare_schedule(scenario: Scenario) -> Prepared:
     sizes = sorted(step.bytes for gpu in schedule.gpus for step in gpu.steps if step.kind == "send")
     median = sizes[len(sizes) // 2] if sizes else float(scenario.fabric.gpu_bandwidth_gbps * 1e6)
     average_step = prediction.iteration_time_s / max(1, steps)
-    plan = resolve_emulation(
-        scenario,
-        predicted_iteration_s=prediction.iteration_time_s,
-        shortest_event_s=average_step,
-        smallest_message_bytes=median,
-        concurrent_senders=scenario.fabric.hosts * _load_factor(scenario, schedule),
-        calibration=load_calibration(),
-        min_dilation=min_dilation_for(scenario.fabric),
-    )
+    plan = _emulation_plan(scenario, schedule, prediction, average_step, median)
     return Prepared(scenario, schedule, prediction, plan, average_step, sizes[0] if sizes else median)
 
 
@@ -133,18 +117,25 @@ def _prepare_byteps(scenario: Scenario, schedule: Schedule, prediction: Predicti
     rate_bps = gbps_to_bps(fabric.gpu_bandwidth_gbps)
     chunk = min(i.size_bytes / i.chunks for i in instances(scenario))
     shortest = us_to_s(fabric.latency_us) + transfer_time_s(chunk, rate_bps)
-    plan = resolve_emulation(
-        scenario,
-        predicted_iteration_s=prediction.iteration_time_s,
-        shortest_event_s=shortest,
-        smallest_message_bytes=chunk,
-        concurrent_senders=schedule.hosts * _load_factor(scenario, schedule),
-        calibration=load_calibration(),
-        min_dilation=min_dilation_for(fabric),
-    )
+    plan = _emulation_plan(scenario, schedule, prediction, shortest, chunk)
     received = sorted(sum(column) for column in zip(*schedule.traffic_matrix_bytes))
     busy_s = transfer_time_s(received[len(received) // 2], rate_bps) / max(1e-12, prediction.breakdown.communication_s)
     return Prepared(scenario, schedule, prediction, plan, shortest, chunk, plan.host_rate_bps * min(1.0, busy_s))
+
+
+def _emulation_plan(scenario: Scenario, schedule: Schedule, prediction: Prediction, shortest_event_s: float,
+                    smallest_message_bytes: float) -> EmulationPlan:
+    """Dilation and byte scale for this schedule: every rank (GPUs and CPU machines) may send at
+    once, relaying fabrics forward some packets several times."""
+    return resolve_emulation(
+        scenario,
+        predicted_iteration_s=prediction.iteration_time_s,
+        shortest_event_s=shortest_event_s,
+        smallest_message_bytes=smallest_message_bytes,
+        concurrent_senders=schedule.hosts * _load_factor(scenario, schedule),
+        calibration=load_calibration(),
+        min_dilation=min_dilation_for(scenario.fabric),
+    )
 
 
 def _load_factor(scenario: Scenario, schedule: Schedule) -> float:

@@ -41,9 +41,9 @@ SMALL_PACKET_FILTER = "u32 match u16 0x0000 0xff00 at 2"
 
 
 def htb_commands_small_first(interface: str, payload_rate_bps: float) -> list[str]:
-    """Like htb_commands, but small packets (acknowledgements) go ahead of queued data. Hosts that
-    relay for others need it: otherwise the acknowledgements of other GPUs' flows wait behind this
-    GPU's own full queue at every hop, and those flows stall."""
+    """Like htb_commands, but small packets (acknowledgements) go ahead of queued data. Every host
+    link uses it: a host that sends while it receives would otherwise hold the acknowledgements of
+    what it receives behind its own full queue (and a relay, those of other GPUs' flows)."""
     rate = int(round(line_rate_bps(payload_rate_bps)))
     burst = burst_bytes(rate)
     small = max(8000, rate // 2)  # relays of many flows carry many acknowledgements

@@ -110,7 +110,3 @@ def byteps_time_s(instances: list[Instance], model, latency_s: float) -> float:
     if not instances or all(len(inst.group) <= 1 for inst in instances):
         return 0.0
     return simulate_instances(instances, model, latency_s)
-
-
-def chunk_bytes(instance: Instance) -> float:
-    return instance.size_bytes / max(1, instance.chunks)

@@ -1,0 +1,32 @@
+"""Shared by the benchmarks: write rows to bench/results/<name>.json and a Markdown table to
+<name>.md, print the table, and format the cells every table has."""
+
+from __future__ import annotations
+
+import json
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Callable
+
+RESULTS = Path(__file__).resolve().parent / "results"
+
+
+def cell(value: float | None) -> str:
+    return "n/a" if value is None else f"{value:.2f}"
+
+
+def ratio_cells(row: dict) -> str:
+    """Emulated/predicted as min / mean / max, then whether the sums were exact and the run faithful."""
+    return (f"{cell(row['ratio_min'])} / {cell(row['ratio_mean'])} / {cell(row['ratio_max'])} | "
+            f"{'exact' if row['correct'] else 'WRONG'} | {'yes' if row['faithful'] else 'no'}")
+
+
+def save_rows(name: str, rows: list[dict], header: list[str], row_cells: Callable[[dict], str]) -> int:
+    """Write and print; the exit code says whether every run finished with exact sums."""
+    RESULTS.mkdir(exist_ok=True)
+    (RESULTS / f"{name}.json").write_text(json.dumps(
+        {"when": datetime.now(timezone.utc).isoformat(timespec="seconds"), "rows": rows}, indent=1) + "\n")
+    table = "\n".join(header + [f"| {row_cells(r)} |" for r in rows])
+    (RESULTS / f"{name}.md").write_text(table + "\n")
+    print(table)
+    return 0 if all(r["status"] == "ok" and r["correct"] for r in rows) else 1
