@@ -12,6 +12,10 @@ from testbed.units import Dilation, gbps_to_bps
 # event must dwarf; and the share of an event that such costs may take.
 HOST_OVERHEAD_S = 2e-3
 EVENT_TOLERANCE = 0.02
+# Wall time each rank adds to the spread of the ranks' start after a barrier: every agent wakes at
+# once and needs the CPU to start sending (16 ranks on 2 cores started 5-6.6 ms apart). An
+# iteration must be long against that spread, or it runs slow by the spread.
+START_SPREAD_PER_RANK_S = 0.35e-3
 # Messages below this many emulated bytes are dominated by packet granularity, not by rate.
 MIN_MESSAGE_BYTES = 64 * 1024
 
@@ -50,8 +54,9 @@ def resolve_emulation(
 
     Constraints: (a) all senders together stay under capacity_fraction of the calibrated capacity;
     (b) the shortest timed event, dilated, is long enough that timer error and host overhead stay
-    under EVENT_TOLERANCE of it; (c) the smallest message stays above MIN_MESSAGE_BYTES; and the
-    iterations fit in max_wall_s where (a)-(c) allow. Within those, the smallest s wins: shortest run.
+    under EVENT_TOLERANCE of it, and the iteration long enough against the ranks' start spread;
+    (c) the smallest message stays above MIN_MESSAGE_BYTES; and the iterations fit in max_wall_s
+    where (a)-(c) allow. Within those, the smallest s wins: shortest run.
     """
     emulation = scenario.emulation
     rate_bps = gbps_to_bps(scenario.fabric.gpu_bandwidth_gbps)
@@ -64,7 +69,9 @@ def resolve_emulation(
 
     event_floor_s = max(calibration.timer_error_s, HOST_OVERHEAD_S) / EVENT_TOLERANCE
     s_for_timers = event_floor_s / shortest_event_s if shortest_event_s > 0 else 0.0
-    s_for_timers = max(s_for_timers, min_dilation)  # e.g. dark times the controller must time
+    spread_s = START_SPREAD_PER_RANK_S * scenario.fabric.hosts
+    s_for_start = spread_s / EVENT_TOLERANCE / predicted_iteration_s if predicted_iteration_s > 0 else 0.0
+    s_for_timers = max(s_for_timers, s_for_start, min_dilation)  # e.g. dark times the controller must time
 
     fixed_s = None if emulation.dilation == "auto" else float(emulation.dilation)
     fixed_v = None if emulation.byte_scale == "auto" else float(emulation.byte_scale)
@@ -84,7 +91,7 @@ def resolve_emulation(
             v = s * max_host_rate_bps / rate_bps
     dilation = Dilation(dilation=s, byte_scale=v)
     host_rate_bps = dilation.emulated_rate_bps(rate_bps)
-    expected_wall_s = (iterations + emulation.warmup_iterations) * dilation.emulated_time_s(predicted_iteration_s)
+    expected_wall_s = (iterations + scenario.warmups()) * dilation.emulated_time_s(predicted_iteration_s)
     if host_rate_bps * concurrent_senders > calibration.capacity_bps:
         notes.append(
             f"emulated traffic {host_rate_bps * concurrent_senders / 1e6:.0f} Mb/s exceeds the calibrated "

@@ -194,7 +194,7 @@ def assemble(prepared: "Prepared", run_dir: Path, measured: dict, outcome: dict)
             "compute_s": mean(compute) if compute else 0.0,
             "communication_s": mean(comm) if comm else None,
             "reconfiguration_s": _dark_per_iteration(reconfigurations, len(iteration_times_s)
-                                                     + scenario.emulation.warmup_iterations),
+                                                     + scenario.warmups()),
             "retransmission_s": 0.0,
         },
         "reconfigurations": len(reconfigurations),

@@ -306,7 +306,8 @@ class Runner:
 
     def _write_inputs(self) -> None:
         plan = self.prepared.plan
-        resolved = {"dilation": plan.dilation.dilation, "byte_scale": plan.dilation.byte_scale}
+        resolved = {"dilation": plan.dilation.dilation, "byte_scale": plan.dilation.byte_scale,
+                    "warmup_iterations": self.prepared.scenario.warmups()}
         (self.run_dir / "scenario.yaml").write_text(scenario_to_yaml(self.prepared.scenario, resolved))
         (self.run_dir / "schedule.json").write_text(json.dumps(self.prepared.schedule.to_json(), indent=1))
         (self.run_dir / "emulation.json").write_text(json.dumps(plan.to_json(), indent=1))
@@ -324,7 +325,7 @@ class Runner:
             "byte_scale": plan.dilation.byte_scale,
             "latency_s": us_to_s(scenario.fabric.latency_us),
             "seed": scenario.seed,
-            "warmup_iterations": scenario.emulation.warmup_iterations,
+            "warmup_iterations": scenario.warmups(),
             "epoch_monotonic_s": epoch,
             "schedule": str((self.run_dir / "schedule.json").resolve()),
             "out_dir": str(hosts_dir.resolve()),

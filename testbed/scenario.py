@@ -115,7 +115,10 @@ class Emulation(_Strict):
     # Wall time the user allows for the measured iterations; `auto` sizes the run to fit it.
     max_wall_s: float = Field(default=60.0, gt=0)
     # Unmeasured iterations first: TCP windows open and buffers fault in before timing starts.
-    warmup_iterations: int = Field(default=1, ge=0, le=100)
+    # Unset: 2 for collectives (all-to-all and send/recv use each connection once an iteration,
+    # and its window is still opening in the second), 1 for placed models (long iterations that
+    # reuse every connection many times).
+    warmup_iterations: int | None = Field(default=None, ge=0, le=100)
     # Fraction of the calibrated forwarding capacity that `auto` lets the run use.
     capacity_fraction: float = Field(default=0.6, gt=0, le=1)
 
@@ -135,6 +138,12 @@ class Scenario(_Strict):
     fabric: Fabric
     workload: Workload
     emulation: Emulation = Emulation()
+
+    def warmups(self) -> int:
+        """Unmeasured iterations before the measured ones (emulation.warmup_iterations, resolved)."""
+        if self.emulation.warmup_iterations is not None:
+            return self.emulation.warmup_iterations
+        return 1 if self.workload.kind == "model" else 2
 
     @model_validator(mode="after")
     def _sizes_agree(self) -> "Scenario":

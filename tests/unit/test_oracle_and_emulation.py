@@ -78,3 +78,23 @@ def test_htb_shapes_payload_rate():
     assert commands[0].startswith("tc qdisc replace dev h1-eth0 root handle 1: htb")
     assert f"rate {round(line_rate_bps(100e6))}bit" in commands[1]
     assert math.isclose(line_rate_bps(1448), 1514)
+
+
+@pytest.mark.parametrize("hosts", [4, 16, 64])
+def test_auto_keeps_the_iteration_long_against_the_ranks_start_spread(hosts):
+    from testbed.emulation import EVENT_TOLERANCE, START_SPREAD_PER_RANK_S
+
+    s = scenario(hosts)
+    predicted = predict(s, schedule_for(s)).iteration_time_s
+    plan = resolve_emulation(s, predicted, predicted, 100e6, hosts, CALIBRATION)
+    spread_s = START_SPREAD_PER_RANK_S * hosts
+    assert plan.dilation.emulated_time_s(predicted) >= spread_s / EVENT_TOLERANCE * (1 - 1e-9)
+
+
+def test_warmups_default_by_workload_kind_and_honour_the_scenario():
+    assert scenario().warmups() == 2
+    assert scenario(warmup_iterations=0).warmups() == 0
+    model = parse_scenario({"name": "m", "fabric": {"kind": "elect-flat", "hosts": 8, "gpu_bandwidth_gbps": 100},
+                            "workload": {"kind": "model", "model": {"name": "resnet50", "global_batch": 64,
+                                                                    "mp": 1, "dp": 8}}})
+    assert model.warmups() == 1
