@@ -118,8 +118,9 @@ def _prepare_byteps(scenario: Scenario, schedule: Schedule, prediction: Predicti
     chunk = min(i.size_bytes / i.chunks for i in instances(scenario))
     shortest = us_to_s(fabric.latency_us) + transfer_time_s(chunk, rate_bps)
     plan = _emulation_plan(scenario, schedule, prediction, shortest, chunk)
-    received = sorted(sum(column) for column in zip(*schedule.traffic_matrix_bytes))
-    busy_s = transfer_time_s(received[len(received) // 2], rate_bps) / max(1e-12, prediction.breakdown.communication_s)
+    # Only the busiest machines report a rate (hosts/byteps.py): they receive the most.
+    received = max(sum(column) for column in zip(*schedule.traffic_matrix_bytes))
+    busy_s = transfer_time_s(received, rate_bps) / max(1e-12, prediction.breakdown.communication_s)
     return Prepared(scenario, schedule, prediction, plan, shortest, chunk, plan.host_rate_bps * min(1.0, busy_s))
 
 
