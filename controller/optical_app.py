@@ -268,8 +268,13 @@ class OpticalFabricApp(app_manager.OSKenApp):
         with self.lock:
             self.state, self.rendering = change.dark, dark_rendering
         new_rendering = optical_plan.render(self.topology, change.new)
-        restore_ops = reconfig.operations(dark_rendering, new_rendering)
-        _sleep_until(dark_start + change.dark_s - self._confirm_latency_s(change.dark_s))
+        early, restore_ops = reconfig.split_new_rules(
+            dark_rendering, reconfig.operations(dark_rendering, new_rendering))
+        # Rules for links that do not exist yet go in now, confirmed while dark: the restore then
+        # has no switch round trip to wait for (userspace OVS can take tens of ms to confirm).
+        self._apply(reconfig.Operations(add=early), hosts_first=True)
+        switch_work = any(restore_ops.add.values()) or any(restore_ops.delete.values())
+        _sleep_until(dark_start + change.dark_s - (self._confirm_latency_s(change.dark_s) if switch_work else 0.0))
         restored = self._apply(restore_ops, hosts_first=False)
         with self.lock:
             self.state, self.rendering = change.new, new_rendering
@@ -310,7 +315,7 @@ class OpticalFabricApp(app_manager.OSKenApp):
                 self._barrier(sorted(touched))
             return sent
         switches()
-        if touched:
+        if touched:  # only changes to existing rules are left by now (see _reconfigure)
             begun = time.monotonic()
             self._barrier(sorted(touched))
             self.confirm_s = (self.confirm_s + [time.monotonic() - begun])[-CONFIRM_HISTORY:]

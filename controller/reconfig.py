@@ -73,3 +73,20 @@ def operations(before: Rendering, after: Rendering) -> Operations:
         if changed:
             lines[rank] = changed
     return Operations(delete, add, lines)
+
+
+def split_new_rules(before: Rendering, ops: Operations) -> tuple[dict[int, tuple], Operations]:
+    """Rules of `ops` that match nothing `before` has, and the rest of `ops`. A rule for a link
+    that is not there yet (a new circuit's port, a new lightpath's destination) carries nothing
+    until hosts route onto it, so it can be installed and confirmed while the links are dark;
+    a rule that changes where existing packets go must wait for the restore."""
+    def key(rule):
+        return rule.table, rule.priority, rule.match
+
+    new, rest = {}, {}
+    for dpid, rules in ops.add.items():
+        existing = {key(r) for r in before.rules.get(dpid, frozenset())}
+        new[dpid] = tuple(r for r in rules if key(r) not in existing)
+        rest[dpid] = tuple(r for r in rules if key(r) in existing)
+    return new, Operations(ops.delete, rest, ops.host_lines)
+

@@ -127,3 +127,18 @@ def test_forwarding_load_counts_relays_and_switch_crossings():
     assert ocs_factor == pytest.approx((1 + 0.5 * 7) / 1.5)
     cluster = Fabric(kind="elect-cluster", hosts=8, gpu_bandwidth_gbps=1, gpus_per_server=4)
     assert forwarding_load_factor(cluster, ring8) == pytest.approx((6 + 2 * 3) / 8)
+
+
+def test_rules_for_links_not_there_yet_go_in_while_dark_and_changes_wait_for_the_restore():
+    topo = ring(4, 4)
+    dark = render(topo, {(0, 1): 1, (1, 0): 1})
+    new = render(topo, {(0, 1): 1, (1, 0): 1, (0, 2): 1})
+    early, rest = reconfig.split_new_rules(dark, reconfig.operations(dark, new))
+    assert [(r.match, r.out_port) for rules in early.values() for r in rules if r.out_port == 3]
+    assert not any(rest.add.values())
+    ocs_topo = ocs(4, 1)
+    before = render(ocs_topo, {(0, 0, 1): 1})
+    after = render(ocs_topo, {(0, 0, 2): 1})
+    early, rest = reconfig.split_new_rules(before, reconfig.operations(before, after))
+    moved = [r for rules in rest.add.values() for r in rules]
+    assert moved and all(r.match == (("in_port", 1),) for r in moved)  # same port, new peer: at the restore
