@@ -1,0 +1,1 @@
+"""In-network aggregation: the wire protocol, the aggregation node's pipeline stages, and the worker client."""

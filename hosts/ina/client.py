@@ -1,0 +1,286 @@
+"""The worker side of INA: registers the job with the node's control plane, then all-reduces a
+buffer chunk by chunk through the node with a window of outstanding slots and a per-chunk
+retransmission timeout. float32 buffers are quantized (hosts.ina.quantize) after a MAX round that
+agrees on each chunk's exponent; int32 buffers go as they are and come back exact, or raise
+InaOverflow if a sum leaves int32. Worker 0 of a job with shared slots also runs the job's
+end-host aggregator for chunks that collide in the node."""
+
+from __future__ import annotations
+
+import json
+import math
+import socket
+import threading
+import time
+from collections import Counter
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from hosts.collectives import StepRecord
+from hosts.ina import quantize as q
+from hosts.ina.deparser import encode
+from hosts.ina.fallback import EndHostAggregator
+from hosts.ina.parser import Drop, Header, parse_result
+from hosts.ina.protocol import (CONTROL_PORT, DATA_PORT, ELEMENTS_PER_PACKET, FALLBACK_PORT, FRAME_BYTES, INT, MAX,
+                                OVERFLOW, RESULT, RETRANSMIT)
+
+MAX_RETRANSMITS_PER_CHUNK = 1000
+REGISTER_TIMEOUT_S = 30.0
+SOCKET_BUFFER_BYTES = 8 << 20
+
+
+class InaError(RuntimeError):
+    """The node refused the job or stopped answering."""
+
+
+class InaOverflow(InaError):
+    """An integer sum left the int32 range (the node flags it; the values would be clipped)."""
+
+
+def job_ids(schedule: dict) -> dict[tuple[int, ...], int]:
+    """Job id of every group that all-reduces with INA in a schedule: the same on every host."""
+    groups = sorted({tuple(step["group"]) for gpu in schedule["gpus"] for step in gpu["steps"]
+                     if step.get("algorithm") == "ina"})
+    return {group: index + 1 for index, group in enumerate(groups)}
+
+
+def default_rto_s(window: int, workers: int, host_rate_bps: float, node_packets_per_s: float) -> float:
+    """Long against a full window queued behind the worker's link and every worker's window queued
+    at the node, so only a lost packet times out."""
+    queued_s = window * FRAME_BYTES * 8 / host_rate_bps + workers * window / node_packets_per_s
+    return 3 * queued_s + 5e-3
+
+
+def shared_slot(job: int, seq: int, pool_slots: int) -> int:
+    """ATP's hash of (job, sequence) onto the shared pool."""
+    return ((seq * 2654435761) ^ (job * 40503)) % pool_slots
+
+
+@dataclass
+class JobClient:
+    """One worker's view of one job; sequence numbers continue across calls, so slot copies and
+    the node's low-water marks stay consistent from one iteration to the next."""
+
+    endpoint: "InaEndpoint"
+    job: int
+    worker: int
+    workers: tuple[str, ...]
+    window: int
+    sharing: str
+    slot_base: int
+    slot_count: int
+    next_seq: int = 0
+    counters: Counter = field(default_factory=Counter)
+
+    def allreduce(self, data: np.ndarray, latency_s: float = 0.0) -> list[StepRecord]:
+        """Sums `data` (float32 or int32) over the job's workers in place; returns its timing."""
+        records = []
+        if data.dtype == np.int32:
+            records.append(self._timed("sum", 0, latency_s, lambda: self._aggregate(data, INT, None, data)))
+            return records
+        n = len(self.workers)
+        exponents = q.chunk_exponents(data, ELEMENTS_PER_PACKET)
+        agreed = np.empty_like(exponents)
+        records.append(self._timed("exponents", 0, latency_s, lambda: self._aggregate(exponents, MAX, None, agreed)))
+        agreed = np.clip(agreed, q.EXP_MIN, q.EXP_MAX)
+        values = q.quantize(data, agreed, n, ELEMENTS_PER_PACKET)
+        sums = np.empty_like(values)
+        records.append(self._timed("sum", 1, latency_s, lambda: self._aggregate(values, 0, agreed, sums)))
+        data[:] = q.dequantize(sums, agreed, n, ELEMENTS_PER_PACKET)
+        return records
+
+    def _timed(self, phase: str, step: int, latency_s: float, work) -> StepRecord:
+        start = time.monotonic()
+        if latency_s > 0:  # one message per round: the alpha of the alpha-beta model
+            self.endpoint.latency_wait(latency_s)
+        sent, received = work()
+        return StepRecord(phase, step, None, None, sent, start, time.monotonic(), recv_bytes=received)
+
+    def _packet(self, c: int, seq: int, flags: int, exponents, values: np.ndarray, low_seq: int) -> bytes:
+        if self.sharing == "reserved":
+            slot, ver = self.slot_base + seq % self.window, (seq // self.window) % 2
+        else:
+            slot, ver = shared_slot(self.job, seq, self.slot_count), 0
+        chunk = values[c * ELEMENTS_PER_PACKET:(c + 1) * ELEMENTS_PER_PACKET]
+        exp = int(exponents[c]) if exponents is not None else 0
+        header = Header(self.job, self.worker, flags, slot, ver, exp, seq & 0xFFFFFFFF, low_seq & 0xFFFFFFFF,
+                        1 << self.worker, chunk.size)
+        return encode(header, chunk)
+
+    def _aggregate(self, values: np.ndarray, flags: int, exponents, out: np.ndarray) -> tuple[int, int]:
+        """One pass of `values` through the node into `out`; returns (bytes sent, bytes received)."""
+        chunks = max(1, math.ceil(values.size / ELEMENTS_PER_PACKET))
+        base, self.next_seq = self.next_seq, self.next_seq + chunks
+        endpoint, window = self.endpoint, self.window
+        done = bytearray(chunks)
+        inflight: dict[int, list] = {}  # chunk → [deadline, packet, retransmits]
+        low, sent_c, remaining = 0, 0, chunks
+        sent_bytes = received_bytes = 0
+        rto = endpoint.rto_s
+        while remaining:
+            while sent_c < chunks and (sent_c < window or done[sent_c - window]):
+                packet = self._packet(sent_c, base + sent_c, flags, exponents, values, base + low)
+                endpoint.send(packet)
+                sent_bytes += len(packet)
+                inflight[sent_c] = [time.monotonic() + rto, packet, 0]
+                sent_c += 1
+            now = time.monotonic()
+            wait = min(entry[0] for entry in inflight.values()) - now
+            got = endpoint.receive(max(wait, 0.0))
+            if got is None:
+                self._retransmit(inflight, base + low, flags, time.monotonic() + rto)
+                continue
+            h, payload = got
+            c = h.seq - base
+            if h.job != self.job or not 0 <= c < chunks or done[c] or c not in inflight:
+                self.counters["stale_results"] += 1
+                continue
+            if h.flags & OVERFLOW:
+                raise InaOverflow(f"job {self.job}: the sum of chunk {c} (elements {c * ELEMENTS_PER_PACKET}.."
+                                  f"{c * ELEMENTS_PER_PACKET + h.count - 1}) leaves the int32 range")
+            start = c * ELEMENTS_PER_PACKET
+            out[start:start + h.count] = payload
+            received_bytes += len(payload) * 4 + 26
+            done[c] = 1
+            del inflight[c]
+            remaining -= 1
+            while low < chunks and done[low]:
+                low += 1
+        return sent_bytes, received_bytes
+
+    def _retransmit(self, inflight: dict, low_seq: int, flags: int, deadline: float) -> None:
+        now = time.monotonic()
+        for c, entry in inflight.items():
+            if entry[0] > now:
+                continue
+            entry[2] += 1
+            if entry[2] > MAX_RETRANSMITS_PER_CHUNK:
+                raise InaError(f"job {self.job}: chunk {c} got no result after {MAX_RETRANSMITS_PER_CHUNK} "
+                               f"retransmissions; the aggregation node is not answering")
+            h = Header(*_header_of(entry[1]))
+            packet = encode(h._replace(flags=h.flags | RETRANSMIT, low_seq=low_seq & 0xFFFFFFFF),
+                            np.frombuffer(entry[1], dtype=">i4", offset=len(entry[1]) - 4 * h.count))
+            self.endpoint.send(packet)
+            entry[0], entry[1] = deadline, packet
+            self.counters["retransmits"] += 1
+
+
+def _header_of(packet: bytes):
+    from hosts.ina.protocol import HEADER
+
+    return HEADER.unpack_from(packet)
+
+
+class InaEndpoint:
+    """This worker's socket to the node, and its job clients."""
+
+    def __init__(self, address: str, node: str, rto_s: float, latency_wait=None) -> None:
+        self.address = address
+        self.node = node
+        self.rto_s = rto_s
+        self.latency_wait = latency_wait or time.sleep
+        self.sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+        for option in (socket.SO_RCVBUF, socket.SO_SNDBUF):
+            self.sock.setsockopt(socket.SOL_SOCKET, option, SOCKET_BUFFER_BYTES)
+        self.sock.bind((address, DATA_PORT))
+        self._buffer = bytearray(65536)
+        self.jobs: dict[int, JobClient] = {}
+        self.dropped: Counter = Counter()
+        self._fallbacks: list[tuple[socket.socket, EndHostAggregator]] = []
+        self._stop = threading.Event()
+        self._threads: list[threading.Thread] = []
+
+    def send(self, packet: bytes) -> None:
+        self.sock.sendto(packet, (self.node, DATA_PORT))
+
+    def receive(self, timeout_s: float) -> tuple[Header, np.ndarray] | None:
+        self.sock.settimeout(timeout_s if timeout_s > 0 else 1e-6)
+        try:
+            size = self.sock.recv_into(self._buffer)
+        except (socket.timeout, BlockingIOError):
+            return None
+        try:
+            h, payload = parse_result(memoryview(self._buffer)[:size])
+        except Drop as drop:
+            self.dropped[drop.reason] += 1
+            return None
+        if not h.flags & RESULT:
+            self.dropped["not_a_result"] += 1
+            return None
+        return h, payload.copy()
+
+    def register(self, job: int, worker: int, workers: tuple[str, ...], window: int) -> JobClient:
+        """Programs the job in the node (every worker asks; the node answers all alike)."""
+        reply = self._control({"op": "register", "job": job, "workers": list(workers), "window": window})
+        if not reply.get("ok"):
+            raise InaError(f"the aggregation node refused job {job}: {reply.get('error')}")
+        client = JobClient(self, job, worker, workers, window, reply["sharing"], reply["slot_base"],
+                           reply["slot_count"])
+        self.jobs[job] = client
+        if reply["sharing"] == "shared" and worker == 0:
+            self._serve_fallback(EndHostAggregator(job, workers))
+        return client
+
+    def _control(self, request: dict) -> dict:
+        deadline = time.monotonic() + REGISTER_TIMEOUT_S
+        while True:
+            try:
+                with socket.create_connection((self.node, CONTROL_PORT), timeout=5.0) as conn:
+                    conn.sendall(json.dumps(request).encode() + b"\n")
+                    reply = b""
+                    while not reply.endswith(b"\n"):
+                        part = conn.recv(65536)
+                        if not part:
+                            break
+                        reply += part
+                    return json.loads(reply)
+            except (ConnectionError, socket.timeout, OSError, ValueError):
+                if time.monotonic() > deadline:
+                    raise InaError(f"the aggregation node at {self.node}:{CONTROL_PORT} did not answer "
+                                   f"within {REGISTER_TIMEOUT_S:.0f} s") from None
+                time.sleep(0.05)
+
+    def _serve_fallback(self, aggregator: EndHostAggregator) -> None:
+        sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, SOCKET_BUFFER_BYTES)
+        sock.bind((self.address, FALLBACK_PORT))
+        sock.settimeout(0.2)
+        self._fallbacks.append((sock, aggregator))
+        thread = threading.Thread(target=self._fallback_loop, args=(sock, aggregator), daemon=True)
+        thread.start()
+        self._threads.append(thread)
+
+    def _fallback_loop(self, sock: socket.socket, aggregator: EndHostAggregator) -> None:
+        buffer = bytearray(65536)
+        while not self._stop.is_set():
+            try:
+                size = sock.recv_into(buffer)
+            except socket.timeout:
+                continue
+            except OSError:
+                return
+            try:
+                h, values = parse_result(memoryview(buffer)[:size])
+            except Drop:
+                aggregator.counters["dropped_malformed"] += 1
+                continue
+            for packet, destination in aggregator.piece(h, values):
+                sock.sendto(packet, destination)
+
+    def counters(self) -> dict:
+        out = Counter()
+        for client in self.jobs.values():
+            out.update(client.counters)
+        for _, aggregator in self._fallbacks:
+            out.update({f"fallback_{k}": v for k, v in aggregator.counters.items()})
+        out.update({f"dropped_{k}": v for k, v in self.dropped.items()})
+        return dict(out)
+
+    def close(self) -> None:
+        self._stop.set()
+        for thread in self._threads:
+            thread.join(timeout=1.0)
+        for sock, _ in self._fallbacks:
+            sock.close()
+        self.sock.close()

@@ -1,0 +1,67 @@
+"""Pipeline stage 3, the register arrays: per slot and shadow copy, the running sum, the bitmap of
+workers summed in, the element count, exponent and operation; for shared slots the owning
+(job, sequence) and every worker's low-water sequence. Pure state, no I/O."""
+
+from __future__ import annotations
+
+from typing import Callable
+
+import numpy as np
+
+from hosts.ina.protocol import ELEMENTS_PER_PACKET
+
+INT32_MIN, INT32_MAX = -(1 << 31), (1 << 31) - 1
+
+
+class SlotRegisters:
+    def __init__(self, pool_slots: int, elements: int = ELEMENTS_PER_PACKET) -> None:
+        self.pool_slots = pool_slots
+        # int64 accumulators: a sum that leaves int32 is detected and flagged, never wrapped.
+        self.sums = np.zeros((2, pool_slots, elements), dtype=np.int64)
+        self.seen = [[0] * pool_slots for _ in range(2)]
+        self.count = [[0] * pool_slots for _ in range(2)]
+        self.elements = [[0] * pool_slots for _ in range(2)]
+        self.exp = [[0] * pool_slots for _ in range(2)]
+        self.op = [[0] * pool_slots for _ in range(2)]  # the MAX / INT flags of the chunk in the slot
+        self.complete = [[False] * pool_slots for _ in range(2)]
+        self.owner: list[tuple[int, int] | None] = [None] * pool_slots  # shared slots: (job, seq)
+        self.low_seq: dict[tuple[int, int], int] = {}  # (job, worker) → lowest seq it still waits for
+
+    def load(self, ver: int, slot: int, bit: int, values: np.ndarray, exp: int, op: int) -> None:
+        """First contribution of a new use of the slot: overwrite rather than add (no reset pass)."""
+        count = values.size
+        self.sums[ver, slot, :count] = values
+        self.seen[ver][slot] = bit
+        self.count[ver][slot] = 1
+        self.elements[ver][slot] = count
+        self.exp[ver][slot] = exp
+        self.op[ver][slot] = op
+        self.complete[ver][slot] = False
+
+    def accumulate(self, ver: int, slot: int, bit: int, values: np.ndarray, is_max: bool) -> None:
+        row = self.sums[ver, slot, :values.size]
+        if is_max:
+            np.maximum(row, values, out=row)
+        else:
+            row += values
+        self.seen[ver][slot] |= bit
+        self.count[ver][slot] += 1
+
+    def result(self, ver: int, slot: int) -> tuple[np.ndarray, bool]:
+        """The slot's value as int32 and whether it overflowed int32 (then it is clipped)."""
+        row = self.sums[ver, slot, :self.elements[ver][slot]]
+        overflow = bool(row.size) and (int(row.max()) > INT32_MAX or int(row.min()) < INT32_MIN)
+        if overflow:
+            row = np.clip(row, INT32_MIN, INT32_MAX)
+        return row.astype(np.int32), overflow
+
+    def reclaimable(self, slot: int, workers_of: Callable[[int], int]) -> bool:
+        """A shared slot can take a new chunk once it is free, or complete and every worker of its
+        owner has moved past it (so no one can still ask for its result)."""
+        owner = self.owner[slot]
+        if owner is None:
+            return True
+        if not self.complete[0][slot]:
+            return False
+        job, seq = owner
+        return all(self.low_seq.get((job, w), 0) > seq for w in range(workers_of(job)))
