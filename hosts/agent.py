@@ -43,6 +43,21 @@ class Agent:
         recvs = [self._emulated(s["bytes"]) for s in self.steps if s["kind"] == "recv"]
         self.payload = np.zeros(max(sends, default=1), dtype=np.uint8)
         self.scratch = np.empty(max(recvs, default=1), dtype=np.uint8)
+        self.ina = None  # the INA endpoint, if this host's schedule all-reduces through the node
+        self.ina_jobs: dict[tuple[int, ...], object] = {}
+        self._schedule = schedule
+
+    def _connect_ina(self) -> None:
+        """Registers this host's INA jobs with the aggregation node (before anything is timed)."""
+        from hosts.ina.client import InaEndpoint, job_ids
+
+        ina = self.config["ina"]
+        addresses = list(self.config["rank_addresses"])
+        self.ina = InaEndpoint(addresses[self.rank], ina["node"], float(ina["rto_s"]), latency_wait=precise_sleep)
+        for group, job in job_ids(self._schedule).items():
+            if self.rank in group:
+                self.ina_jobs[group] = self.ina.register(job, group.index(self.rank),
+                                                         tuple(addresses[g] for g in group), int(ina["window"]))
 
     def _event(self, kind: str, start: float, end: float, iteration: int, **fields) -> None:
         self.events.append(self._make_event(kind, start, end, iteration, **fields))
@@ -128,6 +143,8 @@ class Agent:
     def _run_step(self, step: dict, data: np.ndarray | None, iteration: int, round_: int,
                   transport: TcpTransport) -> dict:
         group = list(step["group"])
+        if step["algorithm"] == "ina":
+            return self._run_ina_step(step, data, iteration)
         start = time.monotonic()
         result, records = ops.run(step["op"], step["algorithm"], transport, group, data, tag_base=(round_ + 1) << 16,
                                   services=tuple(step.get("services", ())), chunks=int(step.get("chunks", 0)))
@@ -144,6 +161,21 @@ class Agent:
         return {"digest": digest(result), "elements": data.size, "step_rates_bps": rates, "end_s": end,
                 "op": step["op"], "group_size": len(group), "pos": group.index(self.rank)}
 
+    def _run_ina_step(self, step: dict, data: np.ndarray, iteration: int) -> dict:
+        group = list(step["group"])
+        latency_s = float(self.config["latency_s"]) * self.dilation
+        start = time.monotonic()
+        records = self.ina_jobs[tuple(group)].allreduce(data, latency_s)
+        end = time.monotonic()
+        self._step_events(step["id"], iteration, records)
+        self._event("collective", start, end, iteration, step=step["id"], op=step["op"], algorithm="ina",
+                    bytes=step["bytes"], emulated_bytes=int(data.nbytes))
+        # The link rate is judged on the data round (the exponent round is one packet per 360 chunks).
+        rates = [r.recv_bytes * 8 / (r.end_s - r.start_s - latency_s) for r in records
+                 if r.phase == "sum" and r.end_s - r.start_s > latency_s]
+        return {"digest": digest(data), "elements": data.size, "step_rates_bps": rates, "end_s": end,
+                "op": step["op"], "group_size": len(group), "pos": group.index(self.rank)}
+
     def run(self) -> dict:
         addresses = list(self.config["rank_addresses"])
         latency_s = float(self.config["latency_s"]) * self.dilation
@@ -152,6 +184,8 @@ class Agent:
         everyone = list(range(self.hosts))
         # Ring neighbours carry both the barrier and the ring collectives: connect before timing.
         transport.connect_all([(self.rank + 1) % self.hosts])
+        if self.config.get("ina"):
+            self._connect_ina()
         iterations = []
         for round_ in range(self.warmups + self.iterations):
             # Warm-up rounds use their own data and record nothing; measured ones count from 0.
@@ -187,6 +221,10 @@ class Agent:
         # Hold the connections until everyone is done, so no rank's close races a peer's last recv.
         ring_barrier(transport, everyone, BARRIER_TAG - 2)
         transport.close()
+        ina_counters = None
+        if self.ina is not None:
+            ina_counters = self.ina.counters()
+            self.ina.close()
         overshoots = np.array(transport.latency.overshoots_s or [0.0])
         errors = [over / target for target, over in self.compute_waits if target > 0]
         return {
@@ -195,6 +233,7 @@ class Agent:
                                "error_p99_frac": float(np.percentile(errors, 99)) if errors else 0.0},
             "rank": self.rank,
             "ok": True,
+            "ina": ina_counters,
             "iterations": iterations,
             "latency": {
                 "target_s": transport.latency.target_s,

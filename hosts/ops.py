@@ -21,6 +21,7 @@ ALGORITHMS = {
     ("sendrecv", "ring"): "sendrecv",
     ("allreduce", "byteps"): "byteps_allreduce",
     ("allreduce", "ps"): "byteps_allreduce",  # classic: every chunk summed on a CPU machine
+    ("allreduce", "ina"): "ina",  # through the aggregation node: the agent's INA endpoint runs it
 }
 SERVICE_ALGORITHMS = ("byteps", "ps")  # these also run on CPU machines (summation services)
 
@@ -53,6 +54,8 @@ def run(op: str, algorithm: str, transport: Transport, group: list[int], data: n
         records = byteps.byteps_allreduce(transport, group, list(services), data, chunks,
                                           classic=algorithm == "ps", tag_base=tag_base)
         return data, records
+    if algorithm == "ina":
+        raise ValueError("INA all-reduce runs through the agent's INA endpoint, not over a Transport")
     n, pos = len(group), group.index(transport.rank)
     if op == "allreduce":
         records = getattr(c, ALGORITHMS[(op, algorithm)])(transport, group, data, tag_base=tag_base)

@@ -49,6 +49,7 @@ def resolve_emulation(
     concurrent_senders: int,
     calibration: Calibration,
     min_dilation: float = 0.0,
+    max_host_rate_bps: float | None = None,
 ) -> EmulationPlan:
     """Pick dilation s and byte scale v.
 
@@ -62,7 +63,8 @@ def resolve_emulation(
     rate_bps = gbps_to_bps(scenario.fabric.gpu_bandwidth_gbps)
     iterations = scenario.workload.iterations
     usable_bps = emulation.capacity_fraction * calibration.capacity_bps
-    max_host_rate_bps = usable_bps / max(1, concurrent_senders)
+    # Another component (the INA node's program) may keep up with less than the datapath.
+    max_host_rate_bps = min(usable_bps / max(1, concurrent_senders), max_host_rate_bps or float("inf"))
     notes: list[str] = []
     if not calibration.measured:
         notes.append("no calibration on this machine; run `testbed doctor --calibrate` for accurate auto values")

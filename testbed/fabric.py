@@ -43,6 +43,7 @@ class MininetFabric:
     topology: dict[str, Any]
     controller_port: int
     record: RunRecord
+    link_loss_frac: float = 0.0  # ina: INA packets dropped on every link (loss injection)
     net: Mininet | None = None
 
     @property
@@ -60,22 +61,33 @@ class MininetFabric:
         net = Mininet(topo=None, switch=switch_cls, controller=None, build=False, autoSetMacs=False,
                       autoStaticArp=False, waitConnected=False, ipBase="10.0.0.0/8")
         self.net = net
-        net.addController(RemoteController("c0", ip="127.0.0.1", port=self.controller_port))
+        if topo["switches"]:
+            net.addController(RemoteController("c0", ip="127.0.0.1", port=self.controller_port))
         switches = {sw["name"]: net.addSwitch(sw["name"], dpid="%016x" % sw["dpid"]) for sw in topo["switches"]}
+        nodes = {}
         for host in topo["hosts"]:
-            node = net.addHost(host["name"], ip=f"{host['ip']}/8", mac=host["mac"])
+            node = nodes[host["name"]] = net.addHost(host["name"], ip=f"{host['ip']}/8", mac=host["mac"])
             for intf in host["interfaces"]:
-                net.addLink(node, switches[intf["switch"]], port2=intf["port"], intfName1=intf["name"],
-                            addr1=intf["mac"])
+                if "switch" in intf:
+                    net.addLink(node, switches[intf["switch"]], port2=intf["port"], intfName1=intf["name"],
+                                addr1=intf["mac"])
+        macs = {intf["name"]: intf["mac"] for host in topo["hosts"] for intf in host["interfaces"]}
         for link in topo["links"]:
             if "peer_switch" in link:
                 net.addLink(switches[link["switch"]], switches[link["peer_switch"]], port1=link["port"],
                             port2=link["peer_port"])
+            elif "peer_host" in link:  # a direct host-to-host link (the ina fabric's node ports)
+                net.addLink(nodes[link["host"]], nodes[link["peer_host"]], intfName1=link["interface"],
+                            intfName2=link["peer_interface"], addr1=macs[link["interface"]],
+                            addr2=macs[link["peer_interface"]])
         net.build()
         for node in net.hosts:
             self.record.processes.append((node.pid, process_start_ticks(node.pid)))
         self.record.save()
         net.start()
+        if topo["fabric"] == "ina":
+            self._configure_ina()
+            return
         routed = topo["fabric"] in ROUTED_FABRICS
         if not routed:
             net.staticArp()
@@ -111,6 +123,17 @@ class MininetFabric:
             for intf in switch.intfList():
                 if intf.name != "lo":
                     switch.cmd(offload_command(intf.name) + " >/dev/null 2>&1")
+
+    def _configure_ina(self) -> None:
+        from testbed.ina_fabric import ina_host_commands
+
+        assert self.net is not None
+        for name, commands in ina_host_commands(self.topology, self.link_loss_frac).items():
+            node = self.net.get(name)
+            for command in commands:
+                out = node.cmd(command + " ; echo rc=$?").strip()
+                if not out.endswith("rc=0"):
+                    raise RunFailed(f"configuring {name} failed: `{command}` said {out}")
 
     def _root_cmd(self, commands: list[str]) -> None:
         assert self.net is not None

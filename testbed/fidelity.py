@@ -97,6 +97,28 @@ def drop_monitor(counters: dict | None) -> Monitor:
                    "" if ok else "the datapath was overloaded: raise the dilation")
 
 
+INA_RETRANSMIT_TOLERANCE = 0.01
+
+
+def ina_loss_monitor(ina: dict | None, loss_injected: bool) -> Monitor:
+    """INA packets lost without the scenario asking for it (each costs a retransmission timeout):
+    the node program or a queue could not keep up."""
+    node = (ina or {}).get("node")
+    if node is None:
+        return Monitor("ina_loss", None, False, "the aggregation node wrote no counters",
+                       "see ina_node.log in the run directory")
+    received = max(1, node["counters"].get("received", 0))
+    retransmits = ina["workers"].get("retransmits", 0)
+    frac = retransmits / received
+    if loss_injected:
+        return Monitor("ina_loss", frac, True, f"{retransmits} retransmissions for {received} packets at the node "
+                       f"({frac:.2%}); loss is injected by the scenario")
+    ok = frac <= INA_RETRANSMIT_TOLERANCE
+    return Monitor("ina_loss", frac, ok, f"{retransmits} retransmissions for {received} packets at the node "
+                   f"({frac:.2%}; the fabric intends none)",
+                   "" if ok else "the aggregation node or a queue dropped packets: raise the dilation")
+
+
 def verdict(monitors: list[Monitor]) -> dict[str, object]:
     return {
         "ok": all(m.ok for m in monitors),

@@ -87,6 +87,40 @@ def collective_cost(op: str, algorithm: str, n: int, size_bytes: float, rate_bps
     raise InputError(f"no alpha-beta model for {op} with algorithm {algorithm}")
 
 
+def ina_allreduce_cost(n: int, size_bytes: float, rate_bps: float, latency_s: float,
+                       worker_rate_bps: float | None = None) -> CollectiveCost:
+    """INA all-reduce of float32 buffers: a MAX round of one exponent per chunk, then the chunks;
+    each round one message (α), each worker sends M and receives M at once (full duplex), in INA
+    packets whose header overhead differs from TCP's. `worker_rate_bps` caps the rate when the
+    node aggregates slower than its ports (aggregation_gbps shared by all workers)."""
+    from hosts.ina.protocol import ELEMENT_BYTES, ELEMENTS_PER_PACKET, FRAME_BYTES, PAYLOAD_BYTES
+    from testbed.shaping import MTU_FRAME_BYTES, TCP_PAYLOAD_BYTES
+
+    rate = min(rate_bps, worker_rate_bps) if worker_rate_bps else rate_bps
+    chunks = math.ceil(size_bytes / PAYLOAD_BYTES)
+    exponent_packets = math.ceil(chunks / ELEMENTS_PER_PACKET)
+    # The link carries rate·1514/1448 bits/s of frames; INA frames are FRAME_BYTES per chunk.
+    wire_s = (chunks + exponent_packets) * FRAME_BYTES * 8 / (rate * MTU_FRAME_BYTES / TCP_PAYLOAD_BYTES)
+    return CollectiveCost(2 * latency_s + wire_s, min(size_bytes, PAYLOAD_BYTES) / ELEMENT_BYTES * ELEMENT_BYTES, 2,
+                          "2·α + (M + M/P)·(INA frame/payload)/B, P elements per packet")
+
+
+def predict_ina_fabric(scenario: Scenario, schedule: Schedule) -> Prediction:
+    """The ina fabric: the node is a non-blocking switch with a port of B per GPU, so a ring (or
+    any collective) of each job costs what it costs on Elect-Flat; INA all-reduce uses the node."""
+    fabric, first = scenario.fabric, schedule.gpus[0].steps[0]
+    rate, latency = gbps_to_bps(fabric.gpu_bandwidth_gbps), us_to_s(fabric.latency_us)
+    n = len(first.group)
+    if first.algorithm == "ina":
+        share = gbps_to_bps(fabric.aggregation_gbps) / schedule.hosts if fabric.aggregation_gbps else None
+        cost = ina_allreduce_cost(n, first.bytes, rate, latency, share)
+    else:
+        cost = collective_cost(first.op, first.algorithm, n, first.bytes, rate, latency)
+    jobs = schedule.hosts // n
+    formula = f"{first.op} ({first.algorithm}): {cost.formula}" + (f"; {jobs} jobs at once" if jobs > 1 else "")
+    return Prediction(cost.time_s, Breakdown(communication_s=cost.time_s), formula)
+
+
 def predict_scenario(scenario: Scenario) -> Prediction:
     """The oracle for any scenario: placed models through the placer's plan, collectives directly."""
     if scenario.workload.kind == "model":
@@ -108,6 +142,8 @@ def predict(scenario: Scenario, schedule: Schedule) -> Prediction:
     if not all(s.kind == "collective" for s in steps):
         raise InputError(f"{scenario.name}: predict(scenario, schedule) is for collective schedules")
     first = steps[0]
+    if fabric.kind == "ina":
+        return predict_ina_fabric(scenario, schedule)
     if fabric.kind != "elect-flat":
         if first.algorithm != "ring" or first.op not in RING_STEP_OPS:
             raise InputError(f"{scenario.name}: on {fabric.kind} the oracle models ring all-reduce, reduce-scatter "

@@ -107,6 +107,16 @@ def _check_sums(prepared: "Prepared", per_host: list[dict]) -> tuple[bool, list[
     return not problems, problems
 
 
+def _ina_summary(node: dict | None, per_host: list[dict]) -> dict:
+    """The node's counters (drops by reason, results, collisions) and the workers' (retransmissions,
+    fallback aggregation), summed over workers."""
+    workers: dict[str, int] = {}
+    for host in per_host:
+        for key, value in (host.get("ina") or {}).items():
+            workers[key] = workers.get(key, 0) + value
+    return {"node": node, "workers": workers}
+
+
 def _dark_per_iteration(reconfigurations: list[dict], iterations: int) -> float:
     """Real-world dark time per iteration, from the reconfigurations after the agents started."""
     dark = sum(e["real_measured_dark_s"] for e in reconfigurations if e["requested_s"] >= 0)
@@ -140,6 +150,7 @@ def assemble(prepared: "Prepared", run_dir: Path, measured: dict, outcome: dict)
     predicted = prediction.iteration_time_s
     ratios = [t / predicted for t in iteration_times_s]
 
+    ina = _ina_summary(measured.get("ina_node"), per_host) if scenario.fabric.kind == "ina" else None
     calibration = load_calibration()
     rates = [r for h in per_host for it in h["iterations"] for r in it["step_rates_bps"]]
     overshoot_mean = max((h["latency"]["overshoot_mean_s"] for h in per_host), default=0.0)
@@ -156,7 +167,8 @@ def assemble(prepared: "Prepared", run_dir: Path, measured: dict, outcome: dict)
         fidelity.message_size_monitor(smallest),
         fidelity.capacity_monitor(plan.host_rate_bps * ranks, calibration.capacity_bps,
                                   calibration.measured),
-        fidelity.drop_monitor(measured.get("switch_packets")),
+        fidelity.drop_monitor(measured.get("switch_packets")) if scenario.fabric.kind != "ina"
+        else fidelity.ina_loss_monitor(ina, scenario.fabric.node_drop_frac + scenario.fabric.link_loss_frac > 0),
         fidelity.dark_time_monitor([e["measured_dark_s"] for e in reconfigurations],
                                    [e["configured_dark_s"] for e in reconfigurations]),
     ]
@@ -204,6 +216,8 @@ def assemble(prepared: "Prepared", run_dir: Path, measured: dict, outcome: dict)
         "fidelity": verdict,
         "notes": list(plan.notes),
     }
+    if ina is not None:
+        result["ina"] = ina
     (run_dir / "results.json").write_text(json.dumps(result, indent=1) + "\n")
     if events:
         from testbed.plots import plot_run

@@ -58,7 +58,7 @@ class Prepared:
     expected_rate_bps: float | None = None  # emulated rate a busy transfer should get (None: the host rate)
 
 
-EMULATED_FABRICS = ("elect-flat", "elect-cluster", "sip-ocs", "sip-ring", "ps")
+EMULATED_FABRICS = ("elect-flat", "elect-cluster", "sip-ocs", "sip-ring", "ps", "ina")
 
 
 def prepare(scenario: Scenario) -> Prepared:
@@ -79,11 +79,14 @@ def prepare(scenario: Scenario) -> Prepared:
     if workload.algorithm in ("byteps", "ps"):
         return _prepare_byteps(scenario, schedule, prediction)
     assert workload.bytes is not None and workload.collective is not None
+    if workload.algorithm == "ina":
+        return _prepare_ina(scenario, schedule, prediction)
     cost = collective_cost(workload.collective, workload.algorithm, fabric.hosts, workload.bytes,
                            gbps_to_bps(fabric.gpu_bandwidth_gbps), us_to_s(fabric.latency_us))
     shortest = us_to_s(fabric.latency_us) + transfer_time_s(cost.smallest_message_bytes,
                                                              gbps_to_bps(fabric.gpu_bandwidth_gbps))
-    plan = _emulation_plan(scenario, schedule, prediction, shortest, cost.smallest_message_bytes)
+    cap = _ina_rate_cap(scenario) if fabric.kind == "ina" else None
+    plan = _emulation_plan(scenario, schedule, prediction, shortest, cost.smallest_message_bytes, cap)
     # On fabrics slower than Elect-Flat (a share of circuits, wavelengths, uplinks) busy transfers
     # should see the host rate scaled by how much slower the oracle says the collective is.
     expected = plan.host_rate_bps * min(1.0, cost.time_s / prediction.iteration_time_s)
@@ -108,6 +111,29 @@ def _prepare_schedule(scenario: Scenario) -> Prepared:
     return Prepared(scenario, schedule, prediction, plan, average_step, sizes[0] if sizes else median)
 
 
+def _ina_rate_cap(scenario: Scenario) -> float:
+    from testbed.ina_fabric import max_worker_rate_bps
+
+    return max_worker_rate_bps(scenario.fabric.hosts)
+
+
+def _prepare_ina(scenario: Scenario, schedule: Schedule, prediction: Prediction) -> Prepared:
+    """INA all-reduce: one round of M each way per worker, in packets the node program must keep
+    up with, so the emulated rate is also capped by the node's packet rate. A busy worker receives
+    results at the rate its port carries INA payload."""
+    from hosts.ina.protocol import FRAME_BYTES, PAYLOAD_BYTES
+    from testbed.shaping import MTU_FRAME_BYTES, TCP_PAYLOAD_BYTES
+
+    fabric, size = scenario.fabric, float(scenario.workload.bytes)
+    shortest = prediction.iteration_time_s / 2  # the data round; the exponent round is about α
+    plan = _emulation_plan(scenario, schedule, prediction, shortest, size, _ina_rate_cap(scenario))
+    payload_share = (PAYLOAD_BYTES / FRAME_BYTES) * (MTU_FRAME_BYTES / TCP_PAYLOAD_BYTES)
+    expected = plan.host_rate_bps * payload_share
+    if fabric.aggregation_gbps:
+        expected = min(expected, plan.host_rate_bps * fabric.aggregation_gbps / fabric.hosts / fabric.gpu_bandwidth_gbps)
+    return Prepared(scenario, schedule, prediction, plan, shortest, size, expected)
+
+
 def _prepare_byteps(scenario: Scenario, schedule: Schedule, prediction: Prediction) -> Prepared:
     """BytePS/PS: its messages are the chunks; a busy link should see the share of the iteration
     that its node's bytes take at the full rate (the load split keeps that share equal)."""
@@ -125,7 +151,7 @@ def _prepare_byteps(scenario: Scenario, schedule: Schedule, prediction: Predicti
 
 
 def _emulation_plan(scenario: Scenario, schedule: Schedule, prediction: Prediction, shortest_event_s: float,
-                    smallest_message_bytes: float) -> EmulationPlan:
+                    smallest_message_bytes: float, max_host_rate_bps: float | None = None) -> EmulationPlan:
     """Dilation and byte scale for this schedule: every rank (GPUs and CPU machines) may send at
     once, relaying fabrics forward some packets several times."""
     return resolve_emulation(
@@ -136,6 +162,7 @@ def _emulation_plan(scenario: Scenario, schedule: Schedule, prediction: Predicti
         concurrent_senders=schedule.hosts * _load_factor(scenario, schedule),
         calibration=load_calibration(),
         min_dilation=min_dilation_for(scenario.fabric),
+        max_host_rate_bps=max_host_rate_bps,
     )
 
 
@@ -159,12 +186,12 @@ def default_run_dir(scenario: Scenario) -> Path:
     return Path("runs") / f"{scenario.name}-{stamp}-{secrets.token_hex(2)}"
 
 
-def require_emulation_platform() -> None:
+def require_emulation_platform(needs_ovs: bool = True) -> None:
     if not is_root():
         raise EnvironmentProblem("testbed run needs root (Mininet creates namespaces and links); use sudo")
     if not mininet_available():
         raise EnvironmentProblem("Mininet is not importable or mnexec is missing; run the set-up script")
-    if not ovs_running():
+    if needs_ovs and not ovs_running():
         raise EnvironmentProblem("Open vSwitch is not running; start it (the set-up script does) and retry")
 
 
@@ -225,7 +252,9 @@ def live_fabric(fabric_spec: "Fabric", host_rate_bps: float, work_dir: Path,
     controller = ControllerProcess(work_dir / "controller_config.json", work_dir / "controller.log",
                                    fabric=fabric_spec.kind)
     topology = build_topology(fabric_spec, tag, host_rate_bps, datapath())
-    fabric = MininetFabric(topology=topology, controller_port=0, record=record)
+    fabric = MininetFabric(topology=topology, controller_port=0, record=record,
+                           link_loss_frac=fabric_spec.link_loss_frac)
+    switched = bool(topology["switches"])  # an ina fabric has no switch, so no controller either
     try:
         topology_path = work_dir / "topology.json"
         ready_path = work_dir / "controller.ready"
@@ -238,11 +267,12 @@ def live_fabric(fabric_spec: "Fabric", host_rate_bps: float, work_dir: Path,
                   "host_pids": str(pids_path.resolve()), "host_logs": str((work_dir / "host_config").resolve()),
                   "fabric": fabric_spec.model_dump(exclude_unset=True), **(controller_extra or {})}
         (work_dir / "controller_config.json").write_text(json.dumps(config, indent=1))
-        fabric.controller_port = controller.start()
-        record.add_process(controller.process.pid)
+        if switched:
+            fabric.controller_port = controller.start()
+            record.add_process(controller.process.pid)
         fabric.start()
         pids_path.write_text(json.dumps(fabric.host_pids()))
-        ready = _wait_ready(controller, ready_path)
+        ready = _wait_ready(controller, ready_path) if switched else {}
         yield LiveFabric(fabric, controller, record, ready)
     finally:
         with _SignalGuard(shield=True):
@@ -272,9 +302,10 @@ class Runner:
     interactive: bool = False  # open Mininet's CLI on the live fabric after the iterations
     hold: bool = False  # keep the fabric up after the iterations until Ctrl-C or SIGTERM
     agents: list[subprocess.Popen] = field(default_factory=list)
+    agents_extra: list[subprocess.Popen] = field(default_factory=list)  # e.g. the INA node program
 
     def execute(self) -> dict:
-        require_emulation_platform()
+        require_emulation_platform(needs_ovs=self.prepared.scenario.fabric.kind != "ina")
         self.run_dir.mkdir(parents=True, exist_ok=True)
         self._write_inputs()
         outcome: dict = {"status": "failed"}
@@ -336,6 +367,10 @@ class Runner:
         config_path = self.run_dir / "agent_config.json"
         config_path.write_text(json.dumps(config, indent=1))
         env = dict(os.environ, PYTHONUNBUFFERED="1")
+        node = None
+        if scenario.fabric.kind == "ina":
+            node, config["ina"] = self._start_ina_node(live, env)
+            config_path.write_text(json.dumps(config, indent=1))
         cpu_before = results_mod.cpu_times()
         ports_before = results_mod.switch_port_counters(fabric.switch_names)
         for rank in range(self.prepared.schedule.hosts):
@@ -352,6 +387,9 @@ class Runner:
         total = scenario.workload.iterations
         while any(p.poll() is None for p in self.agents):
             controller.check_alive()
+            if node is not None and node.poll() is not None:
+                raise RunFailed(f"the aggregation node exited with code {node.returncode}; see "
+                                f"{self.run_dir / 'ina_node.log'}")
             if any(p.poll() not in (None, 0) for p in self.agents):
                 break  # one agent failed: the others would wait on it forever
             if time.monotonic() > deadline:
@@ -362,12 +400,63 @@ class Runner:
         ports_after = results_mod.switch_port_counters(fabric.switch_names)
         self.on_progress(_progress(hosts_dir / "progress"), total)
         failed = [rank for rank, p in enumerate(self.agents) if p.poll() != 0]
+        ina = self._stop_ina_node(node) if node is not None else None
         return {
+            "ina_node": ina,
             "epoch_monotonic_s": epoch,
             "failed_ranks": failed,
             "cpu_busy_frac": results_mod.busy_fraction(cpu_before, cpu_after),
             "switch_packets": results_mod.counter_delta(ports_before, ports_after),
         }
+
+    def _start_ina_node(self, live: "LiveFabric", env: dict) -> tuple[subprocess.Popen, dict]:
+        """The aggregation node program in the node's host; returns once it listens."""
+        from testbed.ina_fabric import ina_settings
+
+        scenario, plan = self.prepared.scenario, self.prepared.plan
+        fabric = scenario.fabric
+        topology = live.fabric.topology
+        node_host = topology["hosts"][topology["ina"]["node_rank"]]
+        aggregation_bps = (plan.dilation.emulated_rate_bps(gbps_to_bps(fabric.aggregation_gbps))
+                           if fabric.aggregation_gbps else None)
+        per_job = len(self.prepared.schedule.gpus[0].steps[0].group)
+        node_config, agent_config = ina_settings(fabric, per_job, plan.host_rate_bps, aggregation_bps,
+                                                 scenario.seed, str(self.run_dir.resolve()))
+        node_config["address"] = node_host["ip"]
+        agent_config["node"] = node_host["ip"]
+        ready = Path(node_config["ready"])
+        ready.unlink(missing_ok=True)
+        config_path = self.run_dir / "ina_node_config.json"
+        config_path.write_text(json.dumps(node_config, indent=1))
+        log = open(self.run_dir / "ina_node.log", "wb")
+        process = live.fabric.host(topology["ina"]["node_rank"]).popen(
+            [sys.executable, "-m", "hosts.ina.node", "--config", str(config_path.resolve())],
+            stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env=env)
+        log.close()
+        live.record.add_process(process.pid)
+        self.agents_extra.append(process)
+        deadline = time.monotonic() + READY_TIMEOUT_S
+        while not ready.exists():
+            if process.poll() is not None:
+                raise RunFailed(f"the aggregation node exited with code {process.returncode} at start; see "
+                                f"{self.run_dir / 'ina_node.log'}")
+            if time.monotonic() > deadline:
+                raise RunFailed(f"the aggregation node did not start within {READY_TIMEOUT_S:.0f} s")
+            time.sleep(0.02)
+        return process, agent_config
+
+    def _stop_ina_node(self, process: subprocess.Popen) -> dict | None:
+        """SIGTERM makes the node write its counters; they go into results.json."""
+        process.terminate()
+        try:
+            process.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait(timeout=5)
+        try:
+            return json.loads((self.run_dir / "ina_node.json").read_text())
+        except (OSError, ValueError):
+            return None
 
     def _check_reachable(self, unreachable: list) -> None:
         """Agents exchange data both ways (TCP acknowledges): every pair that talks needs both paths."""
@@ -378,10 +467,10 @@ class Runner:
                                 f"data; give the fabric more ports (ocs_switches) or another plan")
 
     def _stop_agents(self) -> None:
-        for process in self.agents:
+        for process in self.agents + self.agents_extra:
             if process.poll() is None:
                 process.kill()
-        for process in self.agents:
+        for process in self.agents + self.agents_extra:
             try:
                 process.wait(timeout=5)
             except subprocess.TimeoutExpired:

@@ -36,8 +36,14 @@ KIND_SPECIFIC_FIELDS: dict[str, FabricKind | tuple[FabricKind, ...]] = {
     "aggregation_gbps": "ina",
     "slots": "ina",
     "workers_per_job": "ina",
+    "sharing": "ina",
+    "node_drop_frac": "ina",
+    "link_loss_frac": "ina",
     "cpu_servers": "ps",
 }
+
+
+INA_MAX_WORKERS = 64  # hosts.ina.protocol.MAX_WORKERS: the node's worker bitmap
 
 
 class _Strict(BaseModel):
@@ -61,6 +67,9 @@ class Fabric(_Strict):
     aggregation_gbps: float | None = Field(default=None, gt=0)
     slots: int | None = Field(default=None, ge=1)
     workers_per_job: int | None = Field(default=None, ge=1)
+    sharing: Literal["reserved", "shared"] = "reserved"  # ina slots: SwitchML-reserved or ATP-shared
+    node_drop_frac: float = Field(default=0.0, ge=0, lt=1)  # ina: loss injected in the node's pipeline
+    link_loss_frac: float = Field(default=0.0, ge=0, lt=1)  # ina: loss of INA packets on every link
     cpu_servers: int = Field(default=0, ge=0)
 
     @model_validator(mode="after")
@@ -72,6 +81,14 @@ class Fabric(_Strict):
                 raise ValueError(f"field '{field}' applies only to kind {' or '.join(owners)}, not {self.kind}")
         if self.kind == "sip-ring" and self.wavelengths is None:
             raise ValueError("kind sip-ring needs 'wavelengths' (W)")
+        if self.kind == "ina":
+            per_job = self.workers_per_job or self.hosts
+            if self.hosts % per_job:
+                raise ValueError(f"workers_per_job ({per_job}) must divide hosts ({self.hosts}): the hosts form "
+                                 f"equal jobs")
+            if per_job > INA_MAX_WORKERS:
+                raise ValueError(f"an INA job has at most {INA_MAX_WORKERS} workers (the node's worker bitmap); "
+                                 f"set workers_per_job to {INA_MAX_WORKERS} or fewer")
         return self
 
 

@@ -83,6 +83,8 @@ def collective_traffic(op: str, algorithm: str, hosts: int, size_bytes: int) -> 
     small buffer, scaled to `size_bytes` (every message size is proportional to the buffer)."""
     if (op, algorithm) == ("allreduce", "ring"):
         return ring_allreduce_traffic(hosts, size_bytes)
+    if algorithm == "ina":  # every byte goes to the aggregation node and back, none between GPUs
+        return tuple(tuple(0 for _ in range(hosts)) for _ in range(hosts))
     import threading
 
     from hosts.transport import InProcessTransport
@@ -127,9 +129,13 @@ def collective_schedule(scenario: Scenario) -> Schedule:
             f"{scenario.name}: workload collective {key[0]} with algorithm {key[1]} is not supported yet; "
             f"supported: {supported}"
         )
+    if workload.algorithm == "ina" and scenario.fabric.kind != "ina":
+        raise InputError(f"{scenario.name}: algorithm ina needs an aggregation node: set fabric.kind to ina")
     hosts = scenario.fabric.hosts
     assert workload.bytes is not None  # guaranteed by scenario validation
-    group = tuple(range(hosts))
+    # An ina fabric may carry several jobs of workers_per_job GPUs each, all running at once.
+    per_job = (scenario.fabric.workers_per_job or hosts) if scenario.fabric.kind == "ina" else hosts
+    groups = [tuple(range(start, start + per_job)) for start in range(0, hosts, per_job)]
     gpus = tuple(
         GpuSchedule(
             rank=rank,
@@ -139,19 +145,25 @@ def collective_schedule(scenario: Scenario) -> Schedule:
                     kind="collective",
                     op=workload.collective,
                     algorithm=workload.algorithm,
-                    group=group,
+                    group=groups[rank // per_job],
                     bytes=workload.bytes,
                 ),
             ),
         )
         for rank in range(hosts)
     )
+    block = collective_traffic(workload.collective, workload.algorithm, per_job, workload.bytes)
+    matrix = [[0] * hosts for _ in range(hosts)]
+    for group in groups:
+        for i, src in enumerate(group):
+            for j, dst in enumerate(group):
+                matrix[src][dst] = block[i][j]
     return Schedule(
         name=scenario.name,
         hosts=hosts,
         iterations=workload.iterations,
         gpus=gpus,
-        traffic_matrix_bytes=collective_traffic(workload.collective, workload.algorithm, hosts, workload.bytes),
+        traffic_matrix_bytes=tuple(tuple(row) for row in matrix),
     )
 
 

@@ -84,6 +84,22 @@ def build_topology(fabric: Fabric, tag: str, host_rate_bps: float, datapath: str
                           "peer_port": server + 1, "payload_rate_bps": uplink_bps,
                           "line_rate_bps": line_rate_bps(uplink_bps), "shaped_on": "switch"})
         extra["cluster"] = {"gpus_per_server": per, "servers": servers, "uplink_rate_bps": uplink_bps}
+    elif kind == "ina":
+        # No switch: the aggregation node owns one port per worker (a direct link, shaped at B on
+        # both ends), sums INA packets in its pipeline and forwards all other traffic in its kernel.
+        node = {"name": f"h{n + 1}", "interfaces": []}
+        for rank in range(n):
+            name = f"h{rank + 1}-eth0"
+            peer = f"h{n + 1}-eth{rank}"
+            links.append({"host": f"h{rank + 1}", "interface": name, "peer_host": node["name"],
+                          "peer_interface": peer, "payload_rate_bps": host_rate_bps,
+                          "line_rate_bps": line_rate_bps(host_rate_bps), "shaped_on": "both"})
+            hosts.append({"interfaces": [{"name": name, "mac": host_mac(rank), "peer": peer,
+                                          "payload_rate_bps": host_rate_bps}]})
+            node["interfaces"].append({"name": peer, "mac": host_mac(n, rank + 1), "peer": name,
+                                       "payload_rate_bps": host_rate_bps})
+        hosts.append(node)
+        extra["ina"] = {"node": node["name"], "node_rank": n}
     else:  # elect-flat, sip-ring (one switch standing for the ring), and the others' single switch
         switch = add_switch("ring" if kind == "sip-ring" else "flat", n)
         for rank in range(n):
@@ -94,16 +110,17 @@ def build_topology(fabric: Fabric, tag: str, host_rate_bps: float, datapath: str
                              "reach": fabric.neighbors}
     for rank, host in enumerate(hosts):
         first = host["interfaces"][0]
-        host.update({"name": f"h{rank + 1}", "rank": rank, "ip": host_ip(rank), "mac": first["mac"],
-                     "switch": first["switch"], "port": first["port"],
-                     "role": "gpu" if rank < fabric.hosts else "cpu"})
+        role = "gpu" if rank < fabric.hosts else ("aggregator" if kind == "ina" else "cpu")
+        host.update({"name": f"h{rank + 1}", "rank": rank, "ip": host_ip(rank), "mac": first["mac"], "role": role})
+        if "switch" in first:
+            host.update({"switch": first["switch"], "port": first["port"]})
     return {"fabric": kind, "datapath": datapath, "host_rate_bps": host_rate_bps, "switches": switches,
             "hosts": hosts, "links": links, **extra}
 
 
 def switch_interfaces(topology: dict[str, Any]) -> list[str]:
     """Root-namespace interface names the fabric creates (what cleanup must remove)."""
-    names = [f"{link['switch']}-eth{link['port']}" for link in topology["links"]]
+    names = [f"{link['switch']}-eth{link['port']}" for link in topology["links"] if "switch" in link]
     names += [f"{link['peer_switch']}-eth{link['peer_port']}" for link in topology["links"] if "peer_switch" in link]
     return names
 
