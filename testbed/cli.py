@@ -196,16 +196,17 @@ def cmd_run(args: argparse.Namespace) -> int:
     signal.signal(signal.SIGINT, signal.default_int_handler)
     run_dir = Path(args.out) if args.out else default_run_dir(scenario)
     if args.cli:
-        result = Runner(prepared, run_dir, interactive=True).execute()
+        result = Runner(prepared, run_dir, interactive=True, capture_packets=args.capture).execute()
     elif args.hold:
         console.print(f"{scenario.name}: the fabric stays up after the iterations until Ctrl-C; "
                       f"controller scripts reach it through {run_dir}/controller.ready")
-        result = Runner(prepared, run_dir, hold=True).execute()
+        result = Runner(prepared, run_dir, hold=True, capture_packets=args.capture).execute()
     else:
         with Progress(TextColumn("{task.description}"), BarColumn(), TextColumn("{task.completed}/{task.total}"),
                       TimeElapsedColumn(), console=console, transient=True) as progress:
             task = progress.add_task(f"{scenario.name}: iterations", total=scenario.workload.iterations)
-            runner = Runner(prepared, run_dir, on_progress=lambda done, total: progress.update(task, completed=done))
+            runner = Runner(prepared, run_dir, on_progress=lambda done, total: progress.update(task, completed=done),
+                            capture_packets=args.capture)
             result = runner.execute()
     _summary(result, run_dir)
     if result["status"] != "ok":
@@ -255,6 +256,9 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--cli", action="store_true", help="open Mininet's CLI on the live fabric after the iterations")
     run.add_argument("--hold", action="store_true",
                      help="keep the fabric and its northbound API up after the iterations until Ctrl-C")
+    run.add_argument("--capture", type=int, default=0, metavar="PACKETS",
+                     help="write the first PACKETS packets to capture.pcap in the run directory (on an ina "
+                          "fabric, what the aggregation node sends and receives; else what GPU 0 does)")
     run.set_defaults(func=cmd_run)
     clean = sub.add_parser("clean", help="remove what dead runs of this tool left behind (and nothing else)")
     clean.set_defaults(func=cmd_clean)

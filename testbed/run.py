@@ -15,6 +15,7 @@ from pathlib import Path
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Callable, Iterator
 
+from hosts.ina.protocol import DATA_PORT, FALLBACK_PORT
 from testbed import results as results_mod
 from testbed.calibration import load_calibration
 from testbed.controller_proc import ControllerProcess
@@ -303,6 +304,7 @@ class Runner:
     hold: bool = False  # keep the fabric up after the iterations until Ctrl-C or SIGTERM
     agents: list[subprocess.Popen] = field(default_factory=list)
     agents_extra: list[subprocess.Popen] = field(default_factory=list)  # e.g. the INA node program
+    capture_packets: int = 0  # > 0: tcpdump that many packets into capture.pcap
 
     def execute(self) -> dict:
         require_emulation_platform(needs_ovs=self.prepared.scenario.fabric.kind != "ina")
@@ -371,6 +373,8 @@ class Runner:
         if scenario.fabric.kind == "ina":
             node, config["ina"] = self._start_ina_node(live, env)
             config_path.write_text(json.dumps(config, indent=1))
+        if self.capture_packets > 0:
+            self._start_capture(live, env)
         cpu_before = results_mod.cpu_times()
         ports_before = results_mod.switch_port_counters(fabric.switch_names)
         for rank in range(self.prepared.schedule.hosts):
@@ -445,6 +449,25 @@ class Runner:
             time.sleep(0.02)
         return process, agent_config
 
+    def _start_capture(self, live: "LiveFabric", env: dict) -> None:
+        """tcpdump in the aggregation node's host (every port) or GPU 0's; stopped with the agents."""
+        topology = live.fabric.topology
+        rank = topology["ina"]["node_rank"] if "ina" in topology else 0
+        out = (self.run_dir / "capture.pcap").resolve()
+        log = open(self.run_dir / "capture.log", "wb")
+        process = live.fabric.host(rank).popen(
+            ["tcpdump", "-i", "any", "-y", "LINUX_SLL", "-U", "-c", str(self.capture_packets), "-w", str(out)]
+            + (["udp", "portrange", f"{DATA_PORT}-{FALLBACK_PORT}"] if "ina" in topology else ["ip"]),
+            stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env=env)
+        log.close()
+        live.record.add_process(process.pid)
+        self.agents_extra.append(process)
+        deadline = time.monotonic() + 10.0
+        while b"listening" not in (self.run_dir / "capture.log").read_bytes():
+            if process.poll() is not None or time.monotonic() > deadline:
+                raise RunFailed(f"tcpdump did not start; see {self.run_dir / 'capture.log'}")
+            time.sleep(0.02)
+
     def _stop_ina_node(self, process: subprocess.Popen) -> dict | None:
         """SIGTERM makes the node write its counters; they go into results.json."""
         process.terminate()
@@ -467,6 +490,13 @@ class Runner:
                                 f"data; give the fabric more ports (ocs_switches) or another plan")
 
     def _stop_agents(self) -> None:
+        for process in self.agents_extra:  # the node writes its counters, tcpdump flushes, on SIGTERM
+            if process.poll() is None:
+                process.terminate()
+                try:
+                    process.wait(timeout=3)
+                except subprocess.TimeoutExpired:
+                    pass
         for process in self.agents + self.agents_extra:
             if process.poll() is None:
                 process.kill()

@@ -44,8 +44,13 @@ class INA(Packet):
         IntField("low_seq", 0),
         LongField("bitmap", 0),
         ShortField("count", 0),
-        FieldListField("values", [], SignedIntField("", 0), count_from=lambda pkt: pkt.count),
+        FieldListField("values", [], SignedIntField("", 0), count_from=lambda pkt: pkt.count,
+                       max_count=ELEMENTS_PER_PACKET),
     ]
+
+
+    def mysummary(self) -> str:
+        return self.sprintf("INA job %job% worker %worker% seq %seq% slot %slot%/%ver% [%flags%] %count% elements")
 
 
 bind_layers(UDP, INA, dport=DATA_PORT)
