@@ -25,6 +25,12 @@ BARRIER_TAG = 0xF0000000
 WARMUP_DATA_BASE = 1_000_000
 
 
+def data_seed(seed: int, group: list[int]) -> int:
+    """Disjoint groups (concurrent jobs, DP groups) get different data, so a sum that mixed two
+    groups' buffers cannot pass the check; the group of rank 0 keeps the scenario's seed."""
+    return seed + 1_000_003 * min(group)
+
+
 class Agent:
     def __init__(self, config: dict, rank: int) -> None:
         self.config = config
@@ -53,7 +59,8 @@ class Agent:
 
         ina = self.config["ina"]
         addresses = list(self.config["rank_addresses"])
-        self.ina = InaEndpoint(addresses[self.rank], ina["node"], float(ina["rto_s"]), latency_wait=precise_sleep)
+        self.ina = InaEndpoint(addresses[self.rank], ina["node"], float(ina["rto_s"]), latency_wait=precise_sleep,
+                               min_rto=float(ina["min_rto_s"]))
         for group, job in job_ids(self._schedule).items():
             if self.rank in group:
                 self.ina_jobs[group] = self.ina.register(job, group.index(self.rank),
@@ -95,7 +102,8 @@ class Agent:
                 buffers[index] = None
                 continue
             elements = ops.elements_for(step["op"], round(step["bytes"] * self.byte_scale), len(group))
-            buffers[index] = ops.make_input(step["op"], int(self.config["seed"]), iteration, group.index(self.rank),
+            buffers[index] = ops.make_input(step["op"], data_seed(int(self.config["seed"]), group), iteration,
+                                            group.index(self.rank),
                                             len(group), elements)
         return buffers
 
@@ -159,7 +167,8 @@ class Agent:
         if result is None:  # a CPU machine holds no result to check
             return {"step_rates_bps": rates, "end_s": end}
         return {"digest": digest(result), "elements": data.size, "step_rates_bps": rates, "end_s": end,
-                "op": step["op"], "group_size": len(group), "pos": group.index(self.rank)}
+                "op": step["op"], "group_size": len(group), "pos": group.index(self.rank),
+                "seed": data_seed(int(self.config["seed"]), group)}
 
     def _run_ina_step(self, step: dict, data: np.ndarray, iteration: int) -> dict:
         group = list(step["group"])
@@ -174,7 +183,8 @@ class Agent:
         rates = [r.recv_bytes * 8 / (r.end_s - r.start_s - latency_s) for r in records
                  if r.phase == "sum" and r.end_s - r.start_s > latency_s]
         return {"digest": digest(data), "elements": data.size, "step_rates_bps": rates, "end_s": end,
-                "op": step["op"], "group_size": len(group), "pos": group.index(self.rank)}
+                "op": step["op"], "group_size": len(group), "pos": group.index(self.rank),
+                "seed": data_seed(int(self.config["seed"]), group)}
 
     def run(self) -> dict:
         addresses = list(self.config["rank_addresses"])
@@ -211,7 +221,7 @@ class Agent:
                 "start_overshoot_s": start - start_at,
                 "digests": [o["digest"] for o in outcomes if "digest" in o],
                 "elements": [o["elements"] for o in outcomes if "digest" in o],
-                "checks": [{k: o[k] for k in ("op", "group_size", "pos", "elements", "digest")}
+                "checks": [{k: o[k] for k in ("op", "group_size", "pos", "elements", "digest", "seed")}
                            for o in outcomes if "digest" in o],
                 "step_rates_bps": [r for o in outcomes for r in o["step_rates_bps"]],
             })
@@ -223,8 +233,8 @@ class Agent:
         transport.close()
         ina_counters = None
         if self.ina is not None:
+            self.ina.close()  # stops this host's fallback aggregators, which report their counters
             ina_counters = self.ina.counters()
-            self.ina.close()
         overshoots = np.array(transport.latency.overshoots_s or [0.0])
         errors = [over / target for target, over in self.compute_waits if target > 0]
         return {

@@ -7,15 +7,16 @@ from __future__ import annotations
 
 from typing import Any
 
-from hosts.ina.protocol import DATA_PORT
+from hosts.ina.protocol import DATA_PORT, FALLBACK_PORT
 from testbed.shaping import htb_commands_small_first, offload_command
 
 NODE_SYSCTLS = ("net.ipv4.ip_forward=1", "net.ipv4.conf.all.rp_filter=0", "net.ipv4.conf.default.rp_filter=0",
                 "net.ipv4.conf.all.send_redirects=0", "net.ipv4.conf.default.send_redirects=0")
 
 
-def _loss_rule(chain: str, loss_frac: float) -> str:
-    return (f"iptables -A {chain} -p udp --dport {DATA_PORT} -m statistic --mode random "
+def _loss_rule(chain: str, loss_frac: float, port: int = DATA_PORT) -> str:
+    # Dropped where a packet arrives: a drop in OUTPUT would fail the sender's call instead.
+    return (f"iptables -A {chain} -p udp --dport {port} -m statistic --mode random "
             f"--probability {loss_frac:.6f} -j DROP")
 
 
@@ -32,8 +33,8 @@ def ina_host_commands(topology: dict[str, Any], link_loss_frac: float = 0.0) -> 
         # Everything a worker sends goes to the node's port facing it (the node routes it on).
         cmds += [f"ip neigh replace {other['ip']} lladdr {port['mac']} dev {intf} nud permanent"
                  for other in hosts if other is not worker]
-        if link_loss_frac > 0:
-            cmds.append(_loss_rule("OUTPUT", link_loss_frac))
+        if link_loss_frac > 0:  # results (and fallback pieces) arriving over the link
+            cmds += [_loss_rule("INPUT", link_loss_frac), _loss_rule("INPUT", link_loss_frac, FALLBACK_PORT)]
         commands[worker["name"]] = cmds
     first = node["interfaces"][0]["name"]
     cmds = ["sysctl -qw " + " ".join(NODE_SYSCTLS), f"ip route del 10.0.0.0/8 dev {first}"]
@@ -45,14 +46,17 @@ def ina_host_commands(topology: dict[str, Any], link_loss_frac: float = 0.0) -> 
             cmds.append(f"ip addr add {node['ip']}/32 dev {intf}")
         cmds += [f"ip route replace {worker['ip']}/32 dev {intf}",
                  f"ip neigh replace {worker['ip']} lladdr {worker['interfaces'][0]['mac']} dev {intf} nud permanent"]
-    if link_loss_frac > 0:  # results and forwarded fallback pieces on their way to the workers
-        cmds += [_loss_rule("OUTPUT", link_loss_frac), _loss_rule("FORWARD", link_loss_frac)]
+    if link_loss_frac > 0:  # workers' packets arriving at the node, and fallback traffic it forwards
+        cmds += [_loss_rule("INPUT", link_loss_frac), _loss_rule("FORWARD", link_loss_frac),
+                 _loss_rule("FORWARD", link_loss_frac, FALLBACK_PORT)]
     commands[node["name"]] = cmds
     return commands
 
 
 DEFAULT_POOL_SLOTS = 512
-MAX_WINDOW = 64  # outstanding chunks per worker and job: far above the emulated bandwidth-delay product
+SHARED_POOL_PER_WINDOW = 8
+SHARED_OCCUPANCY = 1.3  # measured: 14-16% of chunks collided where 2 jobs × 8 chunks held 12.5% of 128 slots
+MAX_WINDOW = 16  # outstanding chunks per worker and job: several times the emulated bandwidth-delay product
 # Packets per second one node program receives and answers while the workers share the 2 cores
 # (bench/ina.py measures it); `auto` keeps the workers' total under NODE_LOAD_FRACTION of it.
 NODE_PACKETS_PER_S = 20_000
@@ -66,20 +70,45 @@ def max_worker_rate_bps(workers: int) -> float:
     return NODE_LOAD_FRACTION * NODE_PACKETS_PER_S * FRAME_BYTES * 8 / workers
 
 
-def ina_settings(fabric, workers_per_job: int, host_rate_bps: float, aggregation_bps: float | None,
-                 seed: int, run_dir: str) -> tuple[dict, dict]:
-    """(node config, the agents' `ina` config) for an ina fabric at the emulated host rate."""
-    from hosts.ina.client import default_rto_s
-
+def ina_window(fabric, workers_per_job: int) -> tuple[int, int]:
+    """(the node's pool of slots, each job's window of outstanding chunks)."""
     jobs = fabric.hosts // workers_per_job
     pool = fabric.slots or DEFAULT_POOL_SLOTS
-    window = min(MAX_WINDOW, pool // jobs)
+    # Shared slots: the jobs' chunks in flight should fill a small part of the pool, or most
+    # chunks collide; reserved slots: each job's window is its own range.
+    per_job = pool // jobs if fabric.sharing == "reserved" else pool // (SHARED_POOL_PER_WINDOW * jobs)
+    window = min(MAX_WINDOW, per_job)
     if window < 1:
         from testbed.errors import InputError
 
-        raise InputError(f"fabric.slots ({pool}) gives {jobs} jobs no slot each; raise slots to at least {jobs}")
+        need = jobs if fabric.sharing == "reserved" else SHARED_POOL_PER_WINDOW * jobs
+        raise InputError(f"fabric.slots ({pool}) leaves {jobs} job(s) no slot each with {fabric.sharing} sharing; "
+                         f"raise slots to at least {need}")
+    return pool, window
+
+
+def collision_fraction(fabric, workers_per_job: int) -> float:
+    """Shared slots: the share of chunks whose slot another chunk holds, estimated as the slots
+    held over all jobs against the pool: each job's window in flight plus the completed chunks not
+    yet reclaimable (SHARED_OCCUPANCY windows in all). The emulation counts the real figure."""
+    if fabric.sharing != "shared":
+        return 0.0
+    pool, window = ina_window(fabric, workers_per_job)
+    return min(1.0, SHARED_OCCUPANCY * window * (fabric.hosts // workers_per_job) / pool)
+
+
+def ina_settings(fabric, workers_per_job: int, host_rate_bps: float, aggregation_bps: float | None,
+                 seed: int, run_dir: str) -> tuple[dict, dict]:
+    """(node config, the agents' `ina` config) for an ina fabric at the emulated host rate."""
+    from hosts.ina.client import default_rto_s, min_rto_s
+
+    pool, window = ina_window(fabric, workers_per_job)
     node = {"pool_slots": pool, "sharing": fabric.sharing, "drop_frac": fabric.node_drop_frac, "seed": seed,
             "aggregation_bps": aggregation_bps, "ready": f"{run_dir}/ina_node.ready",
             "counters": f"{run_dir}/ina_node.json"}
-    agents = {"window": window, "rto_s": default_rto_s(window, fabric.hosts, host_rate_bps, NODE_PACKETS_PER_S)}
+    agents = {"window": window, "rto_s": default_rto_s(window, fabric.hosts, host_rate_bps, NODE_PACKETS_PER_S),
+              # Shared slots: worker 0's link also carries its job's fallback results, up to a
+              # window from every worker, so its chunks (which everyone waits on) queue longer.
+              "min_rto_s": min_rto_s(window * (1 if fabric.sharing == "reserved" else 1 + workers_per_job),
+                                     host_rate_bps)}
     return node, agents

@@ -88,12 +88,14 @@ def collective_cost(op: str, algorithm: str, n: int, size_bytes: float, rate_bps
 
 
 def ina_allreduce_cost(n: int, size_bytes: float, rate_bps: float, latency_s: float,
-                       worker_rate_bps: float | None = None) -> CollectiveCost:
+                       worker_rate_bps: float | None = None, collision_frac: float = 0.0) -> CollectiveCost:
     """INA all-reduce of float32 buffers: a MAX round of one exponent per chunk, then the chunks;
     each round one message (α), each worker sends M and receives M at once (full duplex), in INA
     packets whose header overhead differs from TCP's. `worker_rate_bps` caps the rate when the
-    node aggregates slower than its ports (aggregation_gbps shared by all workers)."""
-    from hosts.ina.protocol import ELEMENT_BYTES, ELEMENTS_PER_PACKET, FRAME_BYTES, PAYLOAD_BYTES
+    node aggregates slower than its ports (aggregation_gbps shared by all workers). With shared
+    slots, a share f of the chunks collides and is summed by worker 0: its link then carries
+    M·(1 + f·(n−1)) each way, and everyone waits for it."""
+    from hosts.ina.protocol import ELEMENTS_PER_PACKET, FRAME_BYTES, PAYLOAD_BYTES
     from testbed.shaping import MTU_FRAME_BYTES, TCP_PAYLOAD_BYTES
 
     rate = min(rate_bps, worker_rate_bps) if worker_rate_bps else rate_bps
@@ -101,8 +103,11 @@ def ina_allreduce_cost(n: int, size_bytes: float, rate_bps: float, latency_s: fl
     exponent_packets = math.ceil(chunks / ELEMENTS_PER_PACKET)
     # The link carries rate·1514/1448 bits/s of frames; INA frames are FRAME_BYTES per chunk.
     wire_s = (chunks + exponent_packets) * FRAME_BYTES * 8 / (rate * MTU_FRAME_BYTES / TCP_PAYLOAD_BYTES)
-    return CollectiveCost(2 * latency_s + wire_s, min(size_bytes, PAYLOAD_BYTES) / ELEMENT_BYTES * ELEMENT_BYTES, 2,
-                          "2·α + (M + M/P)·(INA frame/payload)/B, P elements per packet")
+    formula = "2·α + (M + M/P)·(INA frame/payload)/B, P elements per packet"
+    if collision_frac:
+        wire_s *= 1 + collision_frac * (n - 1)
+        formula += f"; ×(1 + f·(n−1)) for the fallback host, f = {collision_frac:.3f}"
+    return CollectiveCost(2 * latency_s + wire_s, size_bytes, 2, formula)
 
 
 def predict_ina_fabric(scenario: Scenario, schedule: Schedule) -> Prediction:
@@ -112,8 +117,10 @@ def predict_ina_fabric(scenario: Scenario, schedule: Schedule) -> Prediction:
     rate, latency = gbps_to_bps(fabric.gpu_bandwidth_gbps), us_to_s(fabric.latency_us)
     n = len(first.group)
     if first.algorithm == "ina":
+        from testbed.ina_fabric import collision_fraction
+
         share = gbps_to_bps(fabric.aggregation_gbps) / schedule.hosts if fabric.aggregation_gbps else None
-        cost = ina_allreduce_cost(n, first.bytes, rate, latency, share)
+        cost = ina_allreduce_cost(n, first.bytes, rate, latency, share, collision_fraction(fabric, n))
     else:
         cost = collective_cost(first.op, first.algorithm, n, first.bytes, rate, latency)
     jobs = schedule.hosts // n

@@ -98,10 +98,11 @@ def _check_sums(prepared: "Prepared", per_host: list[dict]) -> tuple[bool, list[
         for it, record in enumerate(host["iterations"]):
             for check in record.get("checks", []):
                 op, size, pos, elements = check["op"], check["group_size"], check["pos"], check["elements"]
+                data_seed = check.get("seed", seed)  # each group's own data (hosts.agent.data_seed)
                 # All-reduce and broadcast results are the same on every rank: compute them once.
-                key = (op, it, size, elements) + (() if op in ("allreduce", "broadcast") else (pos,))
+                key = (op, it, size, elements, data_seed) + (() if op in ("allreduce", "broadcast") else (pos,))
                 if key not in expected:
-                    expected[key] = digest(ops.expected(op, seed, it, pos, size, elements))
+                    expected[key] = digest(ops.expected(op, data_seed, it, pos, size, elements))
                 if check["digest"] != expected[key]:
                     problems.append(f"host {host['rank']} iteration {it}: {op} result differs from numpy")
     return not problems, problems
@@ -151,6 +152,7 @@ def assemble(prepared: "Prepared", run_dir: Path, measured: dict, outcome: dict)
     ratios = [t / predicted for t in iteration_times_s]
 
     ina = _ina_summary(measured.get("ina_node"), per_host) if scenario.fabric.kind == "ina" else None
+    loss_injected = scenario.fabric.node_drop_frac + scenario.fabric.link_loss_frac > 0
     calibration = load_calibration()
     rates = [r for h in per_host for it in h["iterations"] for r in it["step_rates_bps"]]
     overshoot_mean = max((h["latency"]["overshoot_mean_s"] for h in per_host), default=0.0)
@@ -159,7 +161,7 @@ def assemble(prepared: "Prepared", run_dir: Path, measured: dict, outcome: dict)
     smallest = round(dilation.byte_scale * prepared.smallest_message_bytes)
     timings = [h["compute_timing"] for h in per_host if h.get("compute_timing", {}).get("steps")]
     monitors = [
-        fidelity.link_rate_monitor(rates, prepared.expected_rate_bps or plan.host_rate_bps),
+        fidelity.link_rate_monitor(rates, prepared.expected_rate_bps or plan.host_rate_bps, loss_injected),
         fidelity.compute_timing_monitor(max((t["error_mean_frac"] for t in timings), default=None),
                                         max((t["error_p99_frac"] for t in timings), default=None)),
         fidelity.timer_monitor(overshoot_mean, overshoot_p99, step_emulated_s),
@@ -168,7 +170,7 @@ def assemble(prepared: "Prepared", run_dir: Path, measured: dict, outcome: dict)
         fidelity.capacity_monitor(plan.host_rate_bps * ranks, calibration.capacity_bps,
                                   calibration.measured),
         fidelity.drop_monitor(measured.get("switch_packets")) if scenario.fabric.kind != "ina"
-        else fidelity.ina_loss_monitor(ina, scenario.fabric.node_drop_frac + scenario.fabric.link_loss_frac > 0),
+        else fidelity.ina_loss_monitor(ina, loss_injected),
         fidelity.dark_time_monitor([e["measured_dark_s"] for e in reconfigurations],
                                    [e["configured_dark_s"] for e in reconfigurations]),
     ]

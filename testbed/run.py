@@ -123,6 +123,7 @@ def _prepare_ina(scenario: Scenario, schedule: Schedule, prediction: Prediction)
     up with, so the emulated rate is also capped by the node's packet rate. A busy worker receives
     results at the rate its port carries INA payload."""
     from hosts.ina.protocol import FRAME_BYTES, PAYLOAD_BYTES
+    from testbed.ina_fabric import collision_fraction
     from testbed.shaping import MTU_FRAME_BYTES, TCP_PAYLOAD_BYTES
 
     fabric, size = scenario.fabric, float(scenario.workload.bytes)
@@ -132,6 +133,8 @@ def _prepare_ina(scenario: Scenario, schedule: Schedule, prediction: Prediction)
     expected = plan.host_rate_bps * payload_share
     if fabric.aggregation_gbps:
         expected = min(expected, plan.host_rate_bps * fabric.aggregation_gbps / fabric.hosts / fabric.gpu_bandwidth_gbps)
+    workers = len(schedule.gpus[0].steps[0].group)
+    expected /= 1 + collision_fraction(fabric, workers) * (workers - 1)  # everyone waits on the fallback host
     return Prepared(scenario, schedule, prediction, plan, shortest, size, expected)
 
 

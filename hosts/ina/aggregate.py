@@ -97,8 +97,14 @@ def shared(regs: SlotRegisters, entry: JobEntry, h: Header, values: np.ndarray, 
             counters["inconsistent_chunk"] += 1
             return []
         regs.accumulate(0, slot, bit, values, bool(op & MAX))
-    elif retransmit or not regs.reclaimable(slot, workers_of):
-        counters["collisions" if not retransmit else "retransmits_to_fallback"] += 1
+    elif retransmit or regs.spill[slot] == key or not regs.reclaimable(slot, workers_of):
+        if retransmit:
+            counters["retransmits_to_fallback"] += 1
+        elif regs.spill[slot] == key:
+            counters["collisions_followed"] += 1
+        else:
+            counters["collisions"] += 1
+            regs.spill[slot] = key
         return [to_fallback]
     else:
         regs.owner[slot] = key

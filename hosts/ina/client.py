@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 import math
 import socket
-import threading
+import multiprocessing
 import time
 from collections import Counter
 from dataclasses import dataclass, field
@@ -25,8 +25,10 @@ from hosts.ina.parser import Drop, Header, parse_result
 from hosts.ina.protocol import (CONTROL_PORT, DATA_PORT, ELEMENTS_PER_PACKET, FALLBACK_PORT, FRAME_BYTES, INT, MAX,
                                 OVERFLOW, RESULT, RETRANSMIT)
 
-MAX_RETRANSMITS_PER_CHUNK = 1000
+MAX_RETRANSMITS_PER_CHUNK = 200
+MAX_BACKOFF_DOUBLINGS = 6
 REGISTER_TIMEOUT_S = 30.0
+MIN_RTO_S = 2e-3  # wall time: below this, the hosts' scheduling jitter alone would time chunks out
 SOCKET_BUFFER_BYTES = 8 << 20
 
 
@@ -50,6 +52,12 @@ def default_rto_s(window: int, workers: int, host_rate_bps: float, node_packets_
     at the node, so only a lost packet times out."""
     queued_s = window * FRAME_BYTES * 8 / host_rate_bps + workers * window / node_packets_per_s
     return 3 * queued_s + 5e-3
+
+
+def min_rto_s(window: int, host_rate_bps: float) -> float:
+    """The floor of the adaptive timeout: the last chunk of a window sent at once waits for the
+    whole window to leave the worker's link, whatever the round trip of the others was."""
+    return max(MIN_RTO_S, 1.5 * window * FRAME_BYTES * 8 / host_rate_bps + MIN_RTO_S)
 
 
 def shared_slot(job: int, seq: int, pool_slots: int) -> int:
@@ -114,22 +122,23 @@ class JobClient:
         base, self.next_seq = self.next_seq, self.next_seq + chunks
         endpoint, window = self.endpoint, self.window
         done = bytearray(chunks)
-        inflight: dict[int, list] = {}  # chunk → [deadline, packet, retransmits]
+        inflight: dict[int, list] = {}  # chunk → [deadline, packet, retransmits, sent at]
         low, sent_c, remaining = 0, 0, chunks
         sent_bytes = received_bytes = 0
-        rto = endpoint.rto_s
+        timer = endpoint.timer
         while remaining:
             while sent_c < chunks and (sent_c < window or done[sent_c - window]):
                 packet = self._packet(sent_c, base + sent_c, flags, exponents, values, base + low)
                 endpoint.send(packet)
                 sent_bytes += len(packet)
-                inflight[sent_c] = [time.monotonic() + rto, packet, 0]
+                now = time.monotonic()
+                inflight[sent_c] = [now + timer.rto_s, packet, 0, now]
                 sent_c += 1
             now = time.monotonic()
             wait = min(entry[0] for entry in inflight.values()) - now
             got = endpoint.receive(max(wait, 0.0))
             if got is None:
-                self._retransmit(inflight, base + low, flags, time.monotonic() + rto)
+                self._retransmit(inflight, base + low, timer)
                 continue
             h, payload = got
             c = h.seq - base
@@ -139,6 +148,9 @@ class JobClient:
             if h.flags & OVERFLOW:
                 raise InaOverflow(f"job {self.job}: the sum of chunk {c} (elements {c * ELEMENTS_PER_PACKET}.."
                                   f"{c * ELEMENTS_PER_PACKET + h.count - 1}) leaves the int32 range")
+            entry = inflight[c]
+            if entry[2] == 0:  # Karn: only chunks sent once time the round trip
+                timer.sample(time.monotonic() - entry[3])
             start = c * ELEMENTS_PER_PACKET
             out[start:start + h.count] = payload
             received_bytes += len(payload) * 4 + 26
@@ -149,7 +161,7 @@ class JobClient:
                 low += 1
         return sent_bytes, received_bytes
 
-    def _retransmit(self, inflight: dict, low_seq: int, flags: int, deadline: float) -> None:
+    def _retransmit(self, inflight: dict, low_seq: int, timer: "RetransmitTimer") -> None:
         now = time.monotonic()
         for c, entry in inflight.items():
             if entry[0] > now:
@@ -162,7 +174,7 @@ class JobClient:
             packet = encode(h._replace(flags=h.flags | RETRANSMIT, low_seq=low_seq & 0xFFFFFFFF),
                             np.frombuffer(entry[1], dtype=">i4", offset=len(entry[1]) - 4 * h.count))
             self.endpoint.send(packet)
-            entry[0], entry[1] = deadline, packet
+            entry[0], entry[1] = now + timer.backoff(entry[2]), packet
             self.counters["retransmits"] += 1
 
 
@@ -172,13 +184,39 @@ def _header_of(packet: bytes):
     return HEADER.unpack_from(packet)
 
 
+class RetransmitTimer:
+    """TCP's estimator (RFC 6298): the timeout follows the measured round trip of chunks, which
+    includes the queue a full window builds, so a loss is noticed soon after the window drains."""
+
+    def __init__(self, initial_s: float, min_s: float = MIN_RTO_S) -> None:
+        self.rto_s = initial_s
+        self.min_s = min_s
+        self.srtt_s: float | None = None
+        self.rttvar_s = 0.0
+
+    def sample(self, rtt_s: float) -> None:
+        if self.srtt_s is None:
+            self.srtt_s, self.rttvar_s = rtt_s, rtt_s / 2
+        else:
+            self.rttvar_s = 0.75 * self.rttvar_s + 0.25 * abs(self.srtt_s - rtt_s)
+            self.srtt_s = 0.875 * self.srtt_s + 0.125 * rtt_s
+        self.rto_s = max(self.min_s, self.srtt_s + 4 * self.rttvar_s)
+
+    def backoff(self, retransmits: int) -> float:
+        """The timeout of a chunk sent `retransmits` times: doubled each time (Karn), so a slow
+        path (the end-host fallback) is not flooded with copies of what it is still summing."""
+        return self.rto_s * (1 << min(retransmits, MAX_BACKOFF_DOUBLINGS))
+
+
 class InaEndpoint:
     """This worker's socket to the node, and its job clients."""
 
-    def __init__(self, address: str, node: str, rto_s: float, latency_wait=None) -> None:
+    def __init__(self, address: str, node: str, rto_s: float, latency_wait=None,
+                 min_rto: float = MIN_RTO_S) -> None:
         self.address = address
         self.node = node
         self.rto_s = rto_s
+        self.timer = RetransmitTimer(rto_s, min_rto)
         self.latency_wait = latency_wait or time.sleep
         self.sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
         for option in (socket.SO_RCVBUF, socket.SO_SNDBUF):
@@ -187,12 +225,14 @@ class InaEndpoint:
         self._buffer = bytearray(65536)
         self.jobs: dict[int, JobClient] = {}
         self.dropped: Counter = Counter()
-        self._fallbacks: list[tuple[socket.socket, EndHostAggregator]] = []
-        self._stop = threading.Event()
-        self._threads: list[threading.Thread] = []
+        self._fallbacks: list = []  # (process, pipe) of each end-host aggregator this worker runs
+        self._fallback_counters: Counter = Counter()
 
     def send(self, packet: bytes) -> None:
-        self.sock.sendto(packet, (self.node, DATA_PORT))
+        try:
+            self.sock.sendto(packet, (self.node, DATA_PORT))
+        except OSError:  # a full queue or a firewall drop: lost like on the wire, retransmitted
+            self.dropped["send_errors"] += 1
 
     def receive(self, timeout_s: float) -> tuple[Header, np.ndarray] | None:
         self.sock.settimeout(timeout_s if timeout_s > 0 else 1e-6)
@@ -242,45 +282,61 @@ class InaEndpoint:
                 time.sleep(0.05)
 
     def _serve_fallback(self, aggregator: EndHostAggregator) -> None:
+        """The job's end-host aggregator runs in its own process on this host: a thread would wait
+        for the interpreter lock behind this worker's own sending, and its chunks would time out."""
         sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, SOCKET_BUFFER_BYTES)
-        sock.bind((self.address, FALLBACK_PORT))
-        sock.settimeout(0.2)
-        self._fallbacks.append((sock, aggregator))
-        thread = threading.Thread(target=self._fallback_loop, args=(sock, aggregator), daemon=True)
-        thread.start()
-        self._threads.append(thread)
-
-    def _fallback_loop(self, sock: socket.socket, aggregator: EndHostAggregator) -> None:
-        buffer = bytearray(65536)
-        while not self._stop.is_set():
-            try:
-                size = sock.recv_into(buffer)
-            except socket.timeout:
-                continue
-            except OSError:
-                return
-            try:
-                h, values = parse_result(memoryview(buffer)[:size])
-            except Drop:
-                aggregator.counters["dropped_malformed"] += 1
-                continue
-            for packet, destination in aggregator.piece(h, values):
-                sock.sendto(packet, destination)
+        sock.bind((self.address, FALLBACK_PORT))  # bound here, so a port clash fails the registration
+        parent, child = multiprocessing.get_context("fork").Pipe()
+        process = multiprocessing.get_context("fork").Process(target=_fallback_loop, args=(sock, aggregator, child),
+                                                              daemon=True)
+        process.start()
+        sock.close()
+        child.close()
+        self._fallbacks.append((process, parent))
 
     def counters(self) -> dict:
         out = Counter()
         for client in self.jobs.values():
             out.update(client.counters)
-        for _, aggregator in self._fallbacks:
-            out.update({f"fallback_{k}": v for k, v in aggregator.counters.items()})
+        out.update({f"fallback_{k}": v for k, v in self._fallback_counters.items()})
         out.update({f"dropped_{k}": v for k, v in self.dropped.items()})
         return dict(out)
 
     def close(self) -> None:
-        self._stop.set()
-        for thread in self._threads:
-            thread.join(timeout=1.0)
-        for sock, _ in self._fallbacks:
-            sock.close()
+        """Stops the fallback aggregators (collecting their counters) and closes the socket."""
+        for process, pipe in self._fallbacks:
+            try:
+                pipe.send("stop")
+                if pipe.poll(5.0):
+                    self._fallback_counters.update(pipe.recv())
+            except (OSError, EOFError):
+                pass
+            process.join(timeout=5.0)
+            if process.is_alive():
+                process.kill()
+        self._fallbacks.clear()
         self.sock.close()
+
+
+def _fallback_loop(sock: socket.socket, aggregator: EndHostAggregator, control) -> None:
+    """The end-host aggregator's process: serves pieces until told to stop, then reports."""
+    sock.settimeout(0.1)
+    buffer = bytearray(65536)
+    while not control.poll():
+        try:
+            size = sock.recv_into(buffer)
+        except socket.timeout:
+            continue
+        try:
+            h, values = parse_result(memoryview(buffer)[:size])
+        except Drop:
+            aggregator.counters["dropped_malformed"] += 1
+            continue
+        for packet, destination in aggregator.piece(h, values):
+            try:
+                sock.sendto(packet, destination)
+            except OSError:  # lost; the worker's retransmission asks again
+                aggregator.counters["send_errors"] += 1
+    control.recv()
+    control.send(dict(aggregator.counters))

@@ -25,6 +25,9 @@ class SlotRegisters:
         self.op = [[0] * pool_slots for _ in range(2)]  # the MAX / INT flags of the chunk in the slot
         self.complete = [[False] * pool_slots for _ in range(2)]
         self.owner: list[tuple[int, int] | None] = [None] * pool_slots  # shared slots: (job, seq)
+        # The last chunk that collided here: its later packets follow it to the end host even if
+        # the slot frees meanwhile, so a chunk is rarely split between slot and end host.
+        self.spill: list[tuple[int, int] | None] = [None] * pool_slots
         self.low_seq: dict[tuple[int, int], int] = {}  # (job, worker) → lowest seq it still waits for
 
     def load(self, ver: int, slot: int, bit: int, values: np.ndarray, exp: int, op: int) -> None:
