@@ -9,7 +9,7 @@ import pytest
 
 from testbed.registry import list_bridges
 
-OURS = ("hosts.agent", "controller.launch", "mininet:h")
+OURS = ("hosts.agent", "controller.launch", "mininet:h", "hosts.ina.node")
 
 
 def our_processes() -> set[int]:
