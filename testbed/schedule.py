@@ -135,6 +135,13 @@ def collective_schedule(scenario: Scenario) -> Schedule:
     assert workload.bytes is not None  # guaranteed by scenario validation
     # An ina fabric may carry several jobs of workers_per_job GPUs each, all running at once.
     per_job = (scenario.fabric.workers_per_job or hosts) if scenario.fabric.kind == "ina" else hosts
+    if workload.algorithm == "ina":
+        from testbed.ina_fabric import ina_window
+
+        try:
+            ina_window(scenario.fabric, per_job)  # the node's pool must hold every job's window
+        except InputError as error:
+            raise InputError(f"{scenario.name}: {error}") from None
     groups = [tuple(range(start, start + per_job)) for start in range(0, hosts, per_job)]
     gpus = tuple(
         GpuSchedule(

@@ -318,3 +318,64 @@ def test_addresses_outside_the_job_cannot_write_its_slots(tmp_path):
         intruder.close()
     assert np.array_equal(results[1][0][0], np.full(100, 3))
     assert report["counters"]["dropped_unknown_job"] + report["counters"].get("dropped_unknown_worker", 0) == 16
+
+
+# --- scenario, schedule, topology and oracle of the ina fabric ----------------------------------
+
+def ina_scenario(**changes):
+    from testbed.scenario import apply_overrides, load_scenario
+    from tests.conftest import ROOT
+
+    return apply_overrides(load_scenario(ROOT / "scenarios" / "ina-two-jobs.yaml"), changes)
+
+
+@pytest.mark.parametrize("changes, words", [
+    ({"fabric.slots": 8}, "raise slots to at least 16"),
+    ({"fabric.workers_per_job": 3}, "must divide hosts"),
+    ({"workload.collective": "allgather"}, "not supported"),
+])
+def test_bad_ina_scenarios_are_refused_with_the_fix(changes, words):
+    from testbed.errors import InputError
+    from testbed.schedule import schedule_for
+
+    with pytest.raises((InputError, ValueError), match=words):
+        schedule_for(ina_scenario(**changes))
+
+
+def test_algorithm_ina_needs_the_ina_fabric():
+    from testbed.errors import InputError
+    from testbed.scenario import apply_overrides, load_scenario
+    from testbed.schedule import schedule_for
+    from tests.conftest import ROOT
+
+    scenario = apply_overrides(load_scenario(ROOT / "scenarios" / "quickstart.yaml"), {"workload.algorithm": "ina"})
+    with pytest.raises(InputError, match="set fabric.kind to ina"):
+        schedule_for(scenario)
+
+
+def test_jobs_are_groups_and_the_node_owns_a_port_per_gpu():
+    from testbed.ina_fabric import ina_host_commands
+    from testbed.schedule import schedule_for
+    from testbed.topology import build_topology
+
+    scenario = ina_scenario(**{"fabric.link_loss_frac": 0.02})
+    schedule = schedule_for(scenario)
+    assert {tuple(g.steps[0].group) for g in schedule.gpus} == {(0, 1, 2, 3), (4, 5, 6, 7)}
+    assert not any(any(row) for row in schedule.traffic_matrix_bytes)  # nothing flows GPU to GPU
+    topology = build_topology(scenario.fabric, "abcd", 1e8, "user")
+    assert topology["switches"] == [] and topology["hosts"][-1]["role"] == "aggregator"
+    assert len(topology["hosts"][-1]["interfaces"]) == 8
+    commands = ina_host_commands(topology, 0.02)
+    assert any("statistic --mode random --probability 0.020000" in c for c in commands["h9"])
+    assert any(c.startswith("ip neigh replace 10.0.0.2") for c in commands["h1"])
+
+
+def test_oracle_ina_against_ring_tends_to_n_over_2_n_minus_1():
+    from testbed.predict import collective_cost, ina_allreduce_cost
+
+    for n in (4, 8, 64):
+        ina = ina_allreduce_cost(n, 1e9, 100e9, 0.0).time_s
+        ring = collective_cost("allreduce", "ring", n, 1e9, 100e9, 0.0).time_s
+        assert abs(ina / ring / (n / (2 * (n - 1))) - 1) < 0.02
+    shared = ina_allreduce_cost(4, 1e9, 100e9, 0.0, collision_frac=0.1).time_s
+    assert shared == pytest.approx(ina_allreduce_cost(4, 1e9, 100e9, 0.0).time_s * 1.3)
