@@ -1,4 +1,4 @@
-"""The `testbed` command: doctor, check, place, predict, run, clean."""
+"""The `testbed` command: doctor, check, place, search, predict, run, sweep, report, clean."""
 
 from __future__ import annotations
 
@@ -227,6 +227,83 @@ def cmd_clean(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_sweep(args: argparse.Namespace) -> int:
+    from datetime import datetime, timezone
+
+    from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
+
+    from testbed.scenario import load_scenario
+    from testbed.sweep import parse_sets, plan_points, run_sweep
+
+    scenario = load_scenario(args.scenario)
+    sets = parse_sets(args.set)
+    planned = plan_points(scenario, sets)
+    if args.predict_only:
+        execute = _predicted_only
+    else:
+        from testbed.run import Runner, prepare
+
+        prepared = {}
+        for point, point_scenario in planned:  # every point must be runnable before any runs
+            try:
+                prepared[point.id] = prepare(point_scenario)
+            except InputError as error:
+                raise InputError(f"sweep point {point.id}: {error}") from None
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+
+        def execute(point_scenario, run_dir):
+            return Runner(prepared[run_dir.name], run_dir).execute()
+
+    stamp = datetime.now(timezone.utc).strftime("%Y%m%d-%H%M%S")
+    sweep_dir = Path(args.out) if args.out else Path("sweeps") / f"{scenario.name}-{stamp}"
+    with Progress(TextColumn("{task.description}"), BarColumn(), TextColumn("{task.completed}/{task.total}"),
+                  TimeElapsedColumn(), console=console) as progress:
+        task = progress.add_task(f"{scenario.name}: sweep points", total=len(planned))
+
+        def on_point(done, total, point_id, status):
+            progress.update(task, completed=done)
+            progress.console.print(f"{point_id}: {status}", highlight=False)
+
+        counts = run_sweep(args.scenario, scenario, sets, sweep_dir, execute, on_point)
+    console.print(f"sweep directory: {sweep_dir} ({counts['ran']} run, {counts['skipped']} already done, "
+                  f"{counts['failed']} failed); table in {sweep_dir / 'results.csv'}")
+    if counts["interrupted"]:
+        err_console.print(f"[red]interrupted[/]: rerun the same command with --out {sweep_dir} to resume")
+        return 1
+    return 1 if counts["failed"] else 0
+
+
+def _predicted_only(scenario, run_dir: Path) -> dict:
+    """A sweep point answered by the oracle alone (paper scale, no root)."""
+    from testbed.predict import predict_scenario
+    from testbed.scenario import scenario_to_yaml
+
+    run_dir.mkdir(parents=True, exist_ok=True)
+    (run_dir / "scenario.yaml").write_text(scenario_to_yaml(scenario))
+    try:
+        prediction = predict_scenario(scenario)
+        result = {"name": scenario.name, "status": "ok", "mode": "predicted", "error": None,
+                  "predicted_iteration_time_s": prediction.iteration_time_s,
+                  "predicted_breakdown": prediction.breakdown.to_json(), "formula": prediction.formula,
+                  "iteration_times_s": [], "emulated_over_predicted": []}
+    except InputError as error:
+        result = {"name": scenario.name, "status": "failed", "mode": "predicted", "error": str(error),
+                  "iteration_times_s": [], "emulated_over_predicted": []}
+    (run_dir / "results.json").write_text(json.dumps(result, indent=1) + "\n")
+    return result
+
+
+def cmd_report(args: argparse.Namespace) -> int:
+    from testbed.report import report
+
+    directory = Path(args.directory)
+    if not directory.is_dir():
+        raise InputError(f"{directory} is not a directory; give a run directory or a sweep directory")
+    path = report(directory)
+    console.print(f"report: {path} (figures beside it)")
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="testbed", description="Emulate ML-training interconnects with real packets.")
     sub = parser.add_subparsers(dest="command", required=True)
@@ -260,6 +337,17 @@ def build_parser() -> argparse.ArgumentParser:
                      help="write the first PACKETS packets to capture.pcap in the run directory (on an ina "
                           "fabric, what the aggregation node sends and receives; else what GPU 0 does)")
     run.set_defaults(func=cmd_run)
+    sweep = sub.add_parser("sweep", help="run a scenario over the cross product of parameter values; resumable")
+    sweep.add_argument("scenario")
+    sweep.add_argument("--set", action="append", default=[], metavar="KEY=V1,V2",
+                       help="a dotted scenario field and its values, e.g. fabric.gpu_bandwidth_gbps=100,400,1600")
+    sweep.add_argument("--out", help="sweep directory (default sweeps/<name>-<timestamp>); an existing one resumes")
+    sweep.add_argument("--predict-only", action="store_true",
+                       help="answer every point with the oracle alone (any scale, no root)")
+    sweep.set_defaults(func=cmd_sweep)
+    rep = sub.add_parser("report", help="figures and a one-page summary of a run or sweep directory")
+    rep.add_argument("directory")
+    rep.set_defaults(func=cmd_report)
     clean = sub.add_parser("clean", help="remove what dead runs of this tool left behind (and nothing else)")
     clean.set_defaults(func=cmd_clean)
     return parser

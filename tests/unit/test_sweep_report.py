@@ -1,0 +1,98 @@
+"""Sweeps (points, resume, tidy CSV) with a stand-in executor, and reports of run and sweep
+directories; the real sweep over Mininet is in tests/integration/test_sweep.py."""
+
+from __future__ import annotations
+
+import csv
+import json
+import subprocess
+import sys
+
+import pytest
+
+from testbed.errors import InputError
+from testbed.report import report
+from testbed.scenario import load_scenario
+from testbed.sweep import parse_sets, plan_points, run_sweep
+
+from ..conftest import ROOT
+
+QUICKSTART = ROOT / "scenarios" / "quickstart.yaml"
+
+
+def fake_execute(calls, interrupt_at=None):
+    def execute(scenario, run_dir):
+        calls.append(run_dir.name)
+        status = "interrupted" if len(calls) == interrupt_at else "ok"
+        run_dir.mkdir(parents=True, exist_ok=True)
+        result = {"name": scenario.name, "status": status, "iteration_times_s": [0.011, 0.012],
+                  "emulated_over_predicted": [1.1, 1.2], "predicted_iteration_time_s": 0.01,
+                  "fidelity": {"ok": True}, "sums_correct": True, "dilation": 10, "byte_scale": 0.1}
+        (run_dir / "results.json").write_text(json.dumps(result))
+        return result
+    return execute
+
+
+def test_sets_parse_to_typed_values_and_bad_ones_are_refused():
+    assert parse_sets(["fabric.gpu_bandwidth_gbps=100,400", "fabric.kind=ina"]) == {
+        "fabric.gpu_bandwidth_gbps": [100, 400], "fabric.kind": ["ina"]}
+    for bad in (["fabric.hosts"], ["=1,2"], ["fabric.hosts=4", "fabric.hosts=8"], []):
+        with pytest.raises(InputError):
+            parse_sets(bad)
+
+
+def test_an_invalid_point_is_named_before_anything_runs():
+    with pytest.raises(InputError, match="p001-kind=sip-ring"):
+        plan_points(load_scenario(QUICKSTART), {"fabric.kind": ["elect-flat", "sip-ring"]})
+
+
+def test_sweep_resumes_without_rerunning_finished_points(tmp_path):
+    scenario = load_scenario(QUICKSTART)
+    sets = {"fabric.gpu_bandwidth_gbps": [100, 400, 1600], "fabric.kind": ["elect-flat", "elect-cluster"]}
+    calls = []
+    first = run_sweep(str(QUICKSTART), scenario, sets, tmp_path, fake_execute(calls, interrupt_at=3), lambda *a: None)
+    assert first["interrupted"] and len(calls) == 3
+    calls.clear()
+    second = run_sweep(str(QUICKSTART), scenario, sets, tmp_path, fake_execute(calls), lambda *a: None)
+    assert second == {"ran": 4, "skipped": 2, "failed": 0, "interrupted": False}
+    assert calls[0].startswith("p002")  # the interrupted point runs again, the finished ones do not
+    rows = list(csv.DictReader(open(tmp_path / "results.csv")))
+    assert len(rows) == 12 and rows[0]["fabric.kind"] == "elect-flat" and rows[1]["iteration"] == "1"
+    with pytest.raises(InputError, match="holds another sweep"):
+        run_sweep(str(QUICKSTART), scenario, {"fabric.hosts": [4]}, tmp_path, fake_execute([]), lambda *a: None)
+    path = report(tmp_path)
+    assert (tmp_path / "scatter.png").stat().st_size > 1000 and "p005" in path.read_text()
+
+
+def test_predict_only_sweep_and_run_report_from_the_command_line(tmp_path):
+    out = tmp_path / "sweep"
+    done = subprocess.run([sys.executable, "-m", "testbed.cli", "sweep", str(QUICKSTART), "--predict-only",
+                           "--set", "fabric.hosts=4,8,16", "--out", str(out)], capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    rows = list(csv.DictReader(open(out / "results.csv")))
+    assert [float(r["predicted_s"]) for r in rows] == sorted(float(r["predicted_s"]) for r in rows)
+    bad = subprocess.run([sys.executable, "-m", "testbed.cli", "report", str(tmp_path / "nothing")],
+                         capture_output=True, text=True)
+    assert bad.returncode == 2 and "not a directory" in bad.stderr
+
+
+def test_run_report_draws_every_figure(tmp_path):
+    run = tmp_path / "run"
+    run.mkdir()
+    result = {"name": "x", "status": "ok", "iteration_times_s": [0.01], "emulated_over_predicted": [1.0],
+              "predicted_iteration_time_s": 0.01, "sums_correct": True, "dilation": 10, "byte_scale": 0.1,
+              "breakdown": {"compute_s": 0.004, "communication_s": 0.006, "reconfiguration_s": 0.001},
+              "predicted_breakdown": {"compute_s": 0.004, "communication_s": 0.006},
+              "fidelity": {"ok": False, "monitors": {"link_rate": {"value": 0.5, "ok": False, "detail": "slow",
+                                                                     "fix": "raise the dilation"}}}}
+    (run / "results.json").write_text(json.dumps(result))
+    (run / "schedule.json").write_text(json.dumps({"traffic_matrix_bytes": [[0, 5], [5, 0]]}))
+    events = [{"t_s": 0.0, "duration_s": 0.004, "host": h, "kind": "compute"} for h in range(2)]
+    events += [{"t_s": 0.004, "duration_s": 0.006, "host": h, "kind": "send"} for h in range(2)]
+    events.append({"t_s": 0.001, "host": -1, "kind": "reconfiguration", "dark_start_s": 0.001, "restored_s": 0.002,
+                   "changed": [[0, 1]]})
+    (run / "events.jsonl").write_text("\n".join(json.dumps(e) for e in events))
+    text = report(run).read_text()
+    for figure in ("gantt.png", "breakdown.png", "traffic.png", "circuits.png"):
+        assert (run / figure).exists() and figure in text
+    assert "raise the dilation" in text and "NOT faithful" in text
