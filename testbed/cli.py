@@ -56,7 +56,7 @@ def cmd_check(args: argparse.Namespace) -> int:
 
     scenario = load_scenario(args.scenario)
     f, w = scenario.fabric, scenario.workload
-    if w.kind == "collective":
+    if w.kind in ("collective", "trace"):
         from testbed.schedule import schedule_for
 
         schedule_for(scenario)  # combinations the fields alone allow but no schedule can run

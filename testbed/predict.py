@@ -137,6 +137,10 @@ def predict_scenario(scenario: Scenario) -> Prediction:
         return predict_plan(model_plan(scenario), scenario.fabric)
     from testbed.schedule import schedule_for
 
+    if scenario.workload.kind == "trace":  # a user's schedule: simulated step by step, like a placed one
+        from testbed.oracle.schedule_sim import simulate_schedule
+
+        return simulate_schedule(schedule_for(scenario).to_json(), scenario.fabric)
     return predict(scenario, schedule_for(scenario))
 
 

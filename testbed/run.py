@@ -69,11 +69,8 @@ def prepare(scenario: Scenario) -> Prepared:
             f"{scenario.fabric.kind}); model workloads can be placed and predicted on every fabric with "
             f"`testbed place` and `testbed predict`"
         )
-    if scenario.workload.kind == "model":
+    if scenario.workload.kind in ("model", "trace"):
         return _prepare_schedule(scenario)
-    if scenario.workload.kind != "collective":
-        raise InputError(f"{scenario.name}: testbed run emulates collective and model workloads, "
-                         f"not {scenario.workload.kind}")
     schedule = schedule_for(scenario)
     prediction = predict(scenario, schedule)
     workload, fabric = scenario.workload, scenario.fabric

@@ -232,6 +232,10 @@ def load_scenario(path: str | Path) -> Scenario:
         mark = getattr(error, "problem_mark", None)
         line = f" at line {mark.line + 1}" if mark is not None else ""
         raise InputError(f"{path}: not valid YAML{line}; fix the syntax") from None
+    workload = data.get("workload") if isinstance(data, dict) else None
+    if isinstance(workload, dict) and isinstance(workload.get("trace"), str):
+        # a trace's path is relative to the scenario file, wherever testbed runs from
+        workload["trace"] = str((path.parent / workload["trace"]).resolve())
     return parse_scenario(data, str(path))
 
 

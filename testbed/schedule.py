@@ -207,6 +207,11 @@ def model_plan(scenario: Scenario):
 
 
 def schedule_for(scenario: Scenario) -> Schedule:
+    if scenario.workload.kind == "trace":
+        from testbed.trace import load_trace
+
+        assert scenario.workload.trace is not None
+        return load_trace(scenario.workload.trace, scenario.fabric.hosts, scenario.workload.iterations)
     if scenario.workload.kind == "model":
         from testbed.placer.emit import plan_schedule
 
