@@ -264,7 +264,10 @@ def cmd_sweep(args: argparse.Namespace) -> int:
             progress.update(task, completed=done)
             progress.console.print(f"{point_id}: {status}", highlight=False)
 
-        counts = run_sweep(args.scenario, scenario, sets, sweep_dir, execute, on_point)
+        try:
+            counts = run_sweep(args.scenario, scenario, sets, sweep_dir, execute, on_point)
+        except KeyboardInterrupt:  # between two points: nothing half-done
+            counts = {"ran": 0, "skipped": 0, "failed": 0, "interrupted": True}
     console.print(f"sweep directory: {sweep_dir} ({counts['ran']} run, {counts['skipped']} already done, "
                   f"{counts['failed']} failed); table in {sweep_dir / 'results.csv'}")
     if counts["interrupted"]:

@@ -111,4 +111,9 @@ def ina_settings(fabric, workers_per_job: int, host_rate_bps: float, aggregation
               # window from every worker, so its chunks (which everyone waits on) queue longer.
               "min_rto_s": min_rto_s(window * (1 if fabric.sharing == "reserved" else 1 + workers_per_job),
                                      host_rate_bps)}
+    if aggregation_bps:  # a node slower than its ports queues every worker's window in front of it
+        from hosts.ina.protocol import FRAME_BYTES
+
+        queued_s = window * fabric.hosts * FRAME_BYTES * 8 / aggregation_bps
+        agents["min_rto_s"] = max(agents["min_rto_s"], 1.5 * queued_s + 2e-3)
     return node, agents
