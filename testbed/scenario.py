@@ -173,7 +173,9 @@ class Scenario(_Strict):
 
 def _field_path(loc: tuple[Any, ...]) -> str:
     # pydantic puts union-branch tags in loc (e.g. 'float', "literal['auto']"); they are not fields.
-    return ".".join(str(p) for p in loc if not (isinstance(p, str) and ("[" in p or p in {"float", "int"})))
+    parts = (str(p) for p in loc if not (isinstance(p, str) and ("[" in p or p in {"float", "int"})))
+    # a key the user typed may hold anything: show control characters escaped, on one line
+    return ".".join(p if p.isprintable() else repr(p)[1:-1] for p in parts)
 
 
 def _known_fields(loc: tuple[Any, ...]) -> list[str]:
