@@ -62,8 +62,8 @@ class ControllerProcess:
         self.port = 0
         self.process: subprocess.Popen | None = None
 
-    def start(self, timeout_s: float = 20.0) -> int:
-        self.port = free_port()
+    def start(self, timeout_s: float = 20.0, port: int | None = None) -> int:
+        self.port = port or free_port()
         log = open(self.log_path, "ab")
         self.process = subprocess.Popen(
             [sys.executable, "-m", "controller.launch", "--port", str(self.port), "--config",
@@ -85,6 +85,17 @@ class ControllerProcess:
             time.sleep(0.02)
         raise RunFailed(f"the controller did not listen on port {self.port} within {timeout_s:.0f} s; "
                         f"see {self.log_path}")
+
+    def restart(self) -> None:
+        """A crash (SIGKILL) and a new controller on the same port: the switches keep their rules
+        while it is away (fail-secure) and reconnect to it; it re-reads its configuration and
+        installs its plan again."""
+        if self.process is None:
+            raise RunFailed("there is no controller to restart")
+        self.process.kill()
+        self.process.wait(timeout=5)
+        self.process = None
+        self.start(port=self.port)
 
     def check_alive(self) -> None:
         if self.process is not None and self.process.poll() is not None:

@@ -186,6 +186,10 @@ def assemble(prepared: "Prepared", run_dir: Path, measured: dict, outcome: dict)
     if status == "ok" and not sums_ok:
         status = "failed"
         outcome = {**outcome, "error": sum_problems[0]}
+    faults = measured.get("faults") or []
+    started = [f["fault"] for f in faults if f["phase"] == "start"]
+    if status != "ok" and started:  # a failure after a fault names the fault
+        outcome = {**outcome, "error": f"after fault {'; '.join(started)}: {outcome.get('error')}"}
     mean = lambda xs: sum(xs) / len(xs) if xs else None  # noqa: E731
     comm = [e["duration_s"] for e in events if e["kind"] == "collective"]
     per_host_compute = {}
@@ -220,6 +224,8 @@ def assemble(prepared: "Prepared", run_dir: Path, measured: dict, outcome: dict)
     }
     if ina is not None:
         result["ina"] = ina
+    if faults:
+        result["faults"] = faults
     (run_dir / "results.json").write_text(json.dumps(result, indent=1) + "\n")
     if events:
         from testbed.plots import plot_run

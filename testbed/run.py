@@ -15,17 +15,19 @@ from pathlib import Path
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Callable, Iterator
 
-from hosts.ina.protocol import DATA_PORT, FALLBACK_PORT
 from testbed import results as results_mod
 from testbed.calibration import load_calibration
 from testbed.controller_proc import ControllerProcess
 from testbed.emulation import EmulationPlan, resolve_emulation
 from testbed.errors import EnvironmentProblem, InputError, RunFailed
+from testbed.fault_actions import FaultActions
+from testbed.faults import FaultInjector, timeline
 from testbed.paths import registry_dir
 from testbed.platform import datapath, is_root, mininet_available, ovs_running
 from testbed.predict import Prediction, collective_cost, predict
 from testbed.registry import RunRecord, clean_orphans, list_bridges, remove_resources
 from testbed.scenario import Scenario, scenario_to_yaml
+from testbed.side_processes import SideProcesses
 from testbed.schedule import Schedule, schedule_for
 from testbed.topology import build_topology, reconfig_us
 from testbed.units import gbps_to_bps, transfer_time_s, us_to_s
@@ -40,6 +42,7 @@ READY_TIMEOUT_S = 30.0
 # dark time must be accurate to DARK_TOLERANCE.
 CONTROL_LATENCY_S = 1e-3
 DARK_TOLERANCE = 0.1
+STALL_MIN_S = 10.0  # wall seconds without a finished iteration, after a fault, before the run stops
 
 
 class RunInterrupted(Exception):
@@ -305,6 +308,7 @@ class Runner:
     agents: list[subprocess.Popen] = field(default_factory=list)
     agents_extra: list[subprocess.Popen] = field(default_factory=list)  # e.g. the INA node program
     capture_packets: int = 0  # > 0: tcpdump that many packets into capture.pcap
+    injector: FaultInjector | None = None
 
     def execute(self) -> dict:
         require_emulation_platform(needs_ovs=self.prepared.scenario.fabric.kind != "ina")
@@ -331,6 +335,8 @@ class Runner:
             outcome = {"status": "interrupted", "error": "run interrupted by SIGINT (Ctrl-C)"}
         except RunFailed as error:
             outcome = {"status": "failed", "error": str(error)}
+        if self.injector is not None:
+            measured = {**measured, "faults": self.injector.applied}
         return results_mod.assemble(self.prepared, self.run_dir, measured, outcome)
 
     def _controller_extra(self) -> dict:
@@ -369,12 +375,12 @@ class Runner:
         config_path = self.run_dir / "agent_config.json"
         config_path.write_text(json.dumps(config, indent=1))
         env = dict(os.environ, PYTHONUNBUFFERED="1")
-        node = None
+        sides = SideProcesses(live, self.run_dir, env, self.agents_extra)
         if scenario.fabric.kind == "ina":
-            node, config["ina"] = self._start_ina_node(live, env)
+            config["ina"] = sides.start_ina_node(self.prepared)
             config_path.write_text(json.dumps(config, indent=1))
         if self.capture_packets > 0:
-            self._start_capture(live, env)
+            sides.start_capture(self.capture_packets)
         cpu_before = results_mod.cpu_times()
         ports_before = results_mod.switch_port_counters(fabric.switch_names)
         for rank in range(self.prepared.schedule.hosts):
@@ -389,22 +395,39 @@ class Runner:
         limit_s = 60.0 + 4 * plan.expected_wall_s
         deadline = time.monotonic() + limit_s
         total = scenario.workload.iterations
-        while any(p.poll() is None for p in self.agents):
-            controller.check_alive()
-            if node is not None and node.poll() is not None:
-                raise RunFailed(f"the aggregation node exited with code {node.returncode}; see "
-                                f"{self.run_dir / 'ina_node.log'}")
-            if any(p.poll() not in (None, 0) for p in self.agents):
-                break  # one agent failed: the others would wait on it forever
-            if time.monotonic() > deadline:
-                raise RunFailed(f"host agents did not finish within {limit_s:.0f} s; see {hosts_dir}")
-            self.on_progress(_progress(hosts_dir / "progress"), total)
-            time.sleep(0.05)
+        if scenario.faults:
+            self.injector = FaultInjector(timeline(list(scenario.faults), plan.dilation.dilation), epoch,
+                                          plan.dilation.dilation, FaultActions(live, self.agents, sides).apply)
+            self.injector.start()
+        # After a fault, a run that stops making progress is stopped instead of waiting out the limit.
+        stall_s = max(STALL_MIN_S, 3 * plan.expected_wall_s / (total + scenario.warmups()))
+        progress, progressed_at = -1, time.monotonic()
+        try:
+            while any(p.poll() is None for p in self.agents):
+                controller.check_alive()
+                sides.check_alive()
+                if any(p.poll() not in (None, 0) for p in self.agents):
+                    break  # one agent failed: the others would wait on it forever
+                if time.monotonic() > deadline:
+                    raise RunFailed(f"host agents did not finish within {limit_s:.0f} s; see {hosts_dir}")
+                done = _progress(hosts_dir / "progress")
+                if done != progress:
+                    progress, progressed_at = done, time.monotonic()
+                if self.injector is not None:
+                    if self.injector.error:
+                        raise RunFailed(self.injector.error)
+                    if self.injector.started() and time.monotonic() - progressed_at > stall_s:
+                        raise RunFailed(f"no iteration finished for {stall_s:.0f} s after the fault; the run stops")
+                self.on_progress(done, total)
+                time.sleep(0.05)
+        finally:
+            if self.injector is not None:
+                self.injector.stop()
         cpu_after = results_mod.cpu_times()
         ports_after = results_mod.switch_port_counters(fabric.switch_names)
         self.on_progress(_progress(hosts_dir / "progress"), total)
         failed = [rank for rank, p in enumerate(self.agents) if p.poll() != 0]
-        ina = self._stop_ina_node(node) if node is not None else None
+        ina = sides.stop_ina_node()
         return {
             "ina_node": ina,
             "epoch_monotonic_s": epoch,
@@ -412,74 +435,6 @@ class Runner:
             "cpu_busy_frac": results_mod.busy_fraction(cpu_before, cpu_after),
             "switch_packets": results_mod.counter_delta(ports_before, ports_after),
         }
-
-    def _start_ina_node(self, live: "LiveFabric", env: dict) -> tuple[subprocess.Popen, dict]:
-        """The aggregation node program in the node's host; returns once it listens."""
-        from testbed.ina_fabric import ina_settings
-
-        scenario, plan = self.prepared.scenario, self.prepared.plan
-        fabric = scenario.fabric
-        topology = live.fabric.topology
-        node_host = topology["hosts"][topology["ina"]["node_rank"]]
-        aggregation_bps = (plan.dilation.emulated_rate_bps(gbps_to_bps(fabric.aggregation_gbps))
-                           if fabric.aggregation_gbps else None)
-        per_job = len(self.prepared.schedule.gpus[0].steps[0].group)
-        node_config, agent_config = ina_settings(fabric, per_job, plan.host_rate_bps, aggregation_bps,
-                                                 scenario.seed, str(self.run_dir.resolve()))
-        node_config["address"] = node_host["ip"]
-        agent_config["node"] = node_host["ip"]
-        ready = Path(node_config["ready"])
-        ready.unlink(missing_ok=True)
-        config_path = self.run_dir / "ina_node_config.json"
-        config_path.write_text(json.dumps(node_config, indent=1))
-        log = open(self.run_dir / "ina_node.log", "wb")
-        process = live.fabric.host(topology["ina"]["node_rank"]).popen(
-            [sys.executable, "-m", "hosts.ina.node", "--config", str(config_path.resolve())],
-            stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env=env)
-        log.close()
-        live.record.add_process(process.pid)
-        self.agents_extra.append(process)
-        deadline = time.monotonic() + READY_TIMEOUT_S
-        while not ready.exists():
-            if process.poll() is not None:
-                raise RunFailed(f"the aggregation node exited with code {process.returncode} at start; see "
-                                f"{self.run_dir / 'ina_node.log'}")
-            if time.monotonic() > deadline:
-                raise RunFailed(f"the aggregation node did not start within {READY_TIMEOUT_S:.0f} s")
-            time.sleep(0.02)
-        return process, agent_config
-
-    def _start_capture(self, live: "LiveFabric", env: dict) -> None:
-        """tcpdump in the aggregation node's host (every port) or GPU 0's; stopped with the agents."""
-        topology = live.fabric.topology
-        rank = topology["ina"]["node_rank"] if "ina" in topology else 0
-        out = (self.run_dir / "capture.pcap").resolve()
-        log = open(self.run_dir / "capture.log", "wb")
-        process = live.fabric.host(rank).popen(
-            ["tcpdump", "-i", "any", "-y", "LINUX_SLL", "-U", "-c", str(self.capture_packets), "-w", str(out)]
-            + (["udp", "portrange", f"{DATA_PORT}-{FALLBACK_PORT}"] if "ina" in topology else ["ip"]),
-            stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env=env)
-        log.close()
-        live.record.add_process(process.pid)
-        self.agents_extra.append(process)
-        deadline = time.monotonic() + 10.0
-        while b"listening" not in (self.run_dir / "capture.log").read_bytes():
-            if process.poll() is not None or time.monotonic() > deadline:
-                raise RunFailed(f"tcpdump did not start; see {self.run_dir / 'capture.log'}")
-            time.sleep(0.02)
-
-    def _stop_ina_node(self, process: subprocess.Popen) -> dict | None:
-        """SIGTERM makes the node write its counters; they go into results.json."""
-        process.terminate()
-        try:
-            process.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait(timeout=5)
-        try:
-            return json.loads((self.run_dir / "ina_node.json").read_text())
-        except (OSError, ValueError):
-            return None
 
     def _check_reachable(self, unreachable: list) -> None:
         """Agents exchange data both ways (TCP acknowledges): every pair that talks needs both paths."""

@@ -149,12 +149,40 @@ class Emulation(_Strict):
         return float(value)
 
 
+FaultKind = Literal["link_loss", "link_down", "agent_kill", "controller_restart", "node_restart"]
+HOST_FAULTS = ("link_loss", "link_down", "agent_kill")
+
+
+class Fault(_Strict):
+    """One injected fault, timed in real-world milliseconds after the host agents start (warm-up
+    iterations included). link_loss and link_down last `duration_ms` (unset: the rest of the run)."""
+
+    kind: FaultKind
+    at_ms: float = Field(ge=0)
+    host: int | None = Field(default=None, ge=0)  # link_loss, link_down, agent_kill: whose link or agent
+    loss_frac: float | None = Field(default=None, gt=0, lt=1)  # link_loss
+    duration_ms: float | None = Field(default=None, gt=0)  # link_loss, link_down
+
+    @model_validator(mode="after")
+    def _fields_of_kind(self) -> "Fault":
+        if (self.host is None) == (self.kind in HOST_FAULTS):
+            raise ValueError(f"fault {self.kind} " + ("needs 'host' (a GPU rank)" if self.host is None
+                                                        else "takes no 'host'"))
+        if (self.loss_frac is None) == (self.kind == "link_loss"):
+            raise ValueError(f"fault {self.kind} " + ("needs 'loss_frac'" if self.loss_frac is None
+                                                        else "takes no 'loss_frac'"))
+        if self.duration_ms is not None and self.kind not in ("link_loss", "link_down"):
+            raise ValueError(f"fault {self.kind} takes no 'duration_ms' (it happens once)")
+        return self
+
+
 class Scenario(_Strict):
     name: str = Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
     seed: int = 0
     fabric: Fabric
     workload: Workload
     emulation: Emulation = Emulation()
+    faults: list[Fault] = Field(default_factory=list)
 
     def warmups(self) -> int:
         """Unmeasured iterations before the measured ones (emulation.warmup_iterations, resolved)."""
@@ -168,6 +196,13 @@ class Scenario(_Strict):
         if self.workload.kind == "model" and model is not None and model.mp * model.dp != self.fabric.hosts:
             raise ValueError(f"workload.model mp×dp = {model.mp}×{model.dp} = {model.mp * model.dp} must equal "
                              f"fabric.hosts ({self.fabric.hosts})")
+        for index, fault in enumerate(self.faults):
+            if fault.host is not None and fault.host >= self.fabric.hosts:
+                raise ValueError(f"faults[{index}]: host {fault.host} does not exist (ranks 0..{self.fabric.hosts - 1})")
+            if fault.kind == "node_restart" and self.fabric.kind != "ina":
+                raise ValueError(f"faults[{index}]: node_restart needs an aggregation node (fabric.kind ina)")
+            if fault.kind == "controller_restart" and self.fabric.kind == "ina":
+                raise ValueError(f"faults[{index}]: an ina fabric has no controller to restart")
         return self
 
 

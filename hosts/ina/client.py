@@ -27,6 +27,7 @@ from hosts.ina.protocol import (CONTROL_PORT, DATA_PORT, ELEMENTS_PER_PACKET, FA
 
 MAX_RETRANSMITS_PER_CHUNK = 200
 MAX_BACKOFF_DOUBLINGS = 6
+GIVE_UP_S = 10.0  # wall seconds a chunk may go unanswered before the collective fails
 REGISTER_TIMEOUT_S = 30.0
 MIN_RTO_S = 2e-3  # wall time: below this, the hosts' scheduling jitter alone would time chunks out
 SOCKET_BUFFER_BYTES = 8 << 20
@@ -167,9 +168,11 @@ class JobClient:
             if entry[0] > now:
                 continue
             entry[2] += 1
-            if entry[2] > MAX_RETRANSMITS_PER_CHUNK:
-                raise InaError(f"job {self.job}: chunk {c} got no result after {MAX_RETRANSMITS_PER_CHUNK} "
-                               f"retransmissions; the aggregation node is not answering")
+            waited = now - entry[3]
+            if entry[2] > MAX_RETRANSMITS_PER_CHUNK or waited > self.endpoint.give_up_s:
+                raise InaError(f"job {self.job}: chunk {c} got no result in {waited:.1f} s and {entry[2] - 1} "
+                               f"retransmissions; the aggregation node is not answering (did it restart? its "
+                               f"jobs and partial sums are gone)")
             h = Header(*_header_of(entry[1]))
             packet = encode(h._replace(flags=h.flags | RETRANSMIT, low_seq=low_seq & 0xFFFFFFFF),
                             np.frombuffer(entry[1], dtype=">i4", offset=len(entry[1]) - 4 * h.count))
@@ -212,7 +215,8 @@ class InaEndpoint:
     """This worker's socket to the node, and its job clients."""
 
     def __init__(self, address: str, node: str, rto_s: float, latency_wait=None,
-                 min_rto: float = MIN_RTO_S) -> None:
+                 min_rto: float = MIN_RTO_S, give_up_s: float = GIVE_UP_S) -> None:
+        self.give_up_s = give_up_s
         self.address = address
         self.node = node
         self.rto_s = rto_s

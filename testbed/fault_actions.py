@@ -1,0 +1,45 @@
+"""What each fault does to a live run (the shim beside testbed.faults): loss or a dead link as
+iptables rules in a GPU's host (both directions, loopback untouched), SIGKILL of an agent, a
+controller killed and restarted on its own port, an aggregation node killed and restarted."""
+
+from __future__ import annotations
+
+import subprocess
+from typing import TYPE_CHECKING
+
+from testbed.errors import RunFailed
+from testbed.faults import FaultStep
+
+if TYPE_CHECKING:
+    from testbed.run import LiveFabric
+    from testbed.side_processes import SideProcesses
+
+
+def link_rules(step: FaultStep) -> list[str]:
+    """iptables commands (inside the GPU's host) that start or end the fault."""
+    fault = step.fault
+    match = "" if fault.kind == "link_down" else f"-m statistic --mode random --probability {fault.loss_frac:.6f} "
+    verb = "-D" if step.undo else "-I"
+    return [f"iptables {verb} INPUT ! -i lo {match}-j DROP", f"iptables {verb} OUTPUT ! -o lo {match}-j DROP"]
+
+
+class FaultActions:
+    def __init__(self, live: "LiveFabric", agents: list[subprocess.Popen], sides: "SideProcesses") -> None:
+        self.live, self.agents, self.sides = live, agents, sides
+
+    def apply(self, step: FaultStep) -> None:
+        fault = step.fault
+        if fault.kind in ("link_loss", "link_down"):
+            host = self.live.fabric.host(fault.host)
+            for command in link_rules(step):
+                out = host.cmd(command + " ; echo rc=$?").strip()
+                if not out.endswith("rc=0"):
+                    raise RunFailed(f"`{command}` said {out}")
+        elif fault.kind == "agent_kill":
+            self.agents[fault.host].kill()
+        elif fault.kind == "controller_restart":
+            controller = self.live.controller
+            controller.restart()
+            self.live.record.add_process(controller.process.pid)
+        elif fault.kind == "node_restart":
+            self.sides.restart_ina_node()
