@@ -61,6 +61,7 @@ class ControllerProcess:
         self.fabric = fabric
         self.port = 0
         self.process: subprocess.Popen | None = None
+        self._restarting = False
 
     def start(self, timeout_s: float = 20.0, port: int | None = None) -> int:
         self.port = port or free_port()
@@ -74,7 +75,9 @@ class ControllerProcess:
         log.close()
         deadline = time.monotonic() + timeout_s
         while time.monotonic() < deadline:
-            self.check_alive()
+            if self.process.poll() is not None:
+                raise RunFailed(f"the controller exited with code {self.process.returncode} at start; "
+                                f"see {self.log_path}")
             listeners = listening_inodes(self.port)
             if listeners:
                 ours = socket_inodes_of(self.process.pid)
@@ -92,12 +95,17 @@ class ControllerProcess:
         installs its plan again."""
         if self.process is None:
             raise RunFailed("there is no controller to restart")
-        self.process.kill()
-        self.process.wait(timeout=5)
-        self.process = None
-        self.start(port=self.port)
+        self._restarting = True  # the runner's liveness check runs in another thread meanwhile
+        try:
+            self.process.kill()
+            self.process.wait(timeout=5)
+            self.start(port=self.port)
+        finally:
+            self._restarting = False
 
     def check_alive(self) -> None:
+        if self._restarting:
+            return
         if self.process is not None and self.process.poll() is not None:
             raise RunFailed(f"the controller exited with code {self.process.returncode}; see {self.log_path}")
 

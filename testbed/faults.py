@@ -21,10 +21,12 @@ class FaultStep:
 
 
 def describe(fault: Fault) -> str:
-    what = {"link_loss": f"{fault.loss_frac:.0%} loss on GPU {fault.host}'s link",
-            "link_down": f"GPU {fault.host}'s link down", "agent_kill": f"GPU {fault.host}'s agent killed",
-            "controller_restart": "controller killed and restarted",
-            "node_restart": "aggregation node killed and restarted"}[fault.kind]
+    if fault.kind == "link_loss":
+        what = f"{fault.loss_frac or 0:.0%} loss on GPU {fault.host}'s link"
+    else:
+        what = {"link_down": f"GPU {fault.host}'s link down", "agent_kill": f"GPU {fault.host}'s agent killed",
+                "controller_restart": "controller killed and restarted",
+                "node_restart": "aggregation node killed and restarted"}[fault.kind]
     until = f" for {fault.duration_ms:g} ms" if fault.duration_ms else ""
     return f"{fault.kind} ({what}{until}) at {fault.at_ms:g} ms"
 

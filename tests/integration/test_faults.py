@@ -65,6 +65,12 @@ def test_restarted_controller_reinstalls_its_plan_and_the_run_completes(tmp_path
     log = (tmp_path / "run" / "controller.log").read_text()
     assert result["faults"][0]["kind"] == "controller_restart"
     assert "Traceback" not in log
+    # the new controller programmed every switch again after the agents had started
+    import json
+    import os
+
+    ready = json.loads((tmp_path / "run" / "controller.ready").read_text())
+    assert ready["time"] > os.path.getmtime(tmp_path / "run" / "agent_config.json")
 
 
 RING3 = [[0, 1, 0], [0, 0, 1], [1, 0, 0]]
