@@ -60,3 +60,22 @@ def test_mutated_scenarios_parse_or_fail_with_one_sentence(base, changes):
             schedule_for(scenario)
         except InputError as error:
             assert "\n" not in str(error)
+
+
+OP_KEYS = ["name", "kind", "compute_us_per_sample", "compute_us_per_batch", "output_bytes", "parameter_bytes",
+           "deps", "split", "x"]
+op_entries = st.dictionaries(st.sampled_from(OP_KEYS), values, max_size=6)
+
+
+@settings(max_examples=1000, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
+@given(st.dictionaries(st.sampled_from(["name", "batch", "ops", "extra"]),
+                       st.one_of(values, st.lists(op_entries, max_size=4)), max_size=4))
+def test_user_op_profiles_load_or_fail_with_one_sentence(tmp_path, data):
+    from testbed.placer.profiles import load_user_profile
+
+    path = tmp_path / "profile.yaml"
+    path.write_text(yaml.safe_dump(data))
+    try:
+        load_user_profile(path)
+    except InputError as error:
+        assert str(error).startswith(str(path)) and "\n" not in str(error)
