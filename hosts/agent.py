@@ -135,12 +135,12 @@ class Agent:
                 size = self._emulated(step["bytes"])
                 handles.append(transport.send(step["peer"], self._tag(step["tag"], round_), self.payload[:size]))
                 self._event("send", began, began, iteration, step=step["id"], peer=step["peer"],
-                            bytes=step["bytes"], emulated_bytes=size)
+                            bytes=step["bytes"], emulated_bytes=size, tag=step["tag"])
             elif kind == "recv":
                 size = self._emulated(step["bytes"])
                 transport.recv_into(step["peer"], self._tag(step["tag"], round_), self.scratch[:size])
                 self._event("recv", began, time.monotonic(), iteration, step=step["id"], peer=step["peer"],
-                            bytes=step["bytes"], emulated_bytes=size)
+                            bytes=step["bytes"], emulated_bytes=size, tag=step["tag"])
             else:
                 outcomes.append(self._run_step(step, inputs[index], iteration, round_, transport))
         end = time.monotonic()

@@ -39,6 +39,32 @@ def link_rate_monitor(step_rates_bps: list[float], host_rate_bps: float, loss_in
                    "" if ok else "raise the dilation (or lower byte_scale) so the machine can keep up")
 
 
+def transfer_rates_bps(events: list[dict], dilation: float, alpha_wall_s: float,
+                       host_rate_bps: float) -> list[tuple[int, int, float]]:
+    """Rates of a schedule's point-to-point messages, each timed from when it could start moving
+    (its send was posted and alpha had passed, or its receive was posted, whichever is later) to
+    when its receive completed. A receive posted after the message could already have arrived
+    whole (it sat in the socket buffer) says nothing of the link and is left out. Returns
+    (sender, receiver, bits/s) of each."""
+    sends = {(e["host"], e["peer"], e["tag"], e["iteration"]): e for e in events
+             if e.get("kind") == "send" and "tag" in e}
+    rates = []
+    for recv in events:
+        if recv.get("kind") != "recv" or "tag" not in recv:
+            continue
+        send = sends.get((recv["peer"], recv["host"], recv["tag"], recv["iteration"]))
+        if send is None:
+            continue
+        ready = send["t_emulated_s"] + alpha_wall_s
+        if recv["t_emulated_s"] > ready + recv["emulated_bytes"] * 8 / host_rate_bps:
+            continue  # already buffered when asked for
+        start = max(recv["t_emulated_s"], ready)
+        end = recv["t_emulated_s"] + recv["duration_s"] * dilation
+        if end > start:
+            rates.append((recv["peer"], recv["host"], recv["emulated_bytes"] * 8 / (end - start)))
+    return rates
+
+
 def timer_monitor(overshoot_mean_s: float, overshoot_p99_s: float, shortest_event_emulated_s: float) -> Monitor:
     """Mean overshoot against the shortest event: along a chain of events the overshoots add up,
     so their mean, not a rare tail, is what distorts an iteration's time."""

@@ -154,14 +154,23 @@ def assemble(prepared: "Prepared", run_dir: Path, measured: dict, outcome: dict)
     ina = _ina_summary(measured.get("ina_node"), per_host) if scenario.fabric.kind == "ina" else None
     loss_injected = scenario.fabric.node_drop_frac + scenario.fabric.link_loss_frac > 0
     calibration = load_calibration()
-    rates = [r for h in per_host for it in h["iterations"] for r in it["step_rates_bps"]]
+    expected_bps = prepared.expected_rate_bps or plan.host_rate_bps
+    rates = [r / expected_bps for h in per_host for it in h["iterations"] for r in it["step_rates_bps"]]
+    if scenario.workload.kind in ("model", "trace"):
+        # A schedule's steps include waiting for a peer's compute: time each message instead, against
+        # what its path carries (a circuit or lightpath may be a share of B).
+        fractions = prepared.pair_rate_frac or {}
+        transfers = fidelity.transfer_rates_bps([e for e in events if e.get("iteration", -1) >= 0],
+                                                dilation.dilation, scenario.fabric.latency_us * 1e-6 * dilation.dilation,
+                                                plan.host_rate_bps)
+        rates = [rate / (plan.host_rate_bps * fractions.get((src, dst), 1.0)) for src, dst, rate in transfers]
     overshoot_mean = max((h["latency"]["overshoot_mean_s"] for h in per_host), default=0.0)
     overshoot_p99 = max((h["latency"]["overshoot_p99_s"] for h in per_host), default=0.0)
     step_emulated_s = dilation.emulated_time_s(prepared.shortest_event_s)
     smallest = round(dilation.byte_scale * prepared.smallest_message_bytes)
     timings = [h["compute_timing"] for h in per_host if h.get("compute_timing", {}).get("steps")]
     monitors = [
-        fidelity.link_rate_monitor(rates, prepared.expected_rate_bps or plan.host_rate_bps, loss_injected),
+        fidelity.link_rate_monitor(rates, 1.0, loss_injected),
         fidelity.compute_timing_monitor(max((t["error_mean_frac"] for t in timings), default=None),
                                         max((t["error_p99_frac"] for t in timings), default=None)),
         fidelity.timer_monitor(overshoot_mean, overshoot_p99, step_emulated_s),

@@ -60,6 +60,7 @@ class Prepared:
     shortest_event_s: float  # real-world: the shortest message exchange (alpha plus its bytes)
     smallest_message_bytes: float
     expected_rate_bps: float | None = None  # emulated rate a busy transfer should get (None: the host rate)
+    pair_rate_frac: dict | None = None  # schedules: the share of B each GPU pair's path carries alone
 
 
 EMULATED_FABRICS = ("elect-flat", "elect-cluster", "sip-ocs", "sip-ring", "ps", "ina")
@@ -109,7 +110,27 @@ def _prepare_schedule(scenario: Scenario) -> Prepared:
     median = sizes[len(sizes) // 2] if sizes else float(scenario.fabric.gpu_bandwidth_gbps * 1e6)
     average_step = prediction.iteration_time_s / max(1, steps)
     plan = _emulation_plan(scenario, schedule, prediction, average_step, median)
-    return Prepared(scenario, schedule, prediction, plan, average_step, sizes[0] if sizes else median)
+    return Prepared(scenario, schedule, prediction, plan, average_step, sizes[0] if sizes else median,
+                    pair_rate_frac=_pair_rate_fractions(scenario, schedule))
+
+
+def _pair_rate_fractions(scenario: Scenario, schedule: Schedule) -> dict[tuple[int, int], float]:
+    """Per GPU pair with traffic, its path's bottleneck capacity over B in the oracle's plan."""
+    from testbed.oracle.fabrics import mp_flow_model
+
+    traffic = schedule.traffic()
+    try:
+        model = mp_flow_model(scenario.fabric, schedule.hosts, 1, traffic)
+    except ValueError:
+        return {}
+    rate = gbps_to_bps(scenario.fabric.gpu_bandwidth_gbps)
+    fractions = {}
+    for pair in traffic:
+        try:
+            fractions[pair] = min(model.capacity_bps[r] for r in model.resources(*pair)) / rate
+        except (KeyError, ValueError):
+            continue
+    return fractions
 
 
 def _ina_rate_cap(scenario: Scenario) -> float:
