@@ -6,6 +6,7 @@ import statistics
 from dataclasses import dataclass
 
 from testbed.emulation import MIN_MESSAGE_BYTES
+from testbed.shaping import HTB_IDLE_BURST_BYTES
 
 RATE_LOW, RATE_HIGH = 0.85, 1.10
 CPU_SATURATED = 0.97
@@ -39,15 +40,18 @@ def link_rate_monitor(step_rates_bps: list[float], host_rate_bps: float, loss_in
                    "" if ok else "raise the dilation (or lower byte_scale) so the machine can keep up")
 
 
+JUDGED_BURSTS = 10  # messages this many idle bursts long are judged; the burst varies by ±25 KB
+
+
 def transfer_rates_bps(events: list[dict], dilation: float, alpha_wall_s: float,
                        host_rate_bps: float) -> list[tuple[int, int, float]]:
-    """Rates of a schedule's point-to-point messages, each timed from when it could start moving
-    (its send was posted and alpha had passed, or its receive was posted, whichever is later) to
-    when its receive completed. A receive posted after the message could already have arrived
-    whole (it sat in the socket buffer) says nothing of the link and is left out. Returns
-    (sender, receiver, bits/s) of each."""
+    """Rates of a schedule's point-to-point messages whose receiver was already waiting when the
+    message could start moving (send posted, alpha passed): timed from then to the receive's end.
+    A message its receiver asked for later moved partly or wholly into socket buffers unseen, so
+    it says nothing of the link and is left out. Returns (sender, receiver, bits/s) of each."""
     sends = {(e["host"], e["peer"], e["tag"], e["iteration"]): e for e in events
              if e.get("kind") == "send" and "tag" in e}
+    burst = HTB_IDLE_BURST_BYTES
     rates = []
     for recv in events:
         if recv.get("kind") != "recv" or "tag" not in recv:
@@ -55,13 +59,14 @@ def transfer_rates_bps(events: list[dict], dilation: float, alpha_wall_s: float,
         send = sends.get((recv["peer"], recv["host"], recv["tag"], recv["iteration"]))
         if send is None:
             continue
-        ready = send["t_emulated_s"] + alpha_wall_s
-        if recv["t_emulated_s"] > ready + recv["emulated_bytes"] * 8 / host_rate_bps:
-            continue  # already buffered when asked for
-        start = max(recv["t_emulated_s"], ready)
+        start = send["t_emulated_s"] + alpha_wall_s
+        if recv["t_emulated_s"] > start:
+            continue  # the receiver came late: part of the message may already have been buffered
         end = recv["t_emulated_s"] + recv["duration_s"] * dilation
-        if end > start:
-            rates.append((recv["peer"], recv["host"], recv["emulated_bytes"] * 8 / (end - start)))
+        size = recv["emulated_bytes"]
+        if end > start and size >= JUDGED_BURSTS * burst:  # smaller ones: the burst's spread dominates
+            # an idle link lets its first ~50 KB through at once: the rest moves at the shaped rate
+            rates.append((recv["peer"], recv["host"], (size - burst) * 8 / (end - start)))
     return rates
 
 

@@ -110,8 +110,24 @@ def _prepare_schedule(scenario: Scenario) -> Prepared:
     median = sizes[len(sizes) // 2] if sizes else float(scenario.fabric.gpu_bandwidth_gbps * 1e6)
     average_step = prediction.iteration_time_s / max(1, steps)
     plan = _emulation_plan(scenario, schedule, prediction, average_step, median)
-    return Prepared(scenario, schedule, prediction, plan, average_step, sizes[0] if sizes else median,
+    return Prepared(scenario, schedule, prediction, plan, average_step, _bulk_smallest(sizes, median),
                     pair_rate_frac=_pair_rate_fractions(scenario, schedule))
+
+
+BULK_SHARE = 0.9  # the message-size monitor judges the messages that carry this share of the bytes
+
+
+def _bulk_smallest(sizes: list[int], default: float) -> float:
+    """The smallest of the messages that carry BULK_SHARE of a schedule's bytes: a few tiny
+    messages (biases, small activations) take α, not bandwidth, and distort little when scaled."""
+    if not sizes:
+        return default
+    ignorable, skipped = (1 - BULK_SHARE) * sum(sizes), 0
+    for size in sizes:  # ascending
+        if skipped + size > ignorable:
+            return size
+        skipped += size
+    return sizes[-1]
 
 
 def _pair_rate_fractions(scenario: Scenario, schedule: Schedule) -> dict[tuple[int, int], float]:
