@@ -28,6 +28,7 @@ class SideProcesses:
         self.node: subprocess.Popen | None = None
         self._node_config_path: Path | None = None
         self.node_restarts = 0
+        self._restarting = False
 
     def start_ina_node(self, prepared: "Prepared") -> dict:
         """The aggregation node program in the node's host; returns the agents' `ina` config."""
@@ -75,12 +76,18 @@ class SideProcesses:
     def restart_ina_node(self) -> None:
         """A crash and a restart: SIGKILL (no counters written), then a node with empty tables."""
         assert self.node is not None
-        self.node.kill()
-        self.node.wait(timeout=5)
-        self.node_restarts += 1
-        self._launch_node()
+        self._restarting = True  # the runner's liveness check runs in another thread meanwhile
+        try:
+            self.node.kill()
+            self.node.wait(timeout=5)
+            self.node_restarts += 1
+            self._launch_node()
+        finally:
+            self._restarting = False
 
     def check_alive(self) -> None:
+        if self._restarting:
+            return
         if self.node is not None and self.node.poll() is not None:
             raise RunFailed(f"the aggregation node exited with code {self.node.returncode}; see "
                             f"{self.run_dir / 'ina_node.log'}")
