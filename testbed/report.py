@@ -54,6 +54,13 @@ def run_report(run_dir: Path) -> Path:
     return path
 
 
+def _save(fig, directory: Path, name: str) -> str:
+    fig.tight_layout()
+    fig.savefig(directory / name, dpi=110)
+    plt.close(fig)
+    return name
+
+
 def _gantt(run_dir: Path, events: list[dict], result: dict) -> str:
     fig, ax = plt.subplots(figsize=(12, 0.35 * max(4, 1 + max(e["host"] for e in events)) + 1.5))
     for event in events:
@@ -70,10 +77,7 @@ def _gantt(run_dir: Path, events: list[dict], result: dict) -> str:
     ax.set_xlabel("real-world time since the run's epoch (ms)")
     ax.set_ylabel("host (rank)")
     ax.set_title(f"{result['name']}: compute (purple), communication (blue), waiting (grey), dark time (red)")
-    fig.tight_layout()
-    fig.savefig(run_dir / "gantt.png", dpi=110)
-    plt.close(fig)
-    return "gantt.png"
+    return _save(fig, run_dir, "gantt.png")
 
 
 def _breakdown(run_dir: Path, result: dict) -> str:
@@ -91,10 +95,7 @@ def _breakdown(run_dir: Path, result: dict) -> str:
     ax.set_ylabel("real-world ms per iteration")
     ax.set_title(f"{result['name']}: where the time goes")
     ax.legend()
-    fig.tight_layout()
-    fig.savefig(run_dir / "breakdown.png", dpi=110)
-    plt.close(fig)
-    return "breakdown.png"
+    return _save(fig, run_dir, "breakdown.png")
 
 
 def _traffic(run_dir: Path, matrix: list[list[float]]) -> str:
@@ -104,10 +105,7 @@ def _traffic(run_dir: Path, matrix: list[list[float]]) -> str:
     ax.set_xlabel("to GPU")
     ax.set_ylabel("from GPU")
     ax.set_title("traffic matrix")
-    fig.tight_layout()
-    fig.savefig(run_dir / "traffic.png", dpi=110)
-    plt.close(fig)
-    return "traffic.png"
+    return _save(fig, run_dir, "traffic.png")
 
 
 def _circuits(run_dir: Path, reconfigurations: list[dict]) -> str:
@@ -122,10 +120,7 @@ def _circuits(run_dir: Path, reconfigurations: list[dict]) -> str:
     ax.set_yticks(range(len(links)), [link.replace('"', "") for link in links], fontsize=7)
     ax.set_xlabel("real-world time since the run's epoch (ms)")
     ax.set_title(f"{len(reconfigurations)} reconfigurations: dark time of each changed circuit or wavelength")
-    fig.tight_layout()
-    fig.savefig(run_dir / "circuits.png", dpi=110)
-    plt.close(fig)
-    return "circuits.png"
+    return _save(fig, run_dir, "circuits.png")
 
 
 def _fmt(value, scale: float = 1.0, digits: int = 3) -> str:
@@ -177,10 +172,7 @@ def sweep_report(sweep_dir: Path) -> Path:
     ax.set_xlabel("predicted iteration time (ms)")
     ax.set_ylabel("emulated iteration time (ms, mean)")
     ax.set_title("sweep: emulated against predicted")
-    fig.tight_layout()
-    fig.savefig(sweep_dir / "scatter.png", dpi=110)
-    plt.close(fig)
-    figures.append("scatter.png")
+    figures.append(_save(fig, sweep_dir, "scatter.png"))
     lines = [f"# Sweep of {Path(manifest['scenario']).name}", "",
              "Swept: " + "; ".join(f"`{k}` = {', '.join(map(str, v))}" for k, v in manifest["sets"].items()), "",
              "| point | " + " | ".join(k.rsplit(".", 1)[-1] for k in keys) +

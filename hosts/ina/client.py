@@ -22,8 +22,8 @@ from hosts.ina import quantize as q
 from hosts.ina.deparser import encode
 from hosts.ina.fallback import EndHostAggregator
 from hosts.ina.parser import Drop, Header, parse_result
-from hosts.ina.protocol import (CONTROL_PORT, DATA_PORT, ELEMENTS_PER_PACKET, FALLBACK_PORT, FRAME_BYTES, INT, MAX,
-                                OVERFLOW, RESULT, RETRANSMIT)
+from hosts.ina.protocol import (CONTROL_PORT, DATA_PORT, ELEMENTS_PER_PACKET, FALLBACK_PORT, FRAME_BYTES, HEADER_BYTES,
+                                INT, MAX, OVERFLOW, RESULT, RETRANSMIT)
 
 MAX_RETRANSMITS_PER_CHUNK = 200
 MAX_BACKOFF_DOUBLINGS = 6
@@ -123,7 +123,7 @@ class JobClient:
         base, self.next_seq = self.next_seq, self.next_seq + chunks
         endpoint, window = self.endpoint, self.window
         done = bytearray(chunks)
-        inflight: dict[int, list] = {}  # chunk → [deadline, packet, retransmits, sent at]
+        inflight: dict[int, list] = {}  # chunk → [deadline, retransmits, first sent at]
         low, sent_c, remaining = 0, 0, chunks
         sent_bytes = received_bytes = 0
         timer = endpoint.timer
@@ -133,13 +133,15 @@ class JobClient:
                 endpoint.send(packet)
                 sent_bytes += len(packet)
                 now = time.monotonic()
-                inflight[sent_c] = [now + timer.rto_s, packet, 0, now]
+                inflight[sent_c] = [now + timer.rto_s, 0, now]
                 sent_c += 1
             now = time.monotonic()
             wait = min(entry[0] for entry in inflight.values()) - now
             got = endpoint.receive(max(wait, 0.0))
             if got is None:
-                self._retransmit(inflight, base + low, timer)
+                # a retransmission is the chunk again, flagged, with the worker's current low-water mark
+                self._retransmit(inflight, timer, lambda c: self._packet(
+                    c, base + c, flags | RETRANSMIT, exponents, values, base + low))
                 continue
             h, payload = got
             c = h.seq - base
@@ -150,11 +152,11 @@ class JobClient:
                 raise InaOverflow(f"job {self.job}: the sum of chunk {c} (elements {c * ELEMENTS_PER_PACKET}.."
                                   f"{c * ELEMENTS_PER_PACKET + h.count - 1}) leaves the int32 range")
             entry = inflight[c]
-            if entry[2] == 0:  # Karn: only chunks sent once time the round trip
-                timer.sample(time.monotonic() - entry[3])
+            if entry[1] == 0:  # Karn: only chunks sent once time the round trip
+                timer.sample(time.monotonic() - entry[2])
             start = c * ELEMENTS_PER_PACKET
             out[start:start + h.count] = payload
-            received_bytes += len(payload) * 4 + 26
+            received_bytes += HEADER_BYTES + payload.nbytes
             done[c] = 1
             del inflight[c]
             remaining -= 1
@@ -162,29 +164,20 @@ class JobClient:
                 low += 1
         return sent_bytes, received_bytes
 
-    def _retransmit(self, inflight: dict, low_seq: int, timer: "RetransmitTimer") -> None:
+    def _retransmit(self, inflight: dict, timer: "RetransmitTimer", packet_of) -> None:
         now = time.monotonic()
         for c, entry in inflight.items():
             if entry[0] > now:
                 continue
-            entry[2] += 1
-            waited = now - entry[3]
-            if entry[2] > MAX_RETRANSMITS_PER_CHUNK or waited > self.endpoint.give_up_s:
-                raise InaError(f"job {self.job}: chunk {c} got no result in {waited:.1f} s and {entry[2] - 1} "
+            entry[1] += 1
+            waited = now - entry[2]
+            if entry[1] > MAX_RETRANSMITS_PER_CHUNK or waited > self.endpoint.give_up_s:
+                raise InaError(f"job {self.job}: chunk {c} got no result in {waited:.1f} s and {entry[1] - 1} "
                                f"retransmissions; the aggregation node is not answering (did it restart? its "
                                f"jobs and partial sums are gone)")
-            h = Header(*_header_of(entry[1]))
-            packet = encode(h._replace(flags=h.flags | RETRANSMIT, low_seq=low_seq & 0xFFFFFFFF),
-                            np.frombuffer(entry[1], dtype=">i4", offset=len(entry[1]) - 4 * h.count))
-            self.endpoint.send(packet)
-            entry[0], entry[1] = now + timer.backoff(entry[2]), packet
+            self.endpoint.send(packet_of(c))
+            entry[0] = now + timer.backoff(entry[1])
             self.counters["retransmits"] += 1
-
-
-def _header_of(packet: bytes):
-    from hosts.ina.protocol import HEADER
-
-    return HEADER.unpack_from(packet)
 
 
 class RetransmitTimer:
@@ -219,7 +212,6 @@ class InaEndpoint:
         self.give_up_s = give_up_s
         self.address = address
         self.node = node
-        self.rto_s = rto_s
         self.timer = RetransmitTimer(rto_s, min_rto)
         self.latency_wait = latency_wait or time.sleep
         self.sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)

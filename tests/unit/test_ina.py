@@ -17,7 +17,7 @@ from hosts.ina.deparser import encode
 from hosts.ina.fallback import EndHostAggregator
 from hosts.ina.parser import Drop, Header, parse
 from hosts.ina.pipeline import Pipeline
-from hosts.ina.protocol import (DATA_PORT, ELEMENTS_PER_PACKET, FALLBACK, FLUSH, HEADER_BYTES, INA, INT, MAX,
+from hosts.ina.protocol import (DATA_PORT, ELEMENTS_PER_PACKET, FALLBACK, FLUSH, HEADER, HEADER_BYTES, INA, INT, MAX,
                                 OVERFLOW, RESULT, RETRANSMIT)
 from hosts.ina.tables import RegistrationError, Tables
 from tests.unit.ina_loopback import NODE, loopback_node, run_jobs, worker_address
@@ -32,7 +32,7 @@ def packet(job=1, worker=0, flags=INT, slot=0, ver=0, exp=0, seq=0, low_seq=0, v
 
 def decode(out):
     data, destination = out
-    header, values = Header(*__import__("hosts.ina.protocol", fromlist=["HEADER"]).HEADER.unpack_from(data)), None
+    header = Header(*HEADER.unpack_from(data))
     values = np.frombuffer(data, dtype=">i4", offset=HEADER_BYTES)
     return header, values, destination
 
@@ -174,7 +174,7 @@ def test_shared_retransmission_flushes_the_partial_to_fallback():
 
 
 def parse_piece(data: bytes):
-    header = Header(*__import__("hosts.ina.protocol", fromlist=["HEADER"]).HEADER.unpack_from(data))
+    header = Header(*HEADER.unpack_from(data))
     assert header.flags & FALLBACK
     return header, np.frombuffer(data, dtype=">i4", offset=HEADER_BYTES).astype(np.int32)
 
