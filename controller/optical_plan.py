@@ -15,13 +15,13 @@ from typing import Any
 
 from controller.flat_plan import FlowRule
 from testbed.oracle.relay import adjacency, relay_path
-from testbed.shaping import SMALL_PACKET_FILTER, burst_bytes, htb_commands_small_first, line_rate_bps
+from testbed.shaping import (SMALL_PACKET_FILTER, ack_allowance_bps, burst_bytes, htb_commands_small_first,
+                             line_rate_bps)
 
 PRIORITY_LINK = 100
 PRIORITY_COUNT = 100
 ETH_TYPE_IPV4 = 0x0800
 FORWARD_TABLE = 1
-DEFAULT_CLASS_BPS = 8000.0  # guaranteed rate of unclassified traffic (it may borrow up to the node's rate)
 
 
 class PlanError(ValueError):
@@ -69,13 +69,15 @@ def init_lines(topology: dict[str, Any]) -> dict[int, list[str]]:
         if "ring" in topology:
             dev = host["interfaces"][0]["name"]
             rate = int(line_rate_bps(topology["host_rate_bps"]))
+            small = ack_allowance_bps(relayed_payload_bps(topology))
             burst = burst_bytes(rate)
+            # Lightpath classes hold data to their wavelengths; small packets ride on top of B.
             own += [f"tc qdisc del dev {dev} root",
                     f"tc qdisc add dev {dev} root handle 1: htb default ffff",
-                    f"tc class replace dev {dev} parent 1: classid 1:1 htb rate {rate}bit ceil {rate}bit "
-                    f"burst {burst} cburst {burst}",
-                    f"tc class replace dev {dev} parent 1:1 classid 1:ffff htb rate {int(DEFAULT_CLASS_BPS)}bit "
-                    f"ceil {rate}bit prio 0"]
+                    f"tc class replace dev {dev} parent 1: classid 1:1 htb rate {rate + small}bit "
+                    f"ceil {rate + small}bit burst {burst} cburst {burst}",
+                    f"tc class replace dev {dev} parent 1:1 classid 1:ffff htb rate {small}bit "
+                    f"ceil {rate + small}bit prio 0"]
             own.append(f"tc filter add dev {dev} parent 1: protocol ip prio 1 {SMALL_PACKET_FILTER} classid 1:ffff")
             for peer in hosts:
                 if peer is not host:
@@ -84,6 +86,12 @@ def init_lines(topology: dict[str, Any]) -> dict[int, list[str]]:
                                f"{peer['mac']} classid 1:{peer['rank'] + 2:x}")
         lines[host["rank"]] = own
     return lines
+
+
+def relayed_payload_bps(topology: dict[str, Any]) -> float:
+    """Received payload whose acknowledgements a port of a relaying fabric may carry: what every
+    GPU receives (a 16-GPU ring on one-way circuits relays 15 flows' acknowledgements through each)."""
+    return len(topology["hosts"]) * topology["host_rate_bps"]
 
 
 def _ring_class(dev: str, peer: int, payload_bps: float) -> str:
@@ -148,7 +156,8 @@ def render_ocs(topology: dict[str, Any], circuits: frozenset[tuple[int, int, int
                 carried[switches[0]] += len(switches)
         for q, intf in enumerate(host["interfaces"]):
             # An unused port keeps one circuit's rate: nothing is routed to it.
-            shaping = htb_commands_small_first(intf["name"], max(1, carried[q]) * circuit_bps)[1:4]
+            shaping = htb_commands_small_first(intf["name"], max(1, carried[q]) * circuit_bps,
+                                               relayed_payload_bps(topology))[1:4]
             lines[f"rate {q}"] = "\n".join(shaping)
         for dst, nh in sorted(hops[src].items()):
             port = host["interfaces"][via[(src, nh)][0]]["name"]

@@ -42,22 +42,43 @@ def offload_command(interface: str) -> str:
 
 # IPv4 total length below 256 bytes: acknowledgements and other control packets.
 SMALL_PACKET_FILTER = "u32 match u16 0x0000 0xff00 at 2"
+# Linux acknowledges about every second full segment with a 66-byte frame (Ethernet 14, IPv4 20,
+# TCP with timestamps 32); headroom for quick-ack phases and a sender's own small packets.
+ACK_FRAME_BYTES = 66
+SEGMENTS_PER_ACK = 2
+ACK_HEADROOM = 2.0
+MIN_SMALL_CLASS_BPS = 8000
 
 
-def htb_commands_small_first(interface: str, payload_rate_bps: float) -> list[str]:
-    """Like htb_commands, but small packets (acknowledgements) go ahead of queued data. Every host
-    link uses it: a host that sends while it receives would otherwise hold the acknowledgements of
-    what it receives behind its own full queue (and a relay, those of other GPUs' flows)."""
+def ack_allowance_bps(acknowledged_payload_bps: float) -> int:
+    """Frame rate the acknowledgements of `acknowledged_payload_bps` of received payload need."""
+    per_payload_byte = ACK_FRAME_BYTES / (SEGMENTS_PER_ACK * TCP_PAYLOAD_BYTES)
+    return max(MIN_SMALL_CLASS_BPS, int(acknowledged_payload_bps * per_payload_byte * ACK_HEADROOM))
+
+
+def htb_commands_small_first(interface: str, payload_rate_bps: float,
+                             acknowledged_payload_bps: float | None = None) -> list[str]:
+    """Like htb_commands, with small packets (acknowledgements) in a class of their own that rides
+    on top of the link's B and goes ahead of queued data.
+
+    B is the payload bandwidth of the fabric the oracle models, whose transports (RDMA) spend
+    almost nothing on acknowledgements. TCP's take 2-3% of a flow's bytes in the other direction,
+    and on a relaying fabric (one-way OCS circuits) a port carries those of every flow relayed
+    through it: 30% of the data bytes of a 16-GPU ring, measured. So data is held to exactly B
+    (class 1:10) and acknowledgements get their own allowance for `acknowledged_payload_bps` of
+    received payload (class 1:5, by default the link's own rate). Small first, because a host that
+    sends while it receives would otherwise hold the acknowledgements of what it receives behind its
+    own full queue."""
     rate = int(round(line_rate_bps(payload_rate_bps)))
+    small = ack_allowance_bps(payload_rate_bps if acknowledged_payload_bps is None else acknowledged_payload_bps)
     burst = burst_bytes(rate)
-    small = max(8000, rate // 2)  # relays of many flows carry many acknowledgements
     return [
         f"tc qdisc replace dev {interface} root handle 1: htb default 10",
-        f"tc class replace dev {interface} parent 1: classid 1:1 htb rate {rate}bit ceil {rate}bit "
+        f"tc class replace dev {interface} parent 1: classid 1:1 htb rate {rate + small}bit ceil {rate + small}bit "
         f"burst {burst} cburst {burst}",
-        f"tc class replace dev {interface} parent 1:1 classid 1:10 htb rate {rate - small}bit ceil {rate}bit "
+        f"tc class replace dev {interface} parent 1:1 classid 1:10 htb rate {rate}bit ceil {rate}bit "
         f"burst {burst} cburst {burst} prio 1",
-        f"tc class replace dev {interface} parent 1:1 classid 1:5 htb rate {small}bit ceil {rate}bit "
+        f"tc class replace dev {interface} parent 1:1 classid 1:5 htb rate {small}bit ceil {rate + small}bit "
         f"burst {burst} cburst {burst} prio 0",
         f"tc filter replace dev {interface} parent 1: protocol ip prio 1 {SMALL_PACKET_FILTER} classid 1:5",
     ]
