@@ -73,12 +73,11 @@ def cmd_predict(args: argparse.Namespace) -> int:
     scenario = load_scenario(args.scenario)
     if args.schedule:
         from testbed.oracle.schedule_sim import simulate_schedule
+        from testbed.trace import load_trace
 
-        try:
-            schedule = json.loads(Path(args.schedule).read_text())
-        except (OSError, ValueError) as error:
-            raise InputError(f"{args.schedule}: cannot read the schedule ({error}); give a schedule.json") from None
-        prediction = simulate_schedule(schedule, scenario.fabric)
+        # Checked as strictly as a `workload.kind: trace` file: the simulator trusts its input.
+        schedule = load_trace(args.schedule, scenario.fabric.hosts, scenario.workload.iterations, given_as="--schedule")
+        prediction = simulate_schedule(schedule.to_json(), scenario.fabric)
     else:
         prediction = predict_scenario(scenario)
     if args.json:

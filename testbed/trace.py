@@ -15,14 +15,15 @@ from testbed.schedule import SCHEDULE_FORMAT, GpuSchedule, Schedule, Step
 STEP_KINDS = ("compute", "send", "recv", "collective")
 
 
-def load_trace(path: str | Path, hosts: int, iterations: int, base_dir: Path | None = None) -> Schedule:
+def load_trace(path: str | Path, hosts: int, iterations: int, base_dir: Path | None = None,
+               given_as: str = "workload.trace") -> Schedule:
     source = Path(path)
     if not source.is_absolute() and base_dir is not None:
         source = base_dir / source
     try:
         data = json.loads(source.read_text())
     except OSError as error:
-        raise InputError(f"workload.trace: cannot read {source} ({error.strerror}); give the path of a schedule.json")
+        raise InputError(f"{given_as}: cannot read {source} ({error.strerror}); give the path of a schedule.json")
     except ValueError as error:
         raise InputError(f"{source}: not JSON ({error}); a trace is a {SCHEDULE_FORMAT} schedule.json") from None
     return schedule_from_json(data, str(source), hosts, iterations)

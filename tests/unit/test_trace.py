@@ -61,3 +61,17 @@ def test_cli_reports_a_missing_trace_in_one_sentence_with_exit_2(tmp_path):
     done = subprocess.run([sys.executable, "-m", "testbed.cli", "check", str(tmp_path / "s.yaml")],
                           capture_output=True, text=True)
     assert done.returncode == 2 and "cannot read" in done.stderr and "Traceback" not in done.stderr
+
+
+def test_predict_checks_a_given_schedule_like_a_trace(tmp_path):
+    bad = broken(lambda d: d["gpus"][0]["steps"][1].update(peer=9))
+    (tmp_path / "bad.json").write_text(json.dumps(bad))
+    scenario = str(ROOT / "scenarios" / "trace-pipeline.yaml")
+    done = subprocess.run([sys.executable, "-m", "testbed.cli", "predict", scenario, "--schedule",
+                           str(tmp_path / "bad.json")], capture_output=True, text=True)
+    assert done.returncode == 2 and "GPU 0 step" in done.stderr and "Traceback" not in done.stderr
+    good = subprocess.run([sys.executable, "-m", "testbed.cli", "predict", scenario, "--json", "--schedule",
+                           str(ROOT / "scenarios" / "traces" / "pipeline-4.json")], capture_output=True, text=True)
+    assert good.returncode == 0, good.stderr
+    assert json.loads(good.stdout)["predicted_iteration_time_s"] == pytest.approx(
+        predict_scenario(load_scenario(scenario)).iteration_time_s)
