@@ -78,6 +78,13 @@ def dark_accuracy(kind: str, delays_us: list[float], repeats: int) -> list[dict]
     return rows
 
 
+def _flagged(result: dict) -> str:
+    """The monitors that called the run not faithful, with their values."""
+    monitors = result.get("fidelity", {}).get("monitors", {})
+    return ", ".join(f"{name} {m['value']:.3g}" if isinstance(m.get("value"), (int, float)) else name
+                     for name, m in monitors.items() if not m.get("ok", True))
+
+
 def iteration_ratios(kind: str, hosts: list[int], placed: bool) -> list[dict]:
     rows = []
     base = load_scenario(SCENARIOS / f"{FABRIC_SCENARIOS[kind]}.yaml")
@@ -106,7 +113,8 @@ def iteration_ratios(kind: str, hosts: list[int], placed: bool) -> list[dict]:
                          "error": result["error"], "ratio_min": min(ratios, default=None),
                          "ratio_mean": statistics.mean(ratios) if ratios else None,
                          "ratio_max": max(ratios, default=None), "sums_correct": result["sums_correct"],
-                         "faithful": result["fidelity"]["ok"], "dilation": result["dilation"],
+                         "faithful": result["fidelity"]["ok"], "flagged": _flagged(result),
+                         "dilation": result["dilation"],
                          "reconfigurations": result.get("reconfigurations", 0), "wall_s": wall})
     return rows
 
@@ -132,7 +140,8 @@ def main() -> int:
     for r in runs:
         ratio = "failed: " + str(r["error"])[:40] if r["ratio_mean"] is None else \
             f"{r['ratio_min']:.3f}/{r['ratio_mean']:.3f}/{r['ratio_max']:.3f}"
-        print(f"{r['fabric']:13} {r['workload']:17} {r['hosts']:4} {ratio:>32} {str(r['faithful']):>8} {r['wall_s']:7.1f}")
+        faithful = "yes" if r["faithful"] else f"no: {r.get('flagged', '')}"
+        print(f"{r['fabric']:13} {r['workload']:17} {r['hosts']:4} {ratio:>32} {faithful:>8} {r['wall_s']:7.1f}")
     out = HERE / "results"
     out.mkdir(exist_ok=True)
     if args.only and (out / "optical.json").exists():  # keep the half that did not run
@@ -149,7 +158,8 @@ def main() -> int:
     for r in runs:
         ratio = f"failed: {r['error']}" if r["ratio_mean"] is None else \
             f"{r['ratio_min']:.3f}/{r['ratio_mean']:.3f}/{r['ratio_max']:.3f}"
-        lines.append(f"| {r['fabric']} | {r['workload']} | {r['hosts']} | {ratio} | {r['faithful']} | {r['wall_s']:.1f} |")
+        faithful = "yes" if r["faithful"] else f"no: {r.get('flagged', '')}"
+        lines.append(f"| {r['fabric']} | {r['workload']} | {r['hosts']} | {ratio} | {faithful} | {r['wall_s']:.1f} |")
     (out / "optical.md").write_text("\n".join(lines) + "\n")
     return 0
 

@@ -16,8 +16,10 @@ def toggled(plan: dict) -> tuple[list, list]:
     """Two link states that differ in one link: the current one and one with a link moved."""
     if plan["kind"] == "lightpaths":
         paths = [tuple(p) for p in plan["lightpaths"]]
-        grown = [(s, d, c + 1) if i == 0 else (s, d, c) for i, (s, d, c) in enumerate(paths)]
-        return paths, grown
+        # One wavelength fewer on the widest lightpath (a plan may already use every wavelength).
+        widest = max(range(len(paths)), key=lambda i: paths[i][2])
+        s, d, c = paths[widest]
+        return paths, paths[:widest] + ([(s, d, c - 1)] if c > 1 else []) + paths[widest + 1:]
     circuits = [tuple(c) for c in plan["circuits"]]
     return circuits, circuits[1:]  # drop one circuit, then bring it back
 

@@ -199,7 +199,8 @@ def cmd_run(args: argparse.Namespace) -> int:
     elif args.hold:
         console.print(f"{scenario.name}: the fabric stays up after the iterations until Ctrl-C; "
                       f"controller scripts reach it through {run_dir}/controller.ready")
-        result = Runner(prepared, run_dir, hold=True, capture_packets=args.capture).execute()
+        held = lambda: console.print(f"{scenario.name}: iterations done; the fabric is held, Ctrl-C ends the run")  # noqa: E731
+        result = Runner(prepared, run_dir, hold=True, on_hold=held, capture_packets=args.capture).execute()
     else:
         with Progress(TextColumn("{task.description}"), BarColumn(), TextColumn("{task.completed}/{task.total}"),
                       TimeElapsedColumn(), console=console, transient=True) as progress:

@@ -342,6 +342,7 @@ class Runner:
     on_progress: Callable[[int, int], None] = lambda done, total: None
     interactive: bool = False  # open Mininet's CLI on the live fabric after the iterations
     hold: bool = False  # keep the fabric up after the iterations until Ctrl-C or SIGTERM
+    on_hold: Callable[[], None] = lambda: None  # the iterations are done and the fabric is held
     agents: list[subprocess.Popen] = field(default_factory=list)
     agents_extra: list[subprocess.Popen] = field(default_factory=list)  # e.g. the INA node program
     capture_packets: int = 0  # > 0: tcpdump that many packets into capture.pcap
@@ -361,6 +362,7 @@ class Runner:
                     if self.interactive:
                         live.fabric.interact()
                     if self.hold:
+                        self.on_hold()
                         _hold(live)
                 finally:
                     with _SignalGuard(shield=True):
