@@ -90,3 +90,30 @@ def split_new_rules(before: Rendering, ops: Operations) -> tuple[dict[int, tuple
         rest[dpid] = tuple(r for r in rules if key(r) in existing)
     return new, Operations(ops.delete, rest, ops.host_lines)
 
+
+
+@dataclass(frozen=True)
+class Steps:
+    """A reconfiguration as three batches: `ahead` (before the dark starts), `dark` (hosts off the
+    changed links, then the switches) and `restore` (after the dark time)."""
+
+    ahead: Operations
+    dark: Operations
+    restore: Operations
+
+
+def steps(old: Rendering, dark: Rendering, new: Rendering) -> Steps:
+    """Rules for links that exist in neither the old nor the dark rendering carry nothing until
+    hosts route onto them: they go in ahead, confirmed before the dark starts. Rules the dark
+    rendering lacks but the old one has a rule for (a circuit's port given a new peer) follow the
+    darkening deletions in the same batch. Everything the dark time then waits on is at most one
+    switch round trip (userspace OVS can take tens of ms to confirm under load)."""
+    ahead, _ = split_new_rules(old, operations(old, new))
+    darkening = operations(old, dark)
+    early, restore = split_new_rules(dark, operations(dark, new))
+    adds = {}
+    for dpid in set(darkening.add) | set(early):
+        already = set(ahead.get(dpid, ()))
+        adds[dpid] = darkening.add.get(dpid, ()) + tuple(r for r in early.get(dpid, ()) if r not in already)
+    return Steps(Operations(add={d: r for d, r in ahead.items() if r}),
+                 Operations(darkening.delete, adds, darkening.host_lines), restore)

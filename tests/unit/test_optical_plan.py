@@ -142,3 +142,57 @@ def test_rules_for_links_not_there_yet_go_in_while_dark_and_changes_wait_for_the
     early, rest = reconfig.split_new_rules(before, reconfig.operations(before, after))
     moved = [r for rules in rest.add.values() for r in rules]
     assert moved and all(r.match == (("in_port", 1),) for r in moved)  # same port, new peer: at the restore
+
+
+def _applied(rules: dict, ops: reconfig.Operations) -> dict:
+    """Switch rules after `ops`, deletions first, as the controller sends them."""
+    out = {d: set(r) for d, r in rules.items()}
+    for dpid, gone in ops.delete.items():
+        out[dpid] -= set(gone)
+    for dpid, added in ops.add.items():
+        keys = {(r.table, r.priority, r.match) for r in added}
+        out[dpid] = {r for r in out.get(dpid, set()) if (r.table, r.priority, r.match) not in keys} | set(added)
+    return out
+
+
+def test_new_links_go_in_ahead_and_a_new_peer_for_a_port_follows_the_darkening():
+    topo = ring(4, 4)
+    old = render(topo, {(0, 1): 1, (1, 0): 1})
+    new = render(topo, {(0, 1): 1, (1, 0): 1, (0, 2): 1})
+    batches = reconfig.steps(old, render(topo, {(0, 1): 1, (1, 0): 1}), new)
+    assert [r.out_port for rules in batches.ahead.add.values() for r in rules] == [3]  # the new lightpath
+    assert not any(batches.dark.add.values()) and not any(batches.restore.add.values())
+    ocs_topo = ocs(4, 1)
+    old, new = render(ocs_topo, {(0, 0, 1): 1}), render(ocs_topo, {(0, 0, 2): 1})
+    batches = reconfig.steps(old, render(ocs_topo, {}), new)
+    assert not any(batches.ahead.add.values())  # port 1 had a circuit: not before it goes dark
+    assert [r.out_port for rules in batches.dark.add.values() for r in rules] == [3]
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.sets(st.tuples(st.integers(0, 1), st.integers(0, 4), st.integers(0, 4)), max_size=8),
+       st.sets(st.tuples(st.integers(0, 1), st.integers(0, 4), st.integers(0, 4)), max_size=8))
+def test_reconfiguration_steps_end_at_the_new_rules_and_never_touch_old_ones_ahead(old_set, new_set):
+    topo = ocs(5, 2)
+
+    def valid(circuits):
+        tx, rx, kept = set(), set(), {}
+        for q, s, d in sorted(circuits):
+            if s != d and (q, s) not in tx and (q, d) not in rx:
+                tx.add((q, s))
+                rx.add((q, d))
+                kept[(q, s, d)] = 1
+        return kept
+
+    old_state, new_state = valid(old_set), valid(new_set)
+    change = reconfig.request(old_state, new_state, 0.0, 0.01, 1, "test")
+    if change is None:
+        return
+    old, dark, new = render(topo, change.old), render(topo, change.dark), render(topo, change.new)
+    batches = reconfig.steps(old, dark, new)
+    old_keys = {d: {(r.table, r.priority, r.match) for r in rules} for d, rules in old.rules.items()}
+    for dpid, added in batches.ahead.add.items():
+        assert not {(r.table, r.priority, r.match) for r in added} & old_keys[dpid]
+    rules = _applied(_applied({d: set(r) for d, r in old.rules.items()}, batches.ahead), batches.dark)
+    assert all(set(dark.rules[d]) <= rules[d] for d in dark.rules)  # what stays lit carries on while dark
+    assert _applied(rules, batches.restore) == {d: set(r) for d, r in new.rules.items()}
