@@ -1,5 +1,6 @@
 """Oracle for any schedule (testbed-schedule/1): every GPU runs its steps in order, transfers share
-the fabric max-min fairly, collectives take their alpha-beta time once all members arrive."""
+the fabric max-min fairly, collectives take their alpha-beta time once all members arrive, at the
+rate their ring gets on the fabric's plan."""
 
 from __future__ import annotations
 
@@ -7,9 +8,9 @@ import math
 from collections import defaultdict
 
 from testbed.errors import InputError
-from testbed.oracle.fabrics import dp_allreduce_s, mp_flow_model
+from testbed.oracle.fabrics import FlowModel, mp_flow_model
 from testbed.oracle.flows import Flow, max_min_rates
-from testbed.predict import Breakdown, Prediction
+from testbed.predict import Breakdown, Prediction, collective_cost
 from testbed.scenario import Fabric
 from testbed.schedule import traffic_pairs
 from testbed.units import us_to_s
@@ -23,6 +24,7 @@ def simulate_schedule(schedule: dict, fabric: Fabric) -> Prediction:
     model = mp_flow_model(fabric, n, 1, traffic)
     alpha = us_to_s(fabric.latency_us)
     steps = [gpu["steps"] for gpu in sorted(schedule["gpus"], key=lambda g: g["rank"])]
+    ring_rate = collective_rates_bps(steps, model)
     position = [0] * n
     busy_until = [0.0] * n
     compute = [0.0] * n
@@ -53,9 +55,8 @@ def simulate_schedule(schedule: dict, fabric: Fabric) -> Prediction:
                     position[g] += 1
                     busy_until[g] = math.inf  # released when the last member arrives
                     return
-                # The other MP ranks' DP groups run at once (k = n / l of them), sharing uplinks,
-                # circuits or wavelengths with this one.
-                duration = dp_allreduce_s(fabric, max(1, n // len(group)), len(group), step["bytes"])
+                duration = 0.0 if len(group) < 2 else collective_cost(
+                    step["op"], step["algorithm"], len(group), step["bytes"], ring_rate[key], alpha).time_s
                 for member in group:
                     busy_until[member] = now + duration
             else:
@@ -89,3 +90,21 @@ def simulate_schedule(schedule: dict, fabric: Fabric) -> Prediction:
     busiest = max(compute)
     return Prediction(total, Breakdown(compute_s=busiest, communication_s=total - busiest),
                       "schedule simulation: steps in order, max-min fair transfers, alpha-beta collectives")
+
+
+def collective_rates_bps(steps: list[list[dict]], model: FlowModel) -> dict[tuple, float]:
+    """Per collective `(step id, group)`: the rate of its slowest ring edge when every group that
+    runs the same step (the DP groups of all MP ranks) sends to its successor at once, shared
+    max-min fairly over the fabric's plan (uplinks, circuits, lightpaths and their relays)."""
+    concurrent: dict[str, set[tuple[int, ...]]] = defaultdict(set)
+    for gpu_steps in steps:
+        for step in gpu_steps:
+            if step["kind"] == "collective" and len(step["group"]) > 1:
+                concurrent[step["id"]].add(tuple(step["group"]))
+    rates: dict[tuple, float] = {}
+    for ident, groups in concurrent.items():
+        edges = [(group, a, b) for group in sorted(groups) for a, b in zip(group, group[1:] + group[:1])]
+        shares = max_min_rates([Flow(0.0, 1.0, model.resources(a, b)) for _, a, b in edges], model.capacity_bps)
+        for (group, _, _), share in zip(edges, shares):
+            rates[(ident, group)] = min(rates.get((ident, group), math.inf), share)
+    return rates

@@ -112,27 +112,42 @@ def test_ring_new_lightpath_carries_traffic_after_the_retuning_time(tmp_path, ma
         assert statistics.median(result.hops[-50:]) == 1
 
 
-# Emulated/predicted tolerance per fabric, from bench/optical.py on a 2-core machine: optical
-# fabrics and Elect-Flat land within 1.1; Elect-Cluster's uplinks (shaped inside userspace OVS's
-# path) run about 1.2 slow.
-TOLERANCE = {"ocs-allreduce": (0.85, 1.2), "ring-allreduce": (0.85, 1.2), "cluster-allreduce": (0.85, 1.35)}
+# bench/optical.py on a 2-core machine measured every fabric within 1.00-1.04 at 8 and 16 GPUs.
+# SiP-OCS at 16 GPUs is the case where acknowledgements relayed around one-way circuits took 30%
+# of the circuits' capacity until they got their own allowance (it ran 1.29-1.31).
+CASES = [("cluster-allreduce", 8), ("ocs-allreduce", 8), ("ocs-allreduce", 16), ("ring-allreduce", 8)]
 
 
-@pytest.mark.parametrize("name", sorted(TOLERANCE))
-def test_ring_allreduce_scenario_matches_the_oracle_on_each_fabric(name, tmp_path, machine_state):
+@pytest.mark.parametrize("name, hosts", CASES)
+def test_ring_allreduce_scenario_matches_the_oracle_on_each_fabric(name, hosts, tmp_path, machine_state):
     from testbed.run import Runner, prepare
     from testbed.scenario import apply_overrides, load_scenario
 
     from ..conftest import ROOT
 
-    scenario = apply_overrides(load_scenario(ROOT / "scenarios" / f"{name}.yaml"), {"workload.iterations": 2})
+    scenario = apply_overrides(load_scenario(ROOT / "scenarios" / f"{name}.yaml"),
+                               {"workload.iterations": 2, "fabric.hosts": hosts})
     result = Runner(prepare(scenario), tmp_path / "run").execute()
     assert result["status"] == "ok", result["error"]
     assert result["sums_correct"]
-    low, high = TOLERANCE[name]
-    assert all(low <= r <= high for r in result["emulated_over_predicted"]), result["emulated_over_predicted"]
+    assert all(0.85 <= r <= 1.15 for r in result["emulated_over_predicted"]), result["emulated_over_predicted"]
     events = [json.loads(line) for line in (tmp_path / "run" / "events.jsonl").read_text().splitlines()]
     if name == "ring-allreduce":  # the controller re-plans every period; its dark times are on record
         dark = result["fidelity"]["monitors"]["dark_time"]
         assert dark["ok"], dark
         assert any(e["kind"] == "reconfiguration" for e in events)
+
+
+def test_placed_schedule_on_sip_ring_matches_the_schedule_oracle(tmp_path, machine_state):
+    """The placer's ResNet-50 (2-way MP × 2-way DP) over lightpaths that the controller retunes every
+    period. Its DP all-reduce crosses the lightpath to the GPU two hops away, which the oracle
+    rates at what the plan gives it (it ran 1.06-1.13× over an oracle that gave it all of B)."""
+    from testbed.run import Runner, prepare
+    from testbed.scenario import load_scenario
+
+    from ..conftest import ROOT
+
+    result = Runner(prepare(load_scenario(ROOT / "scenarios" / "placed-resnet-ring.yaml")), tmp_path / "run").execute()
+    assert result["status"] == "ok", result["error"]
+    assert result["sums_correct"]
+    assert 0.85 <= result["emulated_over_predicted"][0] <= 1.15, result["emulated_over_predicted"]

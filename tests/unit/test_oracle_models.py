@@ -101,3 +101,25 @@ def test_optical_fabrics_never_beat_elect_flat_at_the_same_bandwidth(model, k):
     assert ring.iteration_time_s >= flat.iteration_time_s * (1 - 0.02)  # 2%: max-min freeze tolerance
     assert ocs.iteration_time_s >= flat.iteration_time_s * (1 - 0.02)
     assert ring.breakdown.reconfiguration_s >= 0
+
+
+def test_collectives_in_a_schedule_run_at_what_their_ring_gets_on_the_plan():
+    from testbed.oracle.fabrics import mp_flow_model
+    from testbed.oracle.schedule_sim import collective_rates_bps
+    from testbed.placer.emit import plan_schedule
+
+    plan = make_plan(MODELS["resnet50"](), device("v100"), 2, 4, 16, None)
+    schedule = plan_schedule(plan, "x", 1).to_json()
+    steps = [g["steps"] for g in schedule["gpus"]]
+    traffic = {(i, j): float(b) for i, row in enumerate(schedule["traffic_matrix_bytes"]) for j, b in enumerate(row) if b}
+    flat = Fabric(kind="elect-flat", hosts=8, gpu_bandwidth_gbps=100)
+    rates = collective_rates_bps(steps, mp_flow_model(flat, 8, 1, traffic))
+    assert sorted(rates) == [("dp-allreduce", (0, 2, 4, 6)), ("dp-allreduce", (1, 3, 5, 7))]
+    assert all(r == pytest.approx(100e9) for r in rates.values())  # one flow out of and into each NIC
+    # SiP-Ring: GPU g's DP successor g+2 is no ring neighbour; its lightpath gets the wavelengths
+    # the ring's own links leave (each GPU keeps one to each neighbour), so less than B.
+    ring = Fabric(kind="sip-ring", hosts=8, gpu_bandwidth_gbps=100, wavelengths=4, wavelength_gbps=25)
+    model = mp_flow_model(ring, 8, 1, traffic)
+    rates = collective_rates_bps(steps, model)
+    lightpath = min(model.capacity_bps[("lightpath", g, (g + 2) % 8)] for g in range(8))
+    assert all(r == pytest.approx(lightpath) for r in rates.values()) and lightpath <= 50e9
