@@ -91,7 +91,6 @@ def split_new_rules(before: Rendering, ops: Operations) -> tuple[dict[int, tuple
     return new, Operations(ops.delete, rest, ops.host_lines)
 
 
-
 @dataclass(frozen=True)
 class Steps:
     """A reconfiguration as three batches: `ahead` (before the dark starts), `dark` (hosts off the

@@ -10,7 +10,7 @@ from typing import Any
 
 from hosts import ops
 from testbed.errors import InputError
-from testbed.schedule import SCHEDULE_FORMAT, GpuSchedule, Schedule, Step
+from testbed.schedule import SCHEDULE_FORMAT, GpuSchedule, Schedule, Step, collective_traffic
 
 STEP_KINDS = ("compute", "send", "recv", "collective")
 
@@ -102,5 +102,13 @@ def schedule_from_json(data: Any, source: str, hosts: int, iterations: int) -> S
     matrix = [[0] * hosts for _ in range(hosts)]
     for (src, dst, _), (size, _) in sends.items():
         matrix[src][dst] += size
+    # Collectives' own traffic too, once per step and group: optical fabrics plan circuits and
+    # wavelengths from this matrix.
+    collectives = {(s.id, s.group): s for gpu in parsed for s in gpu.steps if s.kind == "collective"}
+    for step in collectives.values():
+        block = collective_traffic(step.op, step.algorithm, len(step.group), step.bytes)
+        for i, src in enumerate(step.group):
+            for j, dst in enumerate(step.group):
+                matrix[src][dst] += block[i][j]
     return Schedule(name=str(data.get("name", Path(source).stem)), hosts=hosts, iterations=iterations,
                     gpus=tuple(parsed), traffic_matrix_bytes=tuple(tuple(row) for row in matrix))

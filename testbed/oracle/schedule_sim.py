@@ -12,7 +12,7 @@ from testbed.oracle.fabrics import FlowModel, mp_flow_model
 from testbed.oracle.flows import Flow, max_min_rates
 from testbed.predict import Breakdown, Prediction, collective_cost
 from testbed.scenario import Fabric
-from testbed.schedule import traffic_pairs
+from testbed.schedule import collective_traffic, traffic_pairs
 from testbed.units import us_to_s
 
 
@@ -96,15 +96,25 @@ def collective_rates_bps(steps: list[list[dict]], model: FlowModel) -> dict[tupl
     """Per collective `(step id, group)`: the rate of its slowest ring edge when every group that
     runs the same step (the DP groups of all MP ranks) sends to its successor at once, shared
     max-min fairly over the fabric's plan (uplinks, circuits, lightpaths and their relays)."""
-    concurrent: dict[str, set[tuple[int, ...]]] = defaultdict(set)
+    concurrent: dict[str, dict[tuple[int, ...], dict]] = defaultdict(dict)
     for gpu_steps in steps:
         for step in gpu_steps:
             if step["kind"] == "collective" and len(step["group"]) > 1:
-                concurrent[step["id"]].add(tuple(step["group"]))
+                concurrent[step["id"]][tuple(step["group"])] = step
     rates: dict[tuple, float] = {}
     for ident, groups in concurrent.items():
-        edges = [(group, a, b) for group in sorted(groups) for a, b in zip(group, group[1:] + group[:1])]
+        edges = [(group, a, b) for group, step in sorted(groups.items()) for a, b in _edges(model, group, step)]
         shares = max_min_rates([Flow(0.0, 1.0, model.resources(a, b)) for _, a, b in edges], model.capacity_bps)
         for (group, _, _), share in zip(edges, shares):
             rates[(ident, group)] = min(rates.get((ident, group), math.inf), share)
     return rates
+
+
+def _edges(model: FlowModel, group: tuple[int, ...], step: dict) -> list[tuple[int, int]]:
+    """The ring of the group where the plan routes it; else (a tree on a circuit plan made for its
+    own pairs) the pairs the collective's algorithm actually uses."""
+    ring = list(zip(group, group[1:] + group[:1]))
+    if model.default is not None or all(pair in model.paths for pair in ring):
+        return ring
+    block = collective_traffic(step["op"], step["algorithm"], len(group), step["bytes"])
+    return [(group[i], group[j]) for i, row in enumerate(block) for j, size in enumerate(row) if size and i != j]

@@ -75,3 +75,20 @@ def test_predict_checks_a_given_schedule_like_a_trace(tmp_path):
     assert good.returncode == 0, good.stderr
     assert json.loads(good.stdout)["predicted_iteration_time_s"] == pytest.approx(
         predict_scenario(load_scenario(scenario)).iteration_time_s)
+
+
+@pytest.mark.parametrize("algorithm", ["ring", "tree", "halving-doubling"])
+def test_a_traces_collectives_are_in_its_traffic_matrix_and_predict_on_circuits(algorithm):
+    from testbed.oracle.schedule_sim import simulate_schedule
+    from testbed.scenario import apply_overrides
+
+    step = {"id": "ar", "kind": "collective", "op": "allreduce", "algorithm": algorithm, "group": [0, 1, 2, 3],
+            "bytes": 4_000_000}
+    data = {"format": "testbed-schedule/1", "gpus": [{"steps": [dict(step)]} for _ in range(4)]}
+    schedule = schedule_from_json(data, "t.json", 4, 1)
+    sent = sum(map(sum, schedule.traffic_matrix_bytes))
+    assert sent >= 4 * 4_000_000 * 3 / 4  # every GPU sends at least (n-1)/n of its buffer
+    scenario = load_scenario(ROOT / "scenarios" / "trace-pipeline.yaml")
+    flat = simulate_schedule(schedule.to_json(), scenario.fabric).iteration_time_s
+    ocs = apply_overrides(scenario, {"fabric.kind": "sip-ocs", "fabric.ocs_switches": 2})
+    assert simulate_schedule(schedule.to_json(), ocs.fabric).iteration_time_s >= flat * 0.98
