@@ -151,3 +151,20 @@ def test_placed_schedule_on_sip_ring_matches_the_schedule_oracle(tmp_path, machi
     assert result["status"] == "ok", result["error"]
     assert result["sums_correct"]
     assert 0.85 <= result["emulated_over_predicted"][0] <= 1.15, result["emulated_over_predicted"]
+
+
+def test_multi_shot_ocs_replans_circuits_during_training(tmp_path, machine_state):
+    """Circuits re-planned every period from the live traffic matrix: the MP phase and the DP ring
+    get different circuits, every change is dark for its configured time, and no pair the job
+    needs is ever left without a path."""
+    from testbed.run import Runner, prepare
+    from testbed.scenario import load_scenario
+
+    from ..conftest import ROOT
+
+    result = Runner(prepare(load_scenario(ROOT / "scenarios" / "ocs-multishot.yaml")), tmp_path / "run").execute()
+    assert result["status"] == "ok", result["error"]
+    assert result["sums_correct"]
+    assert result["reconfigurations"] >= 2 and result["breakdown"]["reconfiguration_s"] > 0
+    assert result["fidelity"]["monitors"]["dark_time"]["ok"], result["fidelity"]["monitors"]["dark_time"]
+    assert 0.8 <= result["emulated_over_predicted"][0] <= 1.2, result["emulated_over_predicted"]

@@ -196,3 +196,14 @@ def test_reconfiguration_steps_end_at_the_new_rules_and_never_touch_old_ones_ahe
     rules = _applied(_applied({d: set(r) for d, r in old.rules.items()}, batches.ahead), batches.dark)
     assert all(set(dark.rules[d]) <= rules[d] for d in dark.rules)  # what stays lit carries on while dark
     assert _applied(rules, batches.restore) == {d: set(r) for d, r in new.rules.items()}
+
+
+def test_multi_shot_circuits_keep_every_recurring_pair_reachable():
+    from controller.policy import plan_for
+
+    topo = ocs(4, 3)
+    fabric = Fabric(kind="sip-ocs", hosts=4, gpu_bandwidth_gbps=100, ocs_switches=3, multi_shot=True)
+    recurring = ((0, 1), (1, 0), (2, 3), (3, 2), (0, 2), (2, 0), (1, 3), (3, 1))
+    mp_phase = {(0, 1): 5e6, (1, 0): 5e6, (2, 3): 5e6, (3, 2): 5e6}  # the last period saw no DP traffic
+    rendering = render(topo, plan_for(topo, fabric, mp_phase, recurring))
+    assert not set(recurring) & set(rendering.unreachable)
