@@ -30,8 +30,8 @@ def main() -> int:
     rows = []
     for hosts in [int(h) for h in args.hosts.split(",")]:
         for op, algorithm in sorted(SUPPORTED_COLLECTIVES):
-            if algorithm in SERVICE_ALGORITHMS:
-                continue  # they need CPU machines: bench/byteps.py
+            if algorithm in SERVICE_ALGORITHMS or algorithm == "ina":
+                continue  # they need CPU machines or an aggregation node: bench/byteps.py, bench/ina.py
             scenario = parse_scenario({
                 "name": f"bench-{op}-{algorithm}-{hosts}", "seed": 3,
                 "fabric": {"kind": "elect-flat", "hosts": hosts, "gpu_bandwidth_gbps": 100, "latency_us": 5},
