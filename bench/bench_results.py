@@ -15,6 +15,13 @@ def cell(value: float | None) -> str:
     return "n/a" if value is None else f"{value:.2f}"
 
 
+def flagged_monitors(result: dict) -> str:
+    """The fidelity monitors that called a run not faithful, with their values."""
+    monitors = result.get("fidelity", {}).get("monitors", {})
+    return ", ".join(f"{name} {m['value']:.3g}" if isinstance(m.get("value"), (int, float)) else name
+                     for name, m in monitors.items() if not m.get("ok", True))
+
+
 def ratio_cells(row: dict) -> str:
     """Emulated/predicted as min / mean / max, then whether the sums were exact and the run faithful."""
     return (f"{cell(row['ratio_min'])} / {cell(row['ratio_mean'])} / {cell(row['ratio_max'])} | "

@@ -16,6 +16,8 @@ import time
 from datetime import datetime, timezone
 from pathlib import Path
 
+from bench_results import flagged_monitors
+
 from testbed.probes import optical_fabric, probe
 from testbed.run import Runner, prepare
 from testbed.scenario import apply_overrides, load_scenario
@@ -78,11 +80,8 @@ def dark_accuracy(kind: str, delays_us: list[float], repeats: int) -> list[dict]
     return rows
 
 
-def _flagged(result: dict) -> str:
-    """The monitors that called the run not faithful, with their values."""
-    monitors = result.get("fidelity", {}).get("monitors", {})
-    return ", ".join(f"{name} {m['value']:.3g}" if isinstance(m.get("value"), (int, float)) else name
-                     for name, m in monitors.items() if not m.get("ok", True))
+def _faithful_cell(row: dict) -> str:
+    return "yes" if row["faithful"] else f"no: {row.get('flagged', '')}"
 
 
 def iteration_ratios(kind: str, hosts: list[int], placed: bool) -> list[dict]:
@@ -113,7 +112,7 @@ def iteration_ratios(kind: str, hosts: list[int], placed: bool) -> list[dict]:
                          "error": result["error"], "ratio_min": min(ratios, default=None),
                          "ratio_mean": statistics.mean(ratios) if ratios else None,
                          "ratio_max": max(ratios, default=None), "sums_correct": result["sums_correct"],
-                         "faithful": result["fidelity"]["ok"], "flagged": _flagged(result),
+                         "faithful": result["fidelity"]["ok"], "flagged": flagged_monitors(result),
                          "dilation": result["dilation"],
                          "reconfigurations": result.get("reconfigurations", 0), "wall_s": wall})
     return rows
@@ -140,8 +139,8 @@ def main() -> int:
     for r in runs:
         ratio = "failed: " + str(r["error"])[:40] if r["ratio_mean"] is None else \
             f"{r['ratio_min']:.3f}/{r['ratio_mean']:.3f}/{r['ratio_max']:.3f}"
-        faithful = "yes" if r["faithful"] else f"no: {r.get('flagged', '')}"
-        print(f"{r['fabric']:13} {r['workload']:17} {r['hosts']:4} {ratio:>32} {faithful:>8} {r['wall_s']:7.1f}")
+        print(f"{r['fabric']:13} {r['workload']:17} {r['hosts']:4} {ratio:>32} {_faithful_cell(r):>8} "
+              f"{r['wall_s']:7.1f}")
     out = HERE / "results"
     out.mkdir(exist_ok=True)
     if args.only and (out / "optical.json").exists():  # keep the half that did not run
@@ -158,8 +157,8 @@ def main() -> int:
     for r in runs:
         ratio = f"failed: {r['error']}" if r["ratio_mean"] is None else \
             f"{r['ratio_min']:.3f}/{r['ratio_mean']:.3f}/{r['ratio_max']:.3f}"
-        faithful = "yes" if r["faithful"] else f"no: {r.get('flagged', '')}"
-        lines.append(f"| {r['fabric']} | {r['workload']} | {r['hosts']} | {ratio} | {faithful} | {r['wall_s']:.1f} |")
+        lines.append(f"| {r['fabric']} | {r['workload']} | {r['hosts']} | {ratio} | {_faithful_cell(r)} | "
+                     f"{r['wall_s']:.1f} |")
     (out / "optical.md").write_text("\n".join(lines) + "\n")
     return 0
 
