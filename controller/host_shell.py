@@ -1,9 +1,12 @@
 """Configures hosts from the controller: `ip` and `tc` in batch mode inside each host's network
-namespace (entered by PID), fed line by line so a change takes effect in well under a millisecond."""
+namespace (entered by PID), once at start-up here, and at agreed instants through the timer process."""
 
 from __future__ import annotations
 
+import json
 import subprocess
+import sys
+import threading
 from pathlib import Path
 
 
@@ -26,36 +29,60 @@ def run_once(pid: int, lines: list[str], tool: str) -> None:
         raise HostConfigError(f"{tool} in the host with PID {pid} failed: {done.stderr.strip()}")
 
 
-class HostShells:
-    """Long-lived `ip -batch -` and `tc -batch -` per host; errors go to one log per host, which the
-    run checks at the end."""
+class HostTimer:
+    """The controller's handle on the host-configuration timer (controller.retune_timer), a process
+    of its own that applies each host's lines at an agreed instant and says when they took effect."""
 
     def __init__(self, pids: list[int], log_dir: Path) -> None:
         self.log_dir = log_dir
-        log_dir.mkdir(parents=True, exist_ok=True)
-        self.shells: dict[tuple[int, str], subprocess.Popen] = {}
-        for rank, pid in enumerate(pids):
-            for tool in ("ip", "tc"):
-                err = open(log_dir / f"h{rank}.{tool}.err", "ab")
-                self.shells[(rank, tool)] = subprocess.Popen(
-                    _nsenter(pid) + [tool, "-force", "-batch", "-"], stdin=subprocess.PIPE, stdout=subprocess.DEVNULL,
-                    stderr=err, text=True, bufsize=1)
-                err.close()
+        self.process = subprocess.Popen(
+            [sys.executable, "-m", "controller.retune_timer", str(log_dir), *map(str, pids)],
+            stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, bufsize=1)
+        self.replies: dict[tuple[int, str], dict] = {}
+        self.arrived = threading.Condition()
+        self.failure: str | None = None
+        threading.Thread(target=self._read, daemon=True).start()
 
-    def send(self, rank: int, lines: tuple[str, ...] | list[str]) -> None:
-        for tool in ("tc", "ip"):
-            text = "".join(line.split(" ", 1)[1] + "\n" for line in lines if line.startswith(tool + " "))
-            if text:
-                shell = self.shells[(rank, tool)]
-                if shell.poll() is not None:
-                    raise HostConfigError(f"the {tool} shell of host {rank} exited; see {self.log_dir}")
-                shell.stdin.write(text)
-                shell.stdin.flush()
+    def _read(self) -> None:
+        assert self.process.stdout is not None
+        for raw in self.process.stdout:
+            reply = json.loads(raw)
+            with self.arrived:
+                if "error" in reply:
+                    self.failure = reply["error"]
+                else:
+                    self.replies[(reply["id"], reply["phase"])] = reply
+                self.arrived.notify_all()
+        with self.arrived:
+            self.failure = self.failure or f"the host-configuration timer exited; see {self.log_dir}"
+            self.arrived.notify_all()
+
+    def schedule(self, ident: int, *steps: tuple[str, dict[int, tuple[str, ...]], dict[str, float]]) -> None:
+        """Have every host apply each step's lines, in order: a step is (phase, lines by rank, when),
+        with when `{"at_s": T}` (CLOCK_MONOTONIC seconds; 0 = at once) or `{"after_s": D}` (D seconds
+        after the previous step began). Steps sent together reach the timer together."""
+        assert self.process.stdin is not None
+        if self.failure:
+            raise HostConfigError(self.failure)
+        request = {"steps": [{"id": ident, "phase": phase, **when,
+                              "lines": {str(r): list(l) for r, l in lines.items()}} for phase, lines, when in steps]}
+        self.process.stdin.write(json.dumps(request) + "\n")
+        self.process.stdin.flush()
+
+    def wait(self, ident: int, phase: str, timeout_s: float) -> dict:
+        """The timer's report of a scheduled change: `begun_s` and each host's `done_s`."""
+        with self.arrived:
+            if not self.arrived.wait_for(lambda: (ident, phase) in self.replies or self.failure, timeout_s):
+                raise HostConfigError(f"the hosts did not report the {phase} change of reconfiguration {ident} "
+                                      f"within {timeout_s:.0f} s")
+            if (ident, phase) not in self.replies:
+                raise HostConfigError(self.failure or "the host-configuration timer failed")
+            return self.replies.pop((ident, phase))
 
     def close(self) -> None:
-        for shell in self.shells.values():
-            try:
-                shell.stdin.close()
-                shell.wait(timeout=5)
-            except (OSError, subprocess.TimeoutExpired):
-                shell.kill()
+        try:
+            if self.process.stdin:
+                self.process.stdin.close()
+            self.process.wait(timeout=5)
+        except (OSError, subprocess.TimeoutExpired):
+            self.process.kill()

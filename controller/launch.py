@@ -17,8 +17,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--fabric", default="elect-flat", choices=sorted(APPS))
     args = parser.parse_args(argv)
     os.environ["TESTBED_CONTROLLER_CONFIG"] = args.config
-    # Dark times are timed by a thread that sleeps while agents and the datapath keep both cores
-    # busy: hand the interpreter lock over sooner, and let the scheduler prefer this process.
+    # Switch confirmations and reconfiguration requests are handled while agents and the datapath
+    # keep both cores busy: hand the interpreter lock over sooner, and let the scheduler prefer us.
     sys.setswitchinterval(5e-4)
     try:
         os.nice(-10)

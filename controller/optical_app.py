@@ -26,9 +26,8 @@ from testbed.topology import estimate_period_us, reconfig_us
 
 CONFIG_ENV = "TESTBED_CONTROLLER_CONFIG"
 BARRIER_TIMEOUT_S = 5.0
-SPIN_S = 1e-3  # the last millisecond before a restore is spun, not slept: sleeps overshoot
-CONFIRM_HISTORY = 9
-MAX_EARLY_FRAC = 0.2
+LEAD_S = 2e-3  # from asking the timer to the dark start: time for the request to reach it
+HOST_REPORT_TIMEOUT_S = 15.0
 
 
 def _fail_loudly(where: str) -> None:
@@ -43,15 +42,6 @@ def _guarded(where: str, func, *args) -> None:
         func(*args)
     except Exception:
         _fail_loudly(where)
-
-
-def _sleep_until(deadline: float) -> None:
-    while True:
-        left = deadline - time.monotonic()
-        if left <= 0:
-            return
-        if left > SPIN_S:
-            time.sleep(left - SPIN_S)
 
 
 class OpticalFabricApp(app_manager.OSKenApp):
@@ -88,9 +78,8 @@ class OpticalFabricApp(app_manager.OSKenApp):
         self.requests: queue.Queue = queue.Queue()
         self.next_id = 1
         self.busy = False
-        self.confirm_s: list[float] = []
         self.hosts_ready = False
-        self.shells: host_shell.HostShells | None = None
+        self.timer: host_shell.HostTimer | None = None
         self.api_port: int | None = None
         threading.Thread(target=_guarded, args=("configuring hosts", self._start_hosts), daemon=True).start()
 
@@ -180,7 +169,7 @@ class OpticalFabricApp(app_manager.OSKenApp):
                                   for line in text.split("\n")]
             host_shell.run_once(pid, lines, "tc")
             host_shell.run_once(pid, lines, "ip")
-        self.shells = host_shell.HostShells(pids, Path(self.run_config["host_logs"]))
+        self.timer = host_shell.HostTimer(pids, Path(self.run_config["host_logs"]))
         self._start_api()
         self.hosts_ready = True
         threading.Thread(target=_guarded, args=("reconfiguring", self._reconfigure_loop), daemon=True).start()
@@ -243,12 +232,6 @@ class OpticalFabricApp(app_manager.OSKenApp):
         return ident
 
     def _reconfigure_loop(self) -> None:
-        # This thread times dark periods while agents and the datapath keep both cores busy: give it
-        # real-time priority (it sleeps almost always and spins at most SPIN_S before a restore).
-        try:
-            os.sched_setscheduler(0, os.SCHED_FIFO, os.sched_param(10))
-        except (OSError, AttributeError):
-            pass  # not permitted here: the dark-time monitor reports the looser timing
         while True:
             wanted, source, ident = self.requests.get()
             self.busy = True
@@ -258,6 +241,10 @@ class OpticalFabricApp(app_manager.OSKenApp):
                 self.busy = False
 
     def _reconfigure(self, wanted: dict, source: str, ident: int) -> None:
+        """The hosts time the dark window: the timer process darkens their links at an agreed instant
+        and restores them exactly the dark time later, so neither this process's threads nor the
+        switches' confirmations can stretch it. Switch work happens around that window: rules for new
+        links before it, deletions (and ports given a new peer, confirmed) inside it."""
         dark_s = self.settings["reconfig_us"] * 1e-6 * self.dilation
         with self.lock:
             change = reconfig.request(self.state, wanted, time.monotonic(), dark_s, ident, source)
@@ -266,70 +253,56 @@ class OpticalFabricApp(app_manager.OSKenApp):
         dark_rendering = optical_plan.render(self.topology, change.dark)
         new_rendering = optical_plan.render(self.topology, change.new)
         batches = reconfig.steps(self.rendering, dark_rendering, new_rendering)
-        self._apply(batches.ahead, hosts_first=True)
-        dark_start = self._apply(batches.dark, hosts_first=True, confirm=any(batches.dark.add.values()))
+        assert self.timer is not None
+        self._barrier(self._send_rules(batches.ahead))
+        repoint = any(batches.dark.add.values())
+        darken = ("dark", batches.dark.host_lines, {"at_s": time.monotonic() + LEAD_S})
+        restore_step = ("restore", batches.restore.host_lines, {"after_s": change.dark_s})
+        self.timer.schedule(ident, darken, *(() if repoint else (restore_step,)))
+        dark = self.timer.wait(ident, "dark", HOST_REPORT_TIMEOUT_S)
+        touched = self._send_rules(batches.dark)  # the hosts are off the darkened links by now
         with self.lock:
             self.state, self.rendering = change.dark, dark_rendering
-        switch_work = any(batches.restore.add.values()) or any(batches.restore.delete.values())
-        deadline = dark_start + change.dark_s - (self._confirm_latency_s(change.dark_s) if switch_work else 0.0)
-        _sleep_until(deadline)
-        late = time.monotonic() - deadline
-        restored = self._apply(batches.restore, hosts_first=False)
+        if repoint:
+            # A packet that arrives before its rule leaves a cached drop in the datapath for tens of
+            # milliseconds: the restore waits for the switches (and is late if they are).
+            self._barrier(touched)
+            self.timer.schedule(ident, restore_step)
+        restore = self.timer.wait(ident, "restore", change.dark_s + HOST_REPORT_TIMEOUT_S)
+        measured = reconfig.darkness(dark["at_s"], restore["at_s"],
+                                     {int(r): t for r, t in dark["done_s"].items()},
+                                     {int(r): t for r, t in restore["done_s"].items()})
         with self.lock:
             self.state, self.rendering = change.new, new_rendering
-            event = change.event(dark_start, restored, self.dilation)
+            event = change.event(measured, self.dilation)
             event["unreachable"] = [list(p) for p in new_rendering.unreachable]
-            # How late the restore began (waiting on switch confirmations during the dark time, or
-            # on a CPU): what makes a dark time run long.
-            event["restore_late_s"] = late
-            event["confirmed_s"] = time.monotonic()  # the switches acknowledged the restore
+            # How late the hosts began the restore against the agreed instant (a CPU, or switches
+            # slow to confirm a re-pointed port): what would make a dark time run long.
+            event["restore_late_s"] = restore["begun_s"] - (restore["at_s"] - restore["early_s"])
+            event["dark_late_s"] = dark["begun_s"] - (dark["at_s"] - dark["early_s"])
+            # How long the hosts took to apply each phase (the spread of their links' switch-over),
+            # and how early the timer began it to centre that spread on the agreed instant.
+            event["restore_early_s"] = restore["early_s"]
+            event["dark_applied_in_s"] = max(dark["done_s"].values(), default=dark["begun_s"]) - dark["begun_s"]
+            event["restore_applied_in_s"] = max(restore["done_s"].values(), default=restore["begun_s"]) - \
+                restore["begun_s"]
+            event["confirmed_s"] = time.monotonic()
             self.reconfig_events.append(event)
             with open(self.events_path, "a") as out:
                 out.write(json.dumps(event) + "\n")
 
-    def _apply(self, ops: reconfig.Operations, hosts_first: bool, confirm: bool = True) -> float:
-        """Darkening: hosts move off the changed links, then the switches drop them (confirmed only
-        when rules are added: nothing routes onto a deleted one); returns when the last change was
-        sent. Restoring: the switches take the new rules and confirm them before any
-        host routes onto them (a packet that arrives before its rule would leave a cached drop in
-        the datapath for tens of milliseconds); returns when the hosts were told."""
+    def _send_rules(self, ops: reconfig.Operations) -> set[int]:
+        """Deletions, then additions; returns the switches touched (confirm with `_barrier`)."""
         touched: set[int] = set()
-
-        def hosts():
-            assert self.shells is not None
-            for rank, lines in ops.host_lines.items():
-                self.shells.send(rank, lines)
-
-        def switches():
-            for dpid, rules in ops.delete.items():
-                for rule in rules:
-                    self._flow(self.datapaths[dpid], rule, add=False)
-                    touched.add(dpid)
-            for dpid, rules in ops.add.items():
-                for rule in rules:
-                    self._flow(self.datapaths[dpid], rule, add=True)
-                    touched.add(dpid)
-
-        if hosts_first:
-            hosts()
-            switches()
-            sent = time.monotonic()
-            if touched and confirm:
-                self._barrier(sorted(touched))
-            return sent
-        switches()
-        if touched:  # only changes to existing rules are left by now (see _reconfigure)
-            begun = time.monotonic()
-            self._barrier(sorted(touched))
-            self.confirm_s = (self.confirm_s + [time.monotonic() - begun])[-CONFIRM_HISTORY:]
-        hosts()
-        return time.monotonic()
-
-    def _confirm_latency_s(self, dark_s: float) -> float:
-        """How early to start a restore: the median recent switch confirmation, at most a fifth
-        of the dark time, so one slow confirmation cannot make links come back early."""
-        recent = sorted(self.confirm_s)
-        return min(recent[len(recent) // 2], MAX_EARLY_FRAC * dark_s) if recent else 0.0
+        for dpid, rules in ops.delete.items():
+            for rule in rules:
+                self._flow(self.datapaths[dpid], rule, add=False)
+                touched.add(dpid)
+        for dpid, rules in ops.add.items():
+            for rule in rules:
+                self._flow(self.datapaths[dpid], rule, add=True)
+                touched.add(dpid)
+        return touched
 
     # ---- northbound -----------------------------------------------------------------------------
     def snapshot(self) -> dict:

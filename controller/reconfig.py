@@ -34,16 +34,39 @@ class Reconfiguration:
     def changed(self) -> list:
         return sorted(k for k in set(self.old) | set(self.new) if self.old.get(k, 0) != self.new.get(k, 0))
 
-    def event(self, dark_start_s: float, restored_s: float, dilation: float) -> dict:
+    def event(self, darkness: Darkness, dilation: float) -> dict:
         """The events.jsonl record; times are emulated seconds since the run's epoch, with real-world
         equivalents (divided by the dilation) beside them."""
         return {"kind": "reconfiguration", "id": self.id, "source": self.source,
-                "requested_s": self.requested_s, "dark_start_s": dark_start_s, "restored_s": restored_s,
-                "configured_dark_s": self.dark_s, "measured_dark_s": restored_s - dark_start_s,
+                "requested_s": self.requested_s, "dark_start_s": darkness.dark_start_s,
+                "restored_s": darkness.restored_s,
+                "configured_dark_s": self.dark_s, "measured_dark_s": darkness.measured_s,
                 "real_configured_dark_s": self.dark_s / dilation,
-                "real_measured_dark_s": (restored_s - dark_start_s) / dilation,
+                "real_measured_dark_s": darkness.measured_s / dilation,
                 "changed": [list(k) if isinstance(k, tuple) else k for k in self.changed()],
                 "t_s": self.requested_s, "host": -1}
+
+
+@dataclass(frozen=True)
+class Darkness:
+    """When a reconfiguration's links went dark and came back, as the hosts applied it."""
+
+    dark_start_s: float  # the first host's changed links went dark
+    restored_s: float  # the last host's came back
+    measured_s: float  # the longest any one host's changed links were dark
+
+
+def darkness(dark_at_s: float, restore_at_s: float, dark_done_s: dict[int, float],
+             restore_done_s: dict[int, float]) -> Darkness:
+    """A host's links are dark from when its darkening lines took effect until its restoring ones
+    did. A host with nothing to do in a phase takes that phase's agreed instant: its link darkens
+    (a new lightpath retunes) or comes back (a removed one) with no action of its own."""
+    hosts = set(dark_done_s) | set(restore_done_s)
+    if not hosts:
+        return Darkness(dark_at_s, restore_at_s, restore_at_s - dark_at_s)
+    starts = {h: dark_done_s.get(h, dark_at_s) for h in hosts}
+    ends = {h: restore_done_s.get(h, restore_at_s) for h in hosts}
+    return Darkness(min(starts.values()), max(ends.values()), max(ends[h] - starts[h] for h in hosts))
 
 
 def dark_state(old: dict, new: dict) -> dict:
@@ -106,7 +129,9 @@ def steps(old: Rendering, dark: Rendering, new: Rendering) -> Steps:
     hosts route onto them: they go in ahead, confirmed before the dark starts. Rules the dark
     rendering lacks but the old one has a rule for (a circuit's port given a new peer) follow the
     darkening deletions in the same batch. Everything the dark time then waits on is at most one
-    switch round trip (userspace OVS can take tens of ms to confirm under load)."""
+    switch round trip (userspace OVS can take tens of ms to confirm under load). The restore is the
+hosts' alone: a rule whose link stays lit is the same in the dark and the new rendering, so no
+switch waits on the restore and the hosts can time it themselves."""
     ahead, _ = split_new_rules(old, operations(old, new))
     darkening = operations(old, dark)
     early, restore = split_new_rules(dark, operations(dark, new))

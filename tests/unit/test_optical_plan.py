@@ -91,9 +91,22 @@ def test_reconfiguration_keeps_the_smaller_amount_dark_and_diffs_only_changes():
     ops = reconfig.operations(render(topo, old), render(topo, change.dark))
     removed = [r for rules in ops.delete.values() for r in rules]
     assert [r.out_port for r in removed] == [3]  # the 1→2 lightpath goes dark
-    event = change.event(5.001, 5.012, dilation=100.0)
+    event = change.event(reconfig.Darkness(5.001, 5.012, 0.011), dilation=100.0)
     assert event["measured_dark_s"] == pytest.approx(0.011)
+    assert event["real_measured_dark_s"] == pytest.approx(1.1e-4)
     assert event["real_configured_dark_s"] == pytest.approx(1e-4)
+
+
+def test_each_host_is_dark_from_its_own_darkening_to_its_own_restore():
+    # Host 0 darkened at 1.0002 and restored at 1.0103: dark 10.1 ms. Host 1 had nothing to darken
+    # (a new lightpath retunes from the agreed instant 1.0000) and restored at 1.0101: 10.1 ms.
+    # Host 2 only darkened (at 1.0004; a removed lightpath), so it is back at the restore instant
+    # 1.0100: 9.6 ms. The longest, 10.1 ms, is the reconfiguration's measured dark time.
+    measured = reconfig.darkness(1.0, 1.01, {0: 1.0002, 2: 1.0004}, {0: 1.0103, 1: 1.0101})
+    assert measured.dark_start_s == pytest.approx(1.0)
+    assert measured.restored_s == pytest.approx(1.0103)
+    assert measured.measured_s == pytest.approx(0.0101)
+    assert reconfig.darkness(2.0, 2.025, {}, {}).measured_s == pytest.approx(0.025)  # no host acts
 
 
 @settings(max_examples=200, deadline=None)
@@ -196,6 +209,25 @@ def test_reconfiguration_steps_end_at_the_new_rules_and_never_touch_old_ones_ahe
     rules = _applied(_applied({d: set(r) for d, r in old.rules.items()}, batches.ahead), batches.dark)
     assert all(set(dark.rules[d]) <= rules[d] for d in dark.rules)  # what stays lit carries on while dark
     assert _applied(rules, batches.restore) == {d: set(r) for d, r in new.rules.items()}
+    # The restore is the hosts' alone, so they can time it without waiting on a switch.
+    assert not any(batches.restore.add.values()) and not any(batches.restore.delete.values())
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.dictionaries(st.tuples(st.integers(0, 5), st.integers(0, 5)), st.integers(0, 2), max_size=10),
+       st.dictionaries(st.tuples(st.integers(0, 5), st.integers(0, 5)), st.integers(0, 2), max_size=10))
+def test_ring_restores_need_no_switch_and_end_at_the_new_rules(old_state, new_state):
+    topo = ring(6, 4)
+    old_state = {k: c for k, c in old_state.items() if k[0] != k[1]}
+    new_state = {k: c for k, c in new_state.items() if k[0] != k[1]}
+    change = reconfig.request(old_state, new_state, 0.0, 0.01, 1, "test")
+    if change is None:
+        return
+    old, dark, new = render(topo, change.old), render(topo, change.dark), render(topo, change.new)
+    batches = reconfig.steps(old, dark, new)
+    rules = _applied(_applied({d: set(r) for d, r in old.rules.items()}, batches.ahead), batches.dark)
+    assert _applied(rules, batches.restore) == {d: set(r) for d, r in new.rules.items()}
+    assert not any(batches.restore.add.values()) and not any(batches.restore.delete.values())
 
 
 def test_multi_shot_circuits_keep_every_recurring_pair_reachable():
