@@ -1,6 +1,7 @@
 """Benchmark of the reconfigurable fabrics: dark-time accuracy and controller latency measured by
-probes at the dilation each scenario uses, and emulated/predicted iteration time of ring all-reduce
-and a placed schedule on every emulated fabric at 8 and 16 GPUs.
+probes at the dilation each scenario uses; the dark time of every reconfiguration in runs that
+re-plan each period (SiP-Ring at 8, 16 and 32 GPUs, SiP-OCS multi-shot); and emulated/predicted
+iteration time of ring all-reduce and a placed schedule on every emulated fabric at 8 and 16 GPUs.
 
 Run as root from the repository: `.venv/bin/python bench/optical.py [--quick]`. Prints tables and
 writes bench/results/optical.json and optical.md.
@@ -21,6 +22,7 @@ from bench_results import flagged_monitors
 from testbed.probes import optical_fabric, probe
 from testbed.run import Runner, prepare
 from testbed.scenario import apply_overrides, load_scenario
+from testbed.topology import reconfig_us
 
 HERE = Path(__file__).resolve().parent
 SCENARIOS = HERE.parent / "scenarios"
@@ -80,6 +82,37 @@ def dark_accuracy(kind: str, delays_us: list[float], repeats: int) -> list[dict]
     return rows
 
 
+def replanning_dark(cases: list[tuple[str, int]]) -> list[dict]:
+    """Dark time of every reconfiguration in whole runs where the controller re-plans each period
+    (SiP-Ring ring all-reduce, SiP-OCS multi-shot), as the hosts applied it, against the configured."""
+    rows = []
+    for name, hosts in cases:
+        overrides = {"fabric.hosts": hosts, "name": f"{name}-{hosts}"}
+        scenario = apply_overrides(load_scenario(SCENARIOS / f"{name}.yaml"), overrides)
+        with tempfile.TemporaryDirectory(prefix="testbed-bench-") as work:
+            run_dir = Path(work) / "run"
+            started = time.monotonic()
+            result = Runner(prepare(scenario), run_dir).execute()
+            wall = time.monotonic() - started
+            events = [json.loads(line) for line in (run_dir / "events.jsonl").read_text().splitlines() if line]
+        ratios = [e["measured_dark_s"] / e["configured_dark_s"] for e in events
+                  if e.get("kind") == "reconfiguration" and e["configured_dark_s"] > 0]
+        rows.append({"scenario": name, "fabric": scenario.fabric.kind, "hosts": hosts, "status": result["status"],
+                     "reconfigurations": len(ratios), "dilation": result["dilation"],
+                     "real_dark_us": reconfig_us(scenario.fabric),
+                     "dark_mean": statistics.mean(ratios) if ratios else None,
+                     "dark_min": min(ratios, default=None), "dark_max": max(ratios, default=None),
+                     "worst_deviation": max((abs(r - 1) for r in ratios), default=None),
+                     "faithful": result["fidelity"]["ok"], "flagged": flagged_monitors(result), "wall_s": wall})
+    return rows
+
+
+def _replanning_cell(r: dict) -> str:
+    if r["dark_mean"] is None:
+        return f"no reconfigurations ({r['status']})"
+    return f"{r['dark_mean']:.3f} | {r['dark_min']:.3f}-{r['dark_max']:.3f} | {r['worst_deviation']:.1%}"
+
+
 def _faithful_cell(row: dict) -> str:
     return "yes" if row["faithful"] else f"no: {row.get('flagged', '')}"
 
@@ -121,19 +154,25 @@ def iteration_ratios(kind: str, hosts: list[int], placed: bool) -> list[dict]:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--quick", action="store_true", help="8 GPUs only, one repeat, no placed schedules")
-    parser.add_argument("--only", choices=["dark", "runs"], help="run one half of the benchmark")
+    parser.add_argument("--only", choices=["dark", "replanning", "runs"], help="run one part of the benchmark")
     args = parser.parse_args()
     hosts = [8] if args.quick else [8, 16]
     repeats = 1 if args.quick else 3
-    dark = [] if args.only == "runs" else \
+    dark = [] if args.only in ("runs", "replanning") else \
         dark_accuracy("sip-ring", [25, 50, 100], repeats) + dark_accuracy("sip-ocs", [1000, 10000], repeats)
+    replanning = [] if args.only in ("runs", "dark") else replanning_dark(
+        [("ring-allreduce", n) for n in ([8] if args.quick else [8, 16, 32])] + [("ocs-multishot", 4)])
     print(f"{'fabric':9} {'reconfig µs':>11} {'dilation':>8} {'probe/configured':>17} {'controller/configured':>22} "
           f"{'first packet after dark (ms)':>29}")
     for r in dark:
         print(f"{r['fabric']:9} {r['reconfig_us']:11g} {r['dilation']:8.0f} {r['probe_over_configured']:17.3f} "
               f"{r['controller_dark_s'] / r['configured_s']:22.3f} {r['latency_to_first_packet_s'] * 1e3:29.2f}")
+    print(f"\n{'scenario':15} {'GPUs':>4} {'reconfigs':>9} {'dark mean | range | worst off':>34} {'faithful':>8}")
+    for r in replanning:
+        print(f"{r['scenario']:15} {r['hosts']:4} {r['reconfigurations']:9} {_replanning_cell(r):>34} "
+              f"{_faithful_cell(r):>8}")
     runs = []
-    for kind in FABRIC_SCENARIOS if args.only != "dark" else ():
+    for kind in FABRIC_SCENARIOS if args.only in (None, "runs") else ():
         runs += iteration_ratios(kind, hosts, placed=not args.quick)
     print(f"\n{'fabric':13} {'workload':17} {'GPUs':>4} {'emulated/predicted min/mean/max':>32} {'faithful':>8} {'wall s':>7}")
     for r in runs:
@@ -143,15 +182,24 @@ def main() -> int:
               f"{r['wall_s']:7.1f}")
     out = HERE / "results"
     out.mkdir(exist_ok=True)
-    if args.only and (out / "optical.json").exists():  # keep the half that did not run
+    if args.only and (out / "optical.json").exists():  # keep the parts that did not run
         kept = json.loads((out / "optical.json").read_text())
-        dark, runs = (kept["dark"], runs) if args.only == "runs" else (dark, kept["runs"])
+        dark = dark if args.only == "dark" else kept.get("dark", [])
+        replanning = replanning if args.only == "replanning" else kept.get("replanning", [])
+        runs = runs if args.only == "runs" else kept.get("runs", [])
     stamp = datetime.now(timezone.utc).isoformat(timespec="seconds")
-    (out / "optical.json").write_text(json.dumps({"measured_at": stamp, "dark": dark, "runs": runs}, indent=1))
+    (out / "optical.json").write_text(json.dumps({"measured_at": stamp, "dark": dark, "replanning": replanning,
+                                                  "runs": runs}, indent=1))
     lines = [f"# Reconfigurable fabrics ({stamp})", "", "| fabric | reconfig µs | dilation | probe/configured | "
              "controller/configured | first packet after dark (ms) |", "| --- | --- | --- | --- | --- | --- |"]
     lines += [f"| {r['fabric']} | {r['reconfig_us']:g} | {r['dilation']:.0f} | {r['probe_over_configured']:.3f} | "
               f"{r['controller_dark_s'] / r['configured_s']:.3f} | {r['latency_to_first_packet_s'] * 1e3:.2f} |" for r in dark]
+    lines += ["", "Re-planning every period: each reconfiguration's dark time as the hosts applied it, over the "
+              "configured (mean | range | worst deviation).", "",
+              "| scenario | GPUs | real dark µs | dilation | reconfigurations | dark mean | range | worst off | faithful |",
+              "| --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
+    lines += [f"| {r['scenario']} | {r['hosts']} | {r['real_dark_us']:g} | {r['dilation']:.0f} | {r['reconfigurations']} | "
+              f"{_replanning_cell(r)} | {_faithful_cell(r)} |" for r in replanning]
     lines += ["", "| fabric | workload | GPUs | emulated/predicted min/mean/max | faithful | wall s |",
               "| --- | --- | --- | --- | --- | --- |"]
     for r in runs:
