@@ -9,6 +9,7 @@ from testbed.run import Runner, prepare
 from testbed.scenario import apply_overrides, load_scenario
 
 from ..conftest import ROOT
+from .conftest import RATIO_BAND
 
 pytestmark = pytest.mark.root
 
@@ -21,7 +22,7 @@ def test_byteps_and_classic_ps_on_cpu_machines(tmp_path, machine_state, override
     assert result["status"] == "ok", result["error"]
     assert result["sums_correct"] and len(result["iteration_times_s"]) == 2
     for ratio in result["emulated_over_predicted"]:
-        assert 0.85 <= ratio <= 1.15
+        assert RATIO_BAND[0] <= ratio <= RATIO_BAND[1]
 
 
 def test_byteps_on_elect_cluster_with_intra_server_steps(tmp_path, machine_state):
@@ -31,7 +32,7 @@ def test_byteps_on_elect_cluster_with_intra_server_steps(tmp_path, machine_state
     assert result["sums_correct"]
     assert result["breakdown"]["compute_s"] > 0  # the intra-server steps, timed as local work
     for ratio in result["emulated_over_predicted"]:
-        assert 0.85 <= ratio <= 1.15
+        assert RATIO_BAND[0] <= ratio <= RATIO_BAND[1]
 
 
 def test_placed_transformer_on_elect_cluster(tmp_path, machine_state):
@@ -40,5 +41,6 @@ def test_placed_transformer_on_elect_cluster(tmp_path, machine_state):
     result = Runner(prepare(scenario), tmp_path / "run").execute()
     assert result["status"] == "ok", result["error"]
     assert result["sums_correct"]
+    # One iteration, so nothing averages out its slowest message: a wider band than RATIO_BAND.
     assert 0.8 <= result["emulated_over_predicted"][0] <= 1.2
     assert result["fidelity"]["monitors"]["compute_timing"]["ok"]

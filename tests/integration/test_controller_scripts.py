@@ -48,8 +48,10 @@ def test_example_scripts_drive_a_live_ring_run(tmp_path, machine_state):
         assert sweep.returncode == 0, sweep.stderr
         rows = [line.split() for line in sweep.stdout.splitlines()[1:]]
         assert [float(r[0]) for r in rows] == [25.0, 100.0]
-        # The controller's own record of each dark time (the bench measures it with probes).
-        assert all(0.95 <= float(r[2]) <= 1.1 for r in rows), sweep.stdout
+        # Each dark time as the hosts applied it (the bench measures it with probes too): at 8 GPUs
+        # the hosts switch over within 0.2-1 ms of the agreed instants, against 10 ms and more
+        # (conftest: dark times), so ±15% holds with room.
+        assert all(0.85 <= float(r[2]) <= 1.15 for r in rows), sweep.stdout
     finally:
         if run.poll() is None:
             run.send_signal(signal.SIGINT)

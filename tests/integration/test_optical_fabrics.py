@@ -12,6 +12,8 @@ import pytest
 from testbed.probes import optical_fabric, probe
 from testbed.scenario import Fabric
 
+from .conftest import RATIO_BAND
+
 pytestmark = pytest.mark.root
 
 RING3 = [[0, 1, 0], [0, 0, 1], [1, 0, 0]]  # 0→1→2→0: one-way circuits around a ring of 3
@@ -130,7 +132,7 @@ def test_ring_allreduce_scenario_matches_the_oracle_on_each_fabric(name, hosts, 
     result = Runner(prepare(scenario), tmp_path / "run").execute()
     assert result["status"] == "ok", result["error"]
     assert result["sums_correct"]
-    assert all(0.85 <= r <= 1.15 for r in result["emulated_over_predicted"]), result["emulated_over_predicted"]
+    assert all(RATIO_BAND[0] <= r <= RATIO_BAND[1] for r in result["emulated_over_predicted"]), result["emulated_over_predicted"]
     events = [json.loads(line) for line in (tmp_path / "run" / "events.jsonl").read_text().splitlines()]
     if name == "ring-allreduce":  # the controller re-plans every period; its dark times are on record
         dark = result["fidelity"]["monitors"]["dark_time"]
@@ -150,7 +152,7 @@ def test_placed_schedule_on_sip_ring_matches_the_schedule_oracle(tmp_path, machi
     result = Runner(prepare(load_scenario(ROOT / "scenarios" / "placed-resnet-ring.yaml")), tmp_path / "run").execute()
     assert result["status"] == "ok", result["error"]
     assert result["sums_correct"]
-    assert 0.85 <= result["emulated_over_predicted"][0] <= 1.15, result["emulated_over_predicted"]
+    assert RATIO_BAND[0] <= result["emulated_over_predicted"][0] <= RATIO_BAND[1], result["emulated_over_predicted"]
 
 
 def test_multi_shot_ocs_replans_circuits_during_training(tmp_path, machine_state):
@@ -167,4 +169,5 @@ def test_multi_shot_ocs_replans_circuits_during_training(tmp_path, machine_state
     assert result["sums_correct"]
     assert result["reconfigurations"] >= 2 and result["breakdown"]["reconfiguration_s"] > 0
     assert result["fidelity"]["monitors"]["dark_time"]["ok"], result["fidelity"]["monitors"]["dark_time"]
+    # One iteration, so nothing averages out its slowest message: a wider band than RATIO_BAND.
     assert 0.8 <= result["emulated_over_predicted"][0] <= 1.2, result["emulated_over_predicted"]

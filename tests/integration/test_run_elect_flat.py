@@ -16,6 +16,7 @@ from testbed.run import Runner, prepare
 from testbed.scenario import apply_overrides, load_scenario
 
 from ..conftest import ROOT
+from .conftest import RATIO_BAND
 
 pytestmark = pytest.mark.root
 
@@ -26,7 +27,7 @@ def test_quickstart_is_faithful_and_correct(tmp_path, machine_state):
     assert result["sums_correct"]
     assert len(result["iteration_times_s"]) == 3
     for ratio in result["emulated_over_predicted"]:
-        assert 0.85 <= ratio <= 1.15
+        assert RATIO_BAND[0] <= ratio <= RATIO_BAND[1]
     for name in ("scenario.yaml", "schedule.json", "topology.json", "events.jsonl", "results.json", "timeline.png"):
         assert (tmp_path / "run" / name).is_file(), name
     events = [json.loads(line) for line in (tmp_path / "run" / "events.jsonl").read_text().splitlines()]
@@ -42,7 +43,7 @@ def test_four_hosts_with_fixed_dilation(tmp_path, machine_state):
     result = Runner(prepare(scenario), tmp_path / "run").execute()
     assert result["status"] == "ok", result["error"]
     assert result["dilation"] == 150 and result["sums_correct"]
-    assert all(0.85 <= r <= 1.15 for r in result["emulated_over_predicted"])
+    assert all(RATIO_BAND[0] <= r <= RATIO_BAND[1] for r in result["emulated_over_predicted"])
 
 
 def start_long_run(tmp_path: Path, registry: Path) -> tuple[subprocess.Popen, Path]:
@@ -125,6 +126,7 @@ def test_placed_model_schedule_replays_on_elect_flat(tmp_path, machine_state):
     result = Runner(prepare(scenario), tmp_path / "run").execute()
     assert result["status"] == "ok", result["error"]
     assert result["sums_correct"] and len(result["iteration_times_s"]) == 1
+    # One iteration, so nothing averages out its slowest message: a wider band than RATIO_BAND.
     assert 0.8 <= result["emulated_over_predicted"][0] <= 1.2
     assert result["fidelity"]["monitors"]["compute_timing"]["ok"]
     kinds = {json.loads(line)["kind"] for line in (tmp_path / "run" / "events.jsonl").read_text().splitlines()}
