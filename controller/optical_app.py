@@ -283,6 +283,10 @@ class OpticalFabricApp(app_manager.OSKenApp):
             # How long the hosts took to apply each phase (the spread of their links' switch-over),
             # and how early the timer began it to centre that spread on the agreed instant.
             event["restore_early_s"] = restore["early_s"]
+            for phase, report in (("dark", dark), ("restore", restore)):
+                if report["done_s"]:  # the host that took longest, to tell a stalled shell from a busy step
+                    rank, done = max(report["done_s"].items(), key=lambda item: item[1])
+                    event[f"{phase}_slowest"] = [int(rank), done - report["begun_s"]]
             event["dark_applied_in_s"] = max(dark["done_s"].values(), default=dark["begun_s"]) - dark["begun_s"]
             event["restore_applied_in_s"] = max(restore["done_s"].values(), default=restore["begun_s"]) - \
                 restore["begun_s"]

@@ -21,6 +21,7 @@ Run as `python -m controller.retune_timer LOG_DIR PID [PID ...]`; exits when std
 from __future__ import annotations
 
 import ctypes
+import gc
 import json
 import os
 import selectors
@@ -201,6 +202,10 @@ def main(argv: list[str]) -> int:
     shells = Shells(pids, log_dir)
     try:
         shells.warm_up()
+        # Nothing here builds cycles worth collecting, and a collection must not land on an instant.
+        gc.collect()
+        gc.freeze()
+        gc.disable()
         serve(shells, sys.stdin, sys.stdout)
     except Exception as error:  # the controller reads this and stops: host state is unknown
         sys.stdout.write(json.dumps({"error": f"{type(error).__name__}: {error}"}) + "\n")
