@@ -9,6 +9,8 @@ import sys
 import threading
 from pathlib import Path
 
+from controller.retune_timer import split_by_tool
+
 
 class HostConfigError(RuntimeError):
     """A host rejected configuration the controller sent."""
@@ -20,7 +22,7 @@ def _nsenter(pid: int) -> list[str]:
 
 def run_once(pid: int, lines: list[str], tool: str) -> None:
     """Apply lines synchronously (start-up), failing on the first error."""
-    text = "".join(line.split(" ", 1)[1] + "\n" for line in lines if line.startswith(tool + " "))
+    text = split_by_tool(lines).get(tool, "")
     if not text:
         return
     done = subprocess.run(_nsenter(pid) + [tool, "-batch", "-"], input=text, capture_output=True, text=True,
@@ -60,7 +62,7 @@ class HostTimer:
     def schedule(self, ident: int, *steps: tuple[str, dict[int, tuple[str, ...]], dict[str, float]]) -> None:
         """Have every host apply each step's lines, in order: a step is (phase, lines by rank, when),
         with when `{"at_s": T}` (CLOCK_MONOTONIC seconds; 0 = at once) or `{"after_s": D}` (D seconds
-        after the previous step began). Steps sent together reach the timer together."""
+        after the previous step's agreed instant). Steps sent together reach the timer together."""
         assert self.process.stdin is not None
         if self.failure:
             raise HostConfigError(self.failure)

@@ -284,12 +284,11 @@ class OpticalFabricApp(app_manager.OSKenApp):
             # and how early the timer began it to centre that spread on the agreed instant.
             event["restore_early_s"] = restore["early_s"]
             for phase, report in (("dark", dark), ("restore", restore)):
-                if report["done_s"]:  # the host that took longest, to tell a stalled shell from a busy step
-                    rank, done = max(report["done_s"].items(), key=lambda item: item[1])
+                # The host that took longest, to tell a stalled shell from a busy step.
+                rank, done = max(report["done_s"].items(), key=lambda item: item[1], default=(None, report["begun_s"]))
+                event[f"{phase}_applied_in_s"] = done - report["begun_s"]
+                if rank is not None:
                     event[f"{phase}_slowest"] = [int(rank), done - report["begun_s"]]
-            event["dark_applied_in_s"] = max(dark["done_s"].values(), default=dark["begun_s"]) - dark["begun_s"]
-            event["restore_applied_in_s"] = max(restore["done_s"].values(), default=restore["begun_s"]) - \
-                restore["begun_s"]
             event["confirmed_s"] = time.monotonic()
             self.reconfig_events.append(event)
             with open(self.events_path, "a") as out:

@@ -130,8 +130,8 @@ def steps(old: Rendering, dark: Rendering, new: Rendering) -> Steps:
     rendering lacks but the old one has a rule for (a circuit's port given a new peer) follow the
     darkening deletions in the same batch. Everything the dark time then waits on is at most one
     switch round trip (userspace OVS can take tens of ms to confirm under load). The restore is the
-hosts' alone: a rule whose link stays lit is the same in the dark and the new rendering, so no
-switch waits on the restore and the hosts can time it themselves."""
+    hosts' alone: a rule whose link stays lit is the same in the dark and the new rendering, so no
+    switch waits on the restore and the hosts can time it themselves."""
     ahead, _ = split_new_rules(old, operations(old, new))
     darkening = operations(old, dark)
     early, restore = split_new_rules(dark, operations(dark, new))

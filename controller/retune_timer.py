@@ -10,11 +10,11 @@ Protocol, one JSON object per line. In on stdin: `{"steps": [{"id": 3, "phase": 
 "lines": {"0": ["tc class replace ...", "ip route replace ..."]}}, ...]}`, where T is CLOCK_MONOTONIC
 seconds (shared by every namespace) and 0 means now; `"after_s": D` instead means D seconds after
 the previous step's agreed instant (a restore keeps its distance from the dark start however late
-that was).
-The steps of one line arrive together, so a restore never waits on the controller to be sent. Out on stdout: `{"id": 3, "phase": "dark",
-"at_s": T, "early_s": ..., "begun_s": ..., "done_s": {"0": ...}}`, where `at_s` is the agreed
-instant (the requested one, or when the step began if that was later), and a host's time is when its shells had
-applied every line (a marker command behind them answered), or `{"error": "..."}`.
+that was). The steps of one line arrive together, so a restore never waits on the controller.
+Out on stdout: `{"id": 3, "phase": "dark", "at_s": T, "early_s": ..., "begun_s": ..., "done_s":
+{"0": ...}}`, where `at_s` is the agreed instant (the requested one, or when the step began if
+that was later), and a host's time is when its shells had applied every line (a marker command
+behind them answered), or `{"error": "..."}`.
 Run as `python -m controller.retune_timer LOG_DIR PID [PID ...]`; exits when stdin closes.
 """
 
