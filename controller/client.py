@@ -92,6 +92,6 @@ class Northbound:
             events, after_next = self.events(after, wait_s=min(5.0, max(0.0, deadline - time.monotonic())))
             for event in events:
                 if event["id"] == ident:
-                    return event
+                    return event if event["kind"] == "reconfiguration" else None
             after = after_next
         raise NorthboundError(f"reconfiguration {ident} did not finish within {timeout_s:.0f} s")

@@ -223,6 +223,13 @@ class OpticalFabricApp(app_manager.OSKenApp):
         """Validate and queue a link state; returns the id its reconfiguration event will carry, or
         None when it equals the current state."""
         optical_plan.validate(self.topology, wanted)
+        # A plan that cuts a path the job needs would stall the agents' TCP until the run is stopped.
+        cut = optical_plan.cut_pairs(optical_plan.render(self.topology, reconfig.normalise(wanted)),
+                                     self.schedule_traffic)
+        if cut:
+            src, dst = cut[0]
+            raise PlanError(f"this plan leaves no path from GPU {src} to GPU {dst}, which exchange data in this "
+                            f"run (TCP needs both ways); keep a link or a relay between them")
         with self.lock:
             if reconfig.normalise(wanted) == self.state and self.requests.empty() and not self.busy:
                 return None
@@ -249,6 +256,9 @@ class OpticalFabricApp(app_manager.OSKenApp):
         with self.lock:
             change = reconfig.request(self.state, wanted, time.monotonic(), dark_s, ident, source)
             if change is None:
+                # An earlier request already made this plan: say so, or a script waiting for this id
+                # would wait in vain (the events file keeps reconfigurations only).
+                self.reconfig_events.append({"kind": "unchanged", "id": ident, "source": source})
                 return
         dark_rendering = optical_plan.render(self.topology, change.dark)
         new_rendering = optical_plan.render(self.topology, change.new)

@@ -3,15 +3,21 @@ wavelength and share the rest of each GPU's wavelengths in proportion to the tra
 each destination in the last period (within reach), instead of the built-in greedy plan.
 
     testbed run scenarios/ring-allreduce.yaml --out runs/study --hold &
-    python examples/custom_wavelength_policy.py runs/study --periods 50
+    python3 examples/custom_wavelength_policy.py runs/study --periods 50
 """
 
 from __future__ import annotations
 
 import argparse
+import sys
 import time
+from pathlib import Path
 
-from controller.client import Northbound, NorthboundError
+try:
+    from controller.client import Northbound, NorthboundError
+except ModuleNotFoundError:  # run outside the project's environment: the client needs only the standard library
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+    from controller.client import Northbound, NorthboundError
 
 
 def proportional(traffic: list[list[float]], wavelengths: int, reach: int) -> list[tuple[int, int, int]]:

@@ -2,14 +2,20 @@
 controller measured with the configured one.
 
     testbed run scenarios/ring-allreduce.yaml --out runs/study --hold &
-    python examples/sweep_reconfig_delay.py runs/study --delays-us 25 50 100 200
+    python3 examples/sweep_reconfig_delay.py runs/study --delays-us 25 50 100 200
 """
 
 from __future__ import annotations
 
 import argparse
+import sys
+from pathlib import Path
 
-from controller.client import Northbound
+try:
+    from controller.client import Northbound
+except ModuleNotFoundError:  # run outside the project's environment: the client needs only the standard library
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+    from controller.client import Northbound
 
 
 def toggled(plan: dict) -> tuple[list, list]:
@@ -42,9 +48,12 @@ def main() -> int:
             measured = []
             for _ in range(args.repeats):
                 for state in (other, base):
-                    ident = setter(state)
-                    if ident is not None:
-                        measured.append(api.wait_for(ident)["real_measured_dark_s"] * 1e6)
+                    event = api.wait_for(setter(state))
+                    if event is not None:  # None: the plan was already in force (another script set it)
+                        measured.append(event["real_measured_dark_s"] * 1e6)
+            if not measured:
+                print(f"{delay:16.1f} {'-':>14} {'-':>20}  (another script kept the plan unchanged)")
+                continue
             mean = sum(measured) / len(measured)
             print(f"{delay:16.1f} {mean:14.1f} {mean / delay:20.3f}")
     finally:

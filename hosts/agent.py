@@ -1,12 +1,15 @@
 """The per-GPU agent: runs this host's part of schedule.json over real sockets and records events.
 
-Run inside a Mininet host as `python -m hosts.agent --config FILE --rank R`.
+Run inside a Mininet host as `python -m hosts.agent --config FILE --rank R`. SIGUSR1 makes it
+write what it is waiting for (`h<rank>.waiting.json`); SIGTERM stops it, keeping the iterations it
+completed in its result file.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import signal
 import sys
 import time
 import traceback
@@ -25,6 +28,10 @@ BARRIER_TAG = 0xF0000000
 WARMUP_DATA_BASE = 1_000_000
 
 
+class Stopped(Exception):
+    """The runner ended this agent (SIGTERM): what completed is kept."""
+
+
 def data_seed(seed: int, group: list[int]) -> int:
     """Disjoint groups (concurrent jobs, DP groups) get different data, so a sum that mixed two
     groups' buffers cannot pass the check; the group of rank 0 keeps the scenario's seed."""
@@ -40,7 +47,7 @@ class Agent:
         self.epoch = float(config["epoch_monotonic_s"])
         schedule = json.loads(Path(config["schedule"]).read_text())
         self.hosts = int(schedule["hosts"])
-        self.iterations = int(schedule["iterations"])
+        self.iterations_planned = int(schedule["iterations"])
         self.warmups = int(config.get("warmup_iterations", 0))
         self.steps = schedule["gpus"][rank]["steps"]
         self.events: list[dict] = []
@@ -52,6 +59,20 @@ class Agent:
         self.ina = None  # the INA endpoint, if this host's schedule all-reduces through the node
         self.ina_jobs: dict[tuple[int, ...], object] = {}
         self._schedule = schedule
+        self.iterations: list[dict] = []  # the measured iterations this host completed
+        self.kept_events = 0  # events up to the end of the last completed iteration
+        # Where this host is, for the runner's stall report: the round and the step it is in.
+        self.position: dict = {"round": None, "iteration": None, "step": "start-up"}
+        self.transport: TcpTransport | None = None
+
+    def waiting_report(self) -> dict:
+        """Where this host is and what each of its threads waits for (the runner asks on a stall)."""
+        now = time.monotonic()
+        waits = self.transport.board.snapshot() if self.transport is not None else []
+        for wait in waits:
+            wait["for_s"] = now - wait.pop("since_monotonic_s")
+        return {"rank": self.rank, **self.position, "warmup": self.position["round"] is not None
+                and self.position["round"] < self.warmups, "waits": waits}
 
     def _connect_ina(self) -> None:
         """Registers this host's INA jobs with the aggregation node (before anything is timed)."""
@@ -125,6 +146,7 @@ class Agent:
         outcomes = []
         for index, step in enumerate(self.steps):
             kind = step["kind"]
+            self.position["step"] = step["id"]
             began = time.monotonic()
             if kind == "compute":
                 target = step["compute_us"] * 1e-6 * self.dilation
@@ -144,6 +166,7 @@ class Agent:
             else:
                 outcomes.append(self._run_step(step, inputs[index], iteration, round_, transport))
         end = time.monotonic()
+        self.position["step"] = "the round's last sends"
         for handle in handles:
             handle.wait(600.0)
         return outcomes, end
@@ -191,17 +214,22 @@ class Agent:
         latency_s = float(self.config["latency_s"]) * self.dilation
         transport = TcpTransport(self.rank, addresses, int(self.config["port"]), latency_s=latency_s,
                                  connect_timeout_s=float(self.config.get("connect_timeout_s", 30.0)))
+        self.transport = transport
         everyone = list(range(self.hosts))
         # Ring neighbours carry both the barrier and the ring collectives: connect before timing.
+        self.position["step"] = "connecting to its ring neighbour"
         transport.connect_all([(self.rank + 1) % self.hosts])
         if self.config.get("ina"):
+            self.position["step"] = "registering with the aggregation node"
             self._connect_ina()
-        iterations = []
-        for round_ in range(self.warmups + self.iterations):
+        iterations = self.iterations
+        for round_ in range(self.warmups + self.iterations_planned):
             # Warm-up rounds use their own data and record nothing; measured ones count from 0.
             measured = round_ >= self.warmups
             iteration = round_ - self.warmups if measured else WARMUP_DATA_BASE + round_
             inputs = self._inputs(iteration)
+            self.position.update(round=round_, iteration=iteration if measured else None,
+                                 step="the barrier before the round")
             arrive = time.monotonic()
             start_at = ring_barrier(transport, everyone, BARRIER_TAG + 2 * round_)
             wait_until(start_at, spin=False)
@@ -209,6 +237,7 @@ class Agent:
             events_before = len(self.events)
             # The iteration ends when its last step is done; checking and bookkeeping are not timed.
             outcomes, end = self._run_round(iteration, round_, transport, inputs)
+            self._progressed(round_)
             if not measured:
                 del self.events[events_before:]
                 continue
@@ -225,33 +254,51 @@ class Agent:
                            for o in outcomes if "digest" in o],
                 "step_rates_bps": [r for o in outcomes for r in o["step_rates_bps"]],
             })
-            if self.rank == 0 and self.config.get("progress"):
-                with open(self.config["progress"], "a") as progress:
-                    progress.write(f"{iteration}\n")
+            self.kept_events = len(self.events)
         # Hold the connections until everyone is done, so no rank's close races a peer's last recv.
+        self.position.update(round=None, iteration=None, step="the final barrier")
         ring_barrier(transport, everyone, BARRIER_TAG - 2)
         transport.close()
         ina_counters = None
         if self.ina is not None:
             self.ina.close()  # stops this host's fallback aggregators, which report their counters
             ina_counters = self.ina.counters()
-        overshoots = np.array(transport.latency.overshoots_s or [0.0])
+        return {**self.summary(), "ok": True, "ina": ina_counters}
+
+    def _progressed(self, round_: int) -> None:
+        """One line per finished round (warm-ups too) from every rank: the runner's watchdog and
+        progress bar read them; a short append is one write, so ranks' lines never interleave."""
+        if self.config.get("progress"):
+            with open(self.config["progress"], "a") as progress:
+                progress.write(f"{self.rank} {round_}\n")
+
+    def summary(self) -> dict:
+        """What this host measured over its completed iterations."""
+        transport = self.transport
+        overshoots = np.array((transport.latency.overshoots_s if transport else None) or [0.0])
         errors = [over / target for target, over in self.compute_waits if target > 0]
         return {
             "compute_timing": {"steps": len(self.compute_waits),
                                "error_mean_frac": float(np.mean(errors)) if errors else 0.0,
                                "error_p99_frac": float(np.percentile(errors, 99)) if errors else 0.0},
             "rank": self.rank,
-            "ok": True,
-            "ina": ina_counters,
-            "iterations": iterations,
+            "iterations": self.iterations,
             "latency": {
-                "target_s": transport.latency.target_s,
-                "count": len(transport.latency.overshoots_s),
+                "target_s": transport.latency.target_s if transport else 0.0,
+                "count": len(transport.latency.overshoots_s) if transport else 0,
                 "overshoot_mean_s": float(overshoots.mean()),
                 "overshoot_p99_s": float(np.percentile(overshoots, 99)),
             },
         }
+
+
+def _completed(agent: Agent | None, rank: int) -> dict:
+    """A result for an agent that did not finish: the iterations it completed and their events,
+    never the half-done one."""
+    if agent is None:
+        return {"rank": rank, "ok": False, "iterations": []}
+    del agent.events[agent.kept_events:]
+    return {**agent.summary(), "ok": False}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -264,15 +311,32 @@ def main(argv: list[str] | None = None) -> int:
     out_dir.mkdir(parents=True, exist_ok=True)
     slack = lower_timer_slack()
     agent = None
+
+    def stop(signum, frame):
+        raise Stopped("stopped by the runner")
+
+    def report(signum, frame):
+        if agent is not None:
+            path = out_dir / f"h{args.rank}.waiting.json"
+            path.with_suffix(".tmp").write_text(json.dumps(agent.waiting_report()))
+            path.with_suffix(".tmp").replace(path)  # the runner never reads half a report
+
+    signal.signal(signal.SIGTERM, stop)
+    signal.signal(signal.SIGUSR1, report)
+    (out_dir / f"h{args.rank}.started").touch()  # SIGUSR1 is safe from now on (by default it kills)
     try:
         agent = Agent(config, args.rank)
         result = agent.run()
         result["timer_slack_lowered"] = slack
         code = 0
+    except Stopped:
+        result = {**_completed(agent, args.rank), "stopped": True, "error": "stopped by the runner"}
+        code = 1
     except Exception as error:  # reported to the runner through the result file
-        result = {"rank": args.rank, "ok": False, "error": f"{type(error).__name__}: {error}",
+        result = {**_completed(agent, args.rank), "error": f"{type(error).__name__}: {error}",
                   "traceback": traceback.format_exc()}
         code = 1
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)  # the files below are written whole
     if agent is not None:
         with open(out_dir / f"h{args.rank}.events.jsonl", "w") as events:
             for event in agent.events:

@@ -7,6 +7,8 @@ import socket
 import struct
 import threading
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Protocol
 
@@ -23,19 +25,46 @@ class TransportError(RuntimeError):
     """A peer could not be reached, closed early, or sent something unexpected."""
 
 
+class WaitBoard:
+    """What each thread of a host is blocked on (which peer, which message), so a run that stops
+    making progress can say who waits for whom instead of going quiet."""
+
+    def __init__(self) -> None:
+        self._waits: dict[int, dict] = {}
+
+    @contextmanager
+    def waiting(self, what: str, peer: int, tag: int | None = None) -> Iterator[None]:
+        key = threading.get_ident()
+        self._waits[key] = {"what": what, "peer": peer, "tag": tag, "since_monotonic_s": time.monotonic()}
+        try:
+            yield
+        finally:
+            self._waits.pop(key, None)
+
+    def snapshot(self) -> list[dict]:
+        return [dict(w) for w in list(self._waits.values())]
+
+
 class SendHandle:
     """Completion of an asynchronous send."""
 
-    def __init__(self) -> None:
+    def __init__(self, peer: int = -1, board: WaitBoard | None = None) -> None:
         self._done = threading.Event()
         self._error: BaseException | None = None
+        self._peer = peer
+        self._board = board
 
     def _finish(self, error: BaseException | None = None) -> None:
         self._error = error
         self._done.set()
 
     def wait(self, timeout_s: float | None = None) -> None:
-        if not self._done.wait(timeout_s):
+        if self._board is not None and not self._done.is_set():
+            with self._board.waiting("send completion", self._peer):
+                done = self._done.wait(timeout_s)
+        else:
+            done = self._done.wait(timeout_s)
+        if not done:
             raise TransportError("send did not complete in time")
         if self._error is not None:
             raise TransportError(f"send failed: {self._error}") from self._error
@@ -122,6 +151,7 @@ class TcpTransport:
         self.port = port
         self.latency = LatencyRecord(target_s=latency_s)
         self.connect_timeout_s = connect_timeout_s
+        self.board = WaitBoard()
         self._incoming: dict[int, socket.socket] = {}
         self._incoming_ready = threading.Condition()
         self._senders: dict[int, tuple[socket.socket, queue.Queue]] = {}
@@ -146,6 +176,10 @@ class TcpTransport:
                 self._incoming_ready.notify_all()
 
     def _connect(self, peer: int) -> socket.socket:
+        with self.board.waiting("connection", peer):
+            return self._connect_now(peer)
+
+    def _connect_now(self, peer: int) -> socket.socket:
         deadline = time.monotonic() + self.connect_timeout_s
         while True:
             try:
@@ -193,7 +227,7 @@ class TcpTransport:
             self._sender(peer)
 
     def send(self, peer: int, tag: int, payload: np.ndarray, confirm: bool = False) -> SendHandle:
-        handle = SendHandle()
+        handle = SendHandle(peer, self.board)
         self._sender(peer).put((tag, np.ascontiguousarray(payload), confirm, handle))
         return handle
 
@@ -210,6 +244,10 @@ class TcpTransport:
         messages that arrive first are kept until their own receive asks for them (a schedule
         orders sends and receives independently on each GPU). The expected message is read
         straight into `out`."""
+        with self.board.waiting("receive", peer, tag):
+            self._recv_into(peer, tag, out)
+
+    def _recv_into(self, peer: int, tag: int, out: np.ndarray) -> None:
         key = (peer, tag)
         while key not in self._stash:
             sock = self._incoming_from(peer)
@@ -241,6 +279,10 @@ class TcpTransport:
         for key in list(self._stash):
             if key[0] == peer:
                 return key[1], self._stash.pop(key)
+        with self.board.waiting("receive", peer):
+            return self._recv_next(peer)
+
+    def _recv_next(self, peer: int) -> tuple[int, np.ndarray]:
         sock = self._incoming_from(peer)
         header = bytearray(HEADER.size)
         _recv_exact(sock, memoryview(header))

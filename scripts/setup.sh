@@ -51,6 +51,11 @@ if [ ! -f "$stamp" ]; then
   touch "$stamp"
 fi
 .venv/bin/python -c "import mininet.net, os_ken, numpy, testbed" || { echo "the venv is incomplete" >&2; exit 1; }
+# The README's commands say `testbed ...` from any shell: link this checkout's command onto the PATH.
+if [ "$(readlink /usr/local/bin/testbed 2>/dev/null)" != "$PWD/.venv/bin/testbed" ]; then
+  ln -sfn "$PWD/.venv/bin/testbed" /usr/local/bin/testbed
+  echo "== /usr/local/bin/testbed now runs this checkout's testbed"
+fi
 
 if ! .venv/bin/testbed doctor --json | .venv/bin/python -c "import json,sys; sys.exit(0 if json.load(sys.stdin)['calibration']['measured'] else 1)"; then
   echo "== calibrating this machine (once)"

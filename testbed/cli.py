@@ -161,7 +161,14 @@ def cmd_search(args: argparse.Namespace) -> int:
 
 
 def _summary(result: dict, run_dir: Path) -> None:
-    table = Table(title=f"{result['name']}: {result['status']}")
+    completed, planned = result["iterations_completed"], result["iterations_planned"]
+    if not completed:  # nothing measured: no table, no verdict
+        console.print(f"{result['name']}: {result['status']}; no iteration completed "
+                      f"({result.get('error') or 'see the run directory'})")
+        console.print(f"run directory: {run_dir}")
+        return
+    of = "" if completed == planned else f" ({completed} of {planned} iterations completed)"
+    table = Table(title=f"{result['name']}: {result['status']}{of}")
     table.add_column("iteration", justify="right")
     table.add_column("emulated (ms)", justify="right")
     table.add_column("predicted (ms)", justify="right")
@@ -172,7 +179,7 @@ def _summary(result: dict, run_dir: Path) -> None:
     console.print(table)
     fidelity = result["fidelity"]
     verdict = "[green]faithful[/]" if fidelity["ok"] else "[red]NOT faithful[/]"
-    sums = "[green]correct[/]" if result["sums_correct"] else "[red]WRONG or unchecked[/]"
+    sums = "[green]correct[/]" if result["sums_correct"] else "[red]WRONG[/]"
     console.print(f"sums {sums}; fidelity {verdict}; dilation {result['dilation']:.4g}, "
                   f"byte scale {result['byte_scale']:.4g}, {result['host_rate_bps'] / 1e6:.1f} Mb/s per host")
     for name, monitor in fidelity["monitors"].items():
@@ -181,6 +188,26 @@ def _summary(result: dict, run_dir: Path) -> None:
     for note in result.get("notes", []):
         err_console.print(f"[yellow]note[/]: {note}")
     console.print(f"run directory: {run_dir}")
+
+
+class _HoldMessages:
+    """What a held run says as it goes: starting, each iteration done, then held."""
+
+    def __init__(self, name: str, run_dir: Path, total: int) -> None:
+        self.name, self.run_dir, self.total, self.done = name, run_dir, total, 0
+
+    def started(self) -> None:
+        console.print(f"{self.name}: fabric up, iterations running (0 of {self.total} done); controller scripts "
+                      f"reach it through {self.run_dir}/controller.ready", highlight=False)
+
+    def progress(self, done: int, total: int) -> None:
+        if done > self.done:
+            self.done = done
+            console.print(f"{self.name}: iteration {done} of {total} done", highlight=False)
+
+    def held(self) -> None:
+        console.print(f"{self.name}: all {self.total} iterations done; the fabric is held until Ctrl-C",
+                      highlight=False)
 
 
 def cmd_run(args: argparse.Namespace) -> int:
@@ -197,10 +224,11 @@ def cmd_run(args: argparse.Namespace) -> int:
     if args.cli:
         result = Runner(prepared, run_dir, interactive=True, capture_packets=args.capture).execute()
     elif args.hold:
-        console.print(f"{scenario.name}: the fabric stays up after the iterations until Ctrl-C; "
-                      f"controller scripts reach it through {run_dir}/controller.ready")
-        held = lambda: console.print(f"{scenario.name}: iterations done; the fabric is held, Ctrl-C ends the run")  # noqa: E731
-        result = Runner(prepared, run_dir, hold=True, on_hold=held, capture_packets=args.capture).execute()
+        console.print(f"{scenario.name}: starting the fabric; it stays up after the "
+                      f"{scenario.workload.iterations} iterations until Ctrl-C", highlight=False)
+        say = _HoldMessages(scenario.name, run_dir, scenario.workload.iterations)
+        result = Runner(prepared, run_dir, hold=True, on_started=say.started, on_progress=say.progress,
+                        on_hold=say.held, capture_packets=args.capture).execute()
     else:
         with Progress(TextColumn("{task.description}"), BarColumn(), TextColumn("{task.completed}/{task.total}"),
                       TimeElapsedColumn(), console=console, transient=True) as progress:

@@ -78,10 +78,12 @@ def controller_events(run_dir: Path, epoch_s: float | None, dilation: float) -> 
     return found
 
 
-def _merge_events(hosts_dir: Path, run_dir: Path, extra: list[dict]) -> list[dict]:
+def _merge_events(hosts_dir: Path, run_dir: Path, extra: list[dict], iterations: int) -> list[dict]:
+    """The controller's events and the hosts' for the iterations every rank completed."""
     events = list(extra)
     for path in sorted(hosts_dir.glob("h*.events.jsonl")):
-        events.extend(json.loads(line) for line in path.read_text().splitlines() if line.strip())
+        events.extend(event for event in (json.loads(line) for line in path.read_text().splitlines() if line.strip())
+                      if event.get("iteration", -1) < iterations)
     events.sort(key=lambda e: (e["t_s"], e["host"]))
     with open(run_dir / "events.jsonl", "w") as out:
         for event in events:
@@ -130,24 +132,27 @@ def assemble(prepared: "Prepared", run_dir: Path, measured: dict, outcome: dict)
     hosts_dir = run_dir / "hosts"
     ranks = prepared.schedule.hosts  # GPUs, and CPU machines where the fabric has them
     per_host_all = _host_results(hosts_dir, ranks)
-    per_host = [h for h in per_host_all if h and h.get("ok")]
-    errors = [f"rank {h['rank']}: {h['error']}" for h in per_host_all if h and not h.get("ok")]
+    # A host that was stopped or failed still reports the iterations it completed.
+    per_host = [h for h in per_host_all if h and "iterations" in h]
+    errors = [f"rank {h['rank']}: {h['error']}" for h in per_host_all if h and not h.get("ok") and not h.get("stopped")]
     reconfigurations = controller_events(run_dir, measured.get("epoch_monotonic_s"), dilation.dilation)
-    events = _merge_events(hosts_dir, run_dir, reconfigurations) if hosts_dir.is_dir() else []
     host_config_errors = [f"{p.name}: {line}" for p in sorted((run_dir / "host_config").glob("*.err"))
                           for line in p.read_text().splitlines() if line.strip() and not line.startswith("Warning")]
 
     iteration_times_s: list[float] = []
     sums_ok = False
     sum_problems: list[str] = []
-    complete = len(per_host) == ranks
-    if complete:
-        count = min(len(h["iterations"]) for h in per_host)
-        for it in range(count):
-            start = min(h["iterations"][it]["start_s"] for h in per_host)
-            end = max(h["iterations"][it]["end_s"] for h in per_host)
-            iteration_times_s.append(dilation.real_time_s(end - start))
+    complete = len(per_host) == ranks and all(h.get("ok") for h in per_host)
+    # An iteration counts once every rank completed it; later ones some ranks finished are left out.
+    count = min((len(h["iterations"]) for h in per_host), default=0) if len(per_host) == ranks else 0
+    per_host = [{**h, "iterations": h["iterations"][:count]} for h in per_host]
+    for it in range(count):
+        start = min(h["iterations"][it]["start_s"] for h in per_host)
+        end = max(h["iterations"][it]["end_s"] for h in per_host)
+        iteration_times_s.append(dilation.real_time_s(end - start))
+    if count:
         sums_ok, sum_problems = _check_sums(prepared, per_host)
+    events = _merge_events(hosts_dir, run_dir, reconfigurations, count) if hosts_dir.is_dir() else []
     predicted = prediction.iteration_time_s
     ratios = [t / predicted for t in iteration_times_s]
 
@@ -184,8 +189,13 @@ def assemble(prepared: "Prepared", run_dir: Path, measured: dict, outcome: dict)
                                    [e["configured_dark_s"] for e in reconfigurations]),
     ]
     verdict = fidelity.verdict(monitors)
+    if not count:  # nothing was measured, so nothing can be called faithful
+        verdict = {**verdict, "ok": False, "note": "no iteration completed"}
 
     status = outcome.get("status", "failed")
+    planned = scenario.workload.iterations
+    if status == "interrupted":
+        outcome = {**outcome, "error": f"{outcome.get('error')} after {count} of {planned} iterations completed"}
     if status == "ok" and (not complete or errors):
         status = "failed"
         outcome = {**outcome, "error": errors[0] if errors else "some host agents wrote no result"}
@@ -211,6 +221,8 @@ def assemble(prepared: "Prepared", run_dir: Path, measured: dict, outcome: dict)
         "name": scenario.name,
         "status": status,
         "error": outcome.get("error"),
+        "iterations_completed": count,
+        "iterations_planned": planned,
         "iteration_times_s": iteration_times_s,
         "predicted_iteration_time_s": predicted,
         "emulated_over_predicted": ratios,

@@ -31,6 +31,7 @@ from testbed.side_processes import SideProcesses
 from testbed.schedule import Schedule, schedule_for
 from testbed.topology import build_topology, reconfig_us
 from testbed.units import gbps_to_bps, transfer_time_s, us_to_s
+from testbed.watchdog import Progress, describe_stall, stall_bound_s
 
 if TYPE_CHECKING:
     from testbed.fabric import MininetFabric
@@ -42,7 +43,8 @@ READY_TIMEOUT_S = 30.0
 # dark time must be accurate to DARK_TOLERANCE.
 CONTROL_LATENCY_S = 1e-3
 DARK_TOLERANCE = 0.1
-STALL_MIN_S = 10.0  # wall seconds without a finished iteration, after a fault, before the run stops
+STOP_TIMEOUT_S = 10.0  # for stopped agents to write what they completed before they are killed
+REPORT_TIMEOUT_S = 3.0  # for agents to say what they wait on when the run has stalled
 
 
 class RunInterrupted(Exception):
@@ -339,7 +341,8 @@ def _wait_ready(controller: ControllerProcess, ready_path: Path) -> dict:
 class Runner:
     prepared: Prepared
     run_dir: Path
-    on_progress: Callable[[int, int], None] = lambda done, total: None
+    on_progress: Callable[[int, int], None] = lambda done, total: None  # measured iterations all ranks finished
+    on_started: Callable[[], None] = lambda: None  # the fabric is up and the agents are running
     interactive: bool = False  # open Mininet's CLI on the live fabric after the iterations
     hold: bool = False  # keep the fabric up after the iterations until Ctrl-C or SIGTERM
     on_hold: Callable[[], None] = lambda: None  # the iterations are done and the fabric is held
@@ -347,21 +350,23 @@ class Runner:
     agents_extra: list[subprocess.Popen] = field(default_factory=list)  # e.g. the INA node program
     capture_packets: int = 0  # > 0: tcpdump that many packets into capture.pcap
     injector: FaultInjector | None = None
+    measured: dict = field(default_factory=dict)  # filled as the run goes, so a stopped run keeps it
 
     def execute(self) -> dict:
         require_emulation_platform(needs_ovs=self.prepared.scenario.fabric.kind != "ina")
         self.run_dir.mkdir(parents=True, exist_ok=True)
+        # A controller script started beside this run must not find an earlier run's API here.
+        (self.run_dir / "controller.ready").unlink(missing_ok=True)
         self._write_inputs()
         outcome: dict = {"status": "failed"}
-        measured: dict = {}
         try:
             with _SignalGuard(), live_fabric(self.prepared.scenario.fabric, self.prepared.plan.host_rate_bps,
                                              self.run_dir, self._controller_extra()) as live:
                 try:
-                    measured = self._run_agents(live)
+                    self._run_agents(live)
                     if self.interactive:
                         live.fabric.interact()
-                    if self.hold:
+                    if self.hold and not self.measured["failed_ranks"]:  # a failed run is not held
                         self.on_hold()
                         _hold(live)
                 finally:
@@ -374,8 +379,9 @@ class Runner:
             outcome = {"status": "interrupted", "error": "run interrupted by SIGINT (Ctrl-C)"}
         except RunFailed as error:
             outcome = {"status": "failed", "error": str(error)}
+        measured = dict(self.measured)
         if self.injector is not None:
-            measured = {**measured, "faults": self.injector.applied}
+            measured["faults"] = self.injector.applied
         return results_mod.assemble(self.prepared, self.run_dir, measured, outcome)
 
     def _controller_extra(self) -> dict:
@@ -391,12 +397,15 @@ class Runner:
         (self.run_dir / "schedule.json").write_text(json.dumps(self.prepared.schedule.to_json(), indent=1))
         (self.run_dir / "emulation.json").write_text(json.dumps(plan.to_json(), indent=1))
 
-    def _run_agents(self, live: "LiveFabric") -> dict:
-        fabric, record, controller = live.fabric, live.record, live.controller
+    def _run_agents(self, live: "LiveFabric") -> None:
+        fabric, record = live.fabric, live.record
         scenario, plan = self.prepared.scenario, self.prepared.plan
         hosts_dir = self.run_dir / "hosts"
         hosts_dir.mkdir(exist_ok=True)
+        for stale in [hosts_dir / "progress", *hosts_dir.glob("h*.*")]:  # an earlier run in this directory
+            stale.unlink(missing_ok=True)
         epoch = time.monotonic()
+        self.measured["epoch_monotonic_s"] = epoch
         config = {
             "rank_addresses": [h["ip"] for h in fabric.topology["hosts"]],
             "port": AGENT_PORT,
@@ -431,49 +440,74 @@ class Runner:
             log.close()
             self.agents.append(process)
             record.add_process(process.pid)
-        limit_s = 60.0 + 4 * plan.expected_wall_s
-        deadline = time.monotonic() + limit_s
-        total = scenario.workload.iterations
         if scenario.faults:
             self.injector = FaultInjector(timeline(list(scenario.faults), plan.dilation.dilation), epoch,
                                           plan.dilation.dilation, FaultActions(live, self.agents, sides).apply)
             self.injector.start()
-        # After a fault, a run that stops making progress is stopped instead of waiting out the limit.
-        stall_s = max(STALL_MIN_S, 3 * plan.expected_wall_s / (total + scenario.warmups()))
-        progress, progressed_at = -1, time.monotonic()
+        self.on_started()
         try:
-            while any(p.poll() is None for p in self.agents):
-                controller.check_alive()
-                sides.check_alive()
-                if any(p.poll() not in (None, 0) for p in self.agents):
-                    break  # one agent failed: the others would wait on it forever
-                if time.monotonic() > deadline:
-                    raise RunFailed(f"host agents did not finish within {limit_s:.0f} s; see {hosts_dir}")
-                done = _progress(hosts_dir / "progress")
-                if done != progress:
-                    progress, progressed_at = done, time.monotonic()
-                if self.injector is not None:
-                    if self.injector.error:
-                        raise RunFailed(self.injector.error)
-                    if self.injector.started() and time.monotonic() - progressed_at > stall_s:
-                        raise RunFailed(f"no iteration finished for {stall_s:.0f} s after the fault; the run stops")
-                self.on_progress(done, total)
-                time.sleep(0.05)
+            self._watch(live, sides, hosts_dir)
         finally:
             if self.injector is not None:
                 self.injector.stop()
-        cpu_after = results_mod.cpu_times()
-        ports_after = results_mod.switch_port_counters(fabric.switch_names)
-        self.on_progress(_progress(hosts_dir / "progress"), total)
-        failed = [rank for rank, p in enumerate(self.agents) if p.poll() != 0]
-        ina = sides.stop_ina_node()
-        return {
-            "ina_node": ina,
-            "epoch_monotonic_s": epoch,
-            "failed_ranks": failed,
-            "cpu_busy_frac": results_mod.busy_fraction(cpu_before, cpu_after),
-            "switch_packets": results_mod.counter_delta(ports_before, ports_after),
-        }
+        self.measured["cpu_busy_frac"] = results_mod.busy_fraction(cpu_before, results_mod.cpu_times())
+        self.measured["switch_packets"] = results_mod.counter_delta(
+            ports_before, results_mod.switch_port_counters(fabric.switch_names))
+        self.measured["ina_node"] = sides.stop_ina_node()
+        self.measured["failed_ranks"] = [rank for rank, p in enumerate(self.agents) if p.poll() != 0]
+
+    def _watch(self, live: "LiveFabric", sides: SideProcesses, hosts_dir: Path) -> None:
+        """Until every agent has exited: fail on a dead controller or side process, a failed agent,
+        the overall limit, or a stall (no rank finishing a round for a bound derived from the
+        expected round time), which is reported as who waits on whom."""
+        scenario, plan = self.prepared.scenario, self.prepared.plan
+        total, warmups, ranks = scenario.workload.iterations, scenario.warmups(), self.prepared.schedule.hosts
+        round_wall_s = plan.expected_wall_s / (total + warmups)
+        limit_s = 60.0 + 4 * plan.expected_wall_s
+        deadline = time.monotonic() + limit_s
+        lines, moved_at = 0, time.monotonic()
+        while any(p.poll() is None for p in self.agents):
+            live.controller.check_alive()
+            sides.check_alive()
+            if any(p.poll() not in (None, 0) for p in self.agents):
+                break  # one agent failed: the others would wait on it forever
+            if time.monotonic() > deadline:
+                raise RunFailed(f"host agents did not finish within {limit_s:.0f} s; see {hosts_dir}")
+            progress = Progress.parse(_read(hosts_dir / "progress"), ranks)
+            if progress.lines != lines:
+                lines, moved_at = progress.lines, time.monotonic()
+            if self.injector is not None and self.injector.error:
+                raise RunFailed(self.injector.error)
+            bound_s = stall_bound_s(round_wall_s, first_round=lines == 0)
+            if time.monotonic() - moved_at > bound_s:
+                raise RunFailed(self._stall_report(time.monotonic() - moved_at, bound_s, hosts_dir))
+            self.on_progress(progress.iterations_done(warmups), total)
+            time.sleep(0.05)
+        self.on_progress(Progress.parse(_read(hosts_dir / "progress"), ranks).iterations_done(warmups), total)
+
+    def _stall_report(self, stalled_s: float, bound_s: float, hosts_dir: Path) -> str:
+        """Asks every live agent what it waits on (SIGUSR1) and says it in one sentence."""
+        reports_paths = {rank: hosts_dir / f"h{rank}.waiting.json" for rank in range(len(self.agents))}
+        for path in reports_paths.values():
+            path.unlink(missing_ok=True)
+        # An agent that has not installed its handler yet would die of SIGUSR1: it is still starting.
+        live = {rank for rank, p in enumerate(self.agents)
+                if p.poll() is None and (hosts_dir / f"h{rank}.started").exists()}
+        starting = {rank for rank, p in enumerate(self.agents) if p.poll() is None} - live
+        for rank in live:
+            self.agents[rank].send_signal(signal.SIGUSR1)
+        deadline = time.monotonic() + REPORT_TIMEOUT_S
+        while time.monotonic() < deadline and not all(reports_paths[r].exists() for r in live):
+            time.sleep(0.02)
+        reports = {}
+        for rank in live:
+            try:
+                reports[rank] = json.loads(reports_paths[rank].read_text())
+            except (OSError, ValueError):
+                reports[rank] = None
+        events = results_mod.controller_events(self.run_dir, self.measured.get("epoch_monotonic_s"),
+                                               self.prepared.plan.dilation.dilation)
+        return describe_stall(stalled_s, bound_s, reports, events, starting=sorted(starting))
 
     def _check_reachable(self, unreachable: list) -> None:
         """Agents exchange data both ways (TCP acknowledges): every pair that talks needs both paths."""
@@ -484,13 +518,17 @@ class Runner:
                                 f"data; give the fabric more ports (ocs_switches) or another plan")
 
     def _stop_agents(self) -> None:
-        for process in self.agents_extra:  # the node writes its counters, tcpdump flushes, on SIGTERM
-            if process.poll() is None:
-                process.terminate()
-                try:
-                    process.wait(timeout=3)
-                except subprocess.TimeoutExpired:
-                    pass
+        # SIGTERM first: agents write the iterations they completed, the node its counters, tcpdump
+        # flushes; whatever has not exited by then is killed.
+        running = [p for p in self.agents + self.agents_extra if p.poll() is None]
+        for process in running:
+            process.terminate()
+        deadline = time.monotonic() + STOP_TIMEOUT_S
+        for process in running:
+            try:
+                process.wait(timeout=max(0.0, deadline - time.monotonic()))
+            except subprocess.TimeoutExpired:
+                pass
         for process in self.agents + self.agents_extra:
             if process.poll() is None:
                 process.kill()
@@ -511,9 +549,9 @@ def _hold(live: LiveFabric) -> None:
         return
 
 
-def _progress(path: Path) -> int:
+def _read(path: Path) -> str:
     try:
-        return len(path.read_text().split())
+        return path.read_text()
     except OSError:
-        return 0
+        return ""
 

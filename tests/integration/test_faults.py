@@ -49,12 +49,26 @@ def test_killed_agent_stops_the_run_and_names_the_fault(tmp_path, machine_state)
     assert (tmp_path / "run" / "results.json").exists() and (tmp_path / "run" / "hosts" / "h0.log").exists()
 
 
+def test_a_link_that_stays_down_stalls_the_run_and_the_watchdog_names_who_waits(tmp_path, machine_state):
+    # GPU 2's link goes down for good during the measured iterations: its ring neighbours wait on it.
+    result, wall_s = run(tmp_path, [{"kind": "link_down", "at_ms": 40, "host": 2}])
+    assert result["status"] == "failed"
+    error = result["error"]
+    assert error.startswith("after fault link_down"), error
+    assert "no rank finished a round for" in error and " waits in " in error, error
+    # In a ring all-reduce GPU 3 receives from GPU 2 and GPU 2 from GPU 1: one of them is named.
+    assert "to receive from rank 2" in error or "from rank 1" in error, error
+    assert (tmp_path / "run" / "hosts" / "h2.waiting.json").exists()
+    assert result["iterations_completed"] < 4 and (result["iterations_completed"] == 0 or result["sums_correct"])
+    assert wall_s < 90  # the bound (10 s here) and clean-up, not the 60 s + 4× overall limit
+
+
 def test_restarted_aggregation_node_stops_the_run_within_bounded_time(tmp_path, machine_state):
     result, wall_s = run(tmp_path, [{"kind": "node_restart", "at_ms": 40}], name="ina-allreduce.yaml",
                          **{"workload.bytes": 50_000_000})
     assert result["status"] == "failed"
     assert result["error"].startswith("after fault node_restart"), result["error"]
-    assert "aggregation node is not answering" in result["error"] or "no iteration finished" in result["error"]
+    assert "aggregation node is not answering" in result["error"] or "no rank finished a round" in result["error"]
     assert wall_s < 90
 
 

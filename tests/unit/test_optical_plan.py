@@ -9,7 +9,7 @@ from hypothesis import strategies as st
 
 from controller import reconfig
 from controller.northbound import BadRequest, parse_links
-from controller.optical_plan import PlanError, render, validate
+from controller.optical_plan import PlanError, cut_pairs, render, validate
 from testbed.oracle.fabrics import forwarding_load_factor
 from testbed.scenario import Fabric
 from testbed.topology import build_topology
@@ -47,6 +47,17 @@ def test_unreachable_pairs_are_reported_and_routed_nowhere():
     rendering = render(ocs(3, 1), {(0, 0, 1): 1})
     assert (0, 2) in rendering.unreachable and (1, 0) in rendering.unreachable
     assert "unreachable 10.0.0.3/32" in rendering.host_lines[0]["route 2"]
+
+
+def test_a_plan_is_checked_for_cutting_pairs_that_exchange_data_either_way():
+    # Ring of 4, lightpaths 0->1 and 1->2 only: 1 reaches 0 by no path, 2 reaches 1 by none.
+    rendering = render(ring(4, 4), {(0, 1): 1, (1, 2): 1})
+    assert cut_pairs(rendering, [(0, 1)]) == [(1, 0)]  # data 0->1 needs 1->0 for the ACKs
+    assert cut_pairs(rendering, [(2, 1)]) == [(2, 1)]
+    assert cut_pairs(render(ring(4, 4), {(0, 1): 1, (1, 0): 1}), [(0, 1)]) == []
+    # On an OCS, a relay is a path: 0->1->2 and back 2->1->0 through circuits.
+    relayed = render(ocs(3, 2), {(0, 0, 1): 1, (0, 1, 2): 1, (1, 2, 1): 1, (1, 1, 0): 1})
+    assert cut_pairs(relayed, [(0, 2)]) == []
 
 
 @pytest.mark.parametrize("state, words", [

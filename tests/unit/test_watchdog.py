@@ -1,0 +1,139 @@
+"""The run watchdog: progress lines, the stall bound, the stall sentence (pure), and the agents'
+side of it over loopback sockets: SIGUSR1 says what an agent waits on, SIGTERM keeps what it
+completed."""
+
+from __future__ import annotations
+
+import json
+import signal
+import subprocess
+import sys
+import time
+
+from testbed.schedule import schedule_for
+from testbed.scenario import apply_overrides, load_scenario
+from testbed.watchdog import Progress, describe_stall, stall_bound_s
+
+from ..conftest import ROOT
+
+
+def test_progress_counts_rounds_every_rank_finished():
+    text = "0 0\n1 0\n0 1\n1 1\n0 2\n1 2\n0 3\n1 "  # the last line is being written
+    progress = Progress.parse(text, ranks=2)
+    assert progress.rounds_done == (4, 3) and progress.lines == 7
+    assert progress.iterations_done(warmups=2) == 1  # rank 1 finished rounds 0-2: warm-ups 0, 1 and iteration 0
+    assert Progress.parse("", ranks=3).iterations_done(warmups=0) == 0
+
+
+def test_stall_bound_is_three_rounds_never_under_ten_seconds_and_longer_for_the_first():
+    assert stall_bound_s(2.0, first_round=False) == 10.0
+    assert stall_bound_s(8.0, first_round=False) == 24.0
+    assert stall_bound_s(8.0, first_round=True) == 54.0  # + 30 s for agents to start and connect
+
+
+def test_stall_sentence_names_ranks_steps_peers_and_the_cutting_reconfiguration():
+    reports = {
+        0: {"rank": 0, "round": 3, "iteration": 1, "warmup": False, "step": "allreduce",
+            "waits": [{"what": "receive", "peer": 3, "tag": 7, "for_s": 40.2}]},
+        1: {"rank": 1, "round": 3, "iteration": 1, "warmup": False, "step": "allreduce",
+            "waits": [{"what": "receive", "peer": 0, "tag": 7, "for_s": 12.0}]},
+        2: None,
+    }
+    events = [{"id": 4, "source": "api", "unreachable": [[0, 1]]},
+              {"id": 5, "source": "api", "unreachable": [[3, 0], [5, 6]]}]
+    sentence = describe_stall(41.0, 30.0, reports, events, starting=[4])
+    assert sentence == (
+        "no rank finished a round for 41 s (the bound is 30 s): "
+        "rank 0 waits in allreduce of iteration 1 to receive from rank 3 (40 s); "
+        "rank 1 waits in allreduce of iteration 1 to receive from rank 0 (12 s); "
+        "rank 4 never got past start-up; rank 2 did not say; "
+        "reconfiguration 5 (from api) left no path from GPU 3 to GPU 0")
+
+
+def test_stall_sentence_lists_six_waits_and_counts_the_rest():
+    reports = {r: {"rank": r, "round": 0, "iteration": None, "warmup": True, "step": "the barrier before the round",
+                   "waits": [{"what": "connection", "peer": (r + 1) % 9, "tag": None, "for_s": float(r)}]}
+               for r in range(9)}
+    sentence = describe_stall(12.0, 40.0, reports, [])
+    assert sentence.count("waits in") == 6 and "3 more ranks wait too" in sentence
+    assert sentence.index("rank 8 waits") < sentence.index("rank 7 waits")  # longest wait first
+    assert "(warm-up round 0) to connect to rank 0" in sentence
+
+
+def _agent_config(tmp_path, ranks: int, iterations: int) -> dict:
+    scenario = apply_overrides(load_scenario(ROOT / "scenarios" / "quickstart.yaml"),
+                               {"fabric.hosts": ranks, "workload.iterations": iterations,
+                                "workload.bytes": 2_000_000})
+    schedule = tmp_path / "schedule.json"
+    schedule.write_text(json.dumps(schedule_for(scenario).to_json()))
+    hosts = tmp_path / "hosts"
+    return {"rank_addresses": [f"127.0.3.{r + 1}" for r in range(ranks)], "port": 5201, "dilation": 1.0,
+            "byte_scale": 1.0, "latency_s": 0.0, "seed": 1, "warmup_iterations": 1,
+            "epoch_monotonic_s": time.monotonic(), "schedule": str(schedule), "out_dir": str(hosts),
+            "progress": str(hosts / "progress"), "connect_timeout_s": 60.0}
+
+
+def _start(tmp_path, config: dict, rank: int) -> subprocess.Popen:
+    (tmp_path / "agent.json").write_text(json.dumps(config))
+    return subprocess.Popen([sys.executable, "-m", "hosts.agent", "--config", str(tmp_path / "agent.json"),
+                             "--rank", str(rank)], cwd=ROOT)
+
+
+def _poll(predicate, timeout_s: float, what: str) -> None:
+    deadline = time.monotonic() + timeout_s
+    while not predicate():
+        assert time.monotonic() < deadline, f"timed out waiting for {what}"
+        time.sleep(0.02)
+
+
+def test_agent_says_what_it_waits_on_and_a_stopped_agent_keeps_no_half_iteration(tmp_path):
+    config = _agent_config(tmp_path, ranks=2, iterations=1)
+    agent = _start(tmp_path, config, rank=0)  # rank 1 never starts: rank 0 waits to connect to it
+    try:
+        waiting = tmp_path / "hosts" / "h0.waiting.json"
+
+        _poll((tmp_path / "hosts" / "h0.started").exists, 30, "the agent's start")
+
+        def asked() -> bool:  # the agent may still be constructing itself: ask again
+            agent.send_signal(signal.SIGUSR1)
+            time.sleep(0.05)
+            return waiting.exists() and "connecting" in waiting.read_text()
+
+        _poll(asked, 30, "the waiting report")
+        report = json.loads(waiting.read_text())
+        assert report["rank"] == 0 and report["step"] == "connecting to its ring neighbour"
+        assert [(w["what"], w["peer"]) for w in report["waits"]] == [("connection", 1)]
+        agent.send_signal(signal.SIGTERM)
+        assert agent.wait(timeout=20) == 1
+    finally:
+        if agent.poll() is None:
+            agent.kill()
+    result = json.loads((tmp_path / "hosts" / "h0.result.json").read_text())
+    assert result["stopped"] and not result["ok"] and result["iterations"] == []
+
+
+def test_stopped_agents_keep_the_iterations_they_completed(tmp_path):
+    stop_after = 2
+    config = _agent_config(tmp_path, ranks=2, iterations=200)
+    (tmp_path / "agent.json").write_text(json.dumps(config))
+    agents = [_start(tmp_path, config, rank) for rank in range(2)]
+    progress = tmp_path / "hosts" / "progress"
+    try:
+        # warm-up round 0, then measured rounds: wait until both ranks finished `stop_after` of them
+        _poll(lambda: progress.exists() and Progress.parse(progress.read_text(), 2).iterations_done(1) >= stop_after,
+              60, "measured iterations")
+        for agent in agents:
+            agent.send_signal(signal.SIGTERM)
+        assert [agent.wait(timeout=20) for agent in agents] == [1, 1]
+    finally:
+        for agent in agents:
+            if agent.poll() is None:
+                agent.kill()
+    for rank in range(2):
+        result = json.loads((tmp_path / "hosts" / f"h{rank}.result.json").read_text())
+        kept = [it["iteration"] for it in result["iterations"]]
+        assert result["stopped"] and kept == list(range(len(kept))) and len(kept) >= stop_after
+        events = [json.loads(line) for line in (tmp_path / "hosts" / f"h{rank}.events.jsonl").read_text().splitlines()]
+        # every event belongs to a completed iteration, and each completed one has its events
+        assert {e["iteration"] for e in events} == set(kept)
+        assert sum(e["kind"] == "iteration" for e in events) == len(kept)
