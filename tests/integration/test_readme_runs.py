@@ -4,7 +4,8 @@ row, the scripts started while the iterations run, each ending exact), Ctrl-C in
 iterations keeping the completed ones, and the INA capture with the README's scapy snippet.
 
 Only the run directory is changed (a scratch one instead of `runs/...`), and the ring scenario has
-4 GPUs instead of 8 so that five runs fit the suite's time."""
+4 GPUs and 25 MB instead of 8 and 100 MB so that five runs fit the suite's time (the dark time keeps
+the dilation at 400 whatever the size, so the iterations still take seconds of wall time)."""
 
 from __future__ import annotations
 
@@ -18,6 +19,8 @@ import time
 from pathlib import Path
 
 import pytest
+
+from testbed.watchdog import Progress
 
 from ..conftest import ROOT
 from ..readme_commands import readme_commands
@@ -55,7 +58,8 @@ def test_testbed_on_the_path_is_this_checkouts():
 def _start_held(tmp_path: Path, line: str, hosts: int, iterations: int) -> tuple[subprocess.Popen, Path, Path]:
     scenario = tmp_path / "ring.yaml"
     scenario.write_text((ROOT / "scenarios" / "ring-allreduce.yaml").read_text()
-                        .replace("hosts: 8", f"hosts: {hosts}").replace("iterations: 3", f"iterations: {iterations}"))
+                        .replace("hosts: 8", f"hosts: {hosts}").replace("iterations: 3", f"iterations: {iterations}")
+                        .replace("bytes: 100000000", "bytes: 25000000"))
     run_dir, out = tmp_path / "study", tmp_path / "run.out"
     line = line.replace("scenarios/ring-allreduce.yaml", str(scenario)).replace("runs/study", str(run_dir))
     with open(out, "w") as sink:
@@ -64,10 +68,12 @@ def _start_held(tmp_path: Path, line: str, hosts: int, iterations: int) -> tuple
     return run, run_dir, out
 
 
-def _first_round_done(run: subprocess.Popen, run_dir: Path, out: Path) -> bool:
+def _warmups_done(run: subprocess.Popen, run_dir: Path, out: Path, hosts: int) -> bool:
+    """Every GPU finished the warm-up rounds: the measured iterations are running."""
     assert run.poll() is None, out.read_text()
     progress = run_dir / "hosts" / "progress"
-    return progress.exists() and bool(progress.read_text().strip())
+    warmups = 2  # the scenario's default
+    return progress.exists() and min(Progress.parse(progress.read_text(), hosts).rounds_done) >= warmups
 
 
 def _stop(run: subprocess.Popen) -> None:
@@ -79,9 +85,9 @@ def _stop(run: subprocess.Popen) -> None:
 @pytest.mark.parametrize("attempt", range(5))
 def test_example_scripts_drive_a_held_run_while_its_iterations_run(tmp_path, machine_state, attempt):
     run_line, script_lines = _hold_block()
-    run, run_dir, out = _start_held(tmp_path, run_line, hosts=4, iterations=3)
+    run, run_dir, out = _start_held(tmp_path, run_line, hosts=4, iterations=4)
     try:
-        _wait_for(lambda: _first_round_done(run, run_dir, out), 120, "the first round")
+        _wait_for(lambda: _warmups_done(run, run_dir, out, hosts=4), 120, "the warm-up rounds")
         scripts = [subprocess.Popen(["bash", "-c", line.replace("runs/study", str(run_dir))], cwd=ROOT,
                                     env=_shell_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
                    for line in script_lines]  # both at once, while the iterations run
@@ -98,13 +104,17 @@ def test_example_scripts_drive_a_held_run_while_its_iterations_run(tmp_path, mac
         _wait_for(lambda: "fabric is held" in out.read_text() or run.poll() is not None, 300, "the iterations")
         assert run.poll() is None, out.read_text()
         said = out.read_text()
-        assert said.index("fabric up, iterations running") < said.index("iteration 3 of 3 done") \
-            < said.index("all 3 iterations done; the fabric is held")
+        assert said.index("fabric up, iterations running") < said.index("iteration 4 of 4 done") \
+            < said.index("all 4 iterations done; the fabric is held")
     finally:
         _stop(run)
     assert run.returncode == 0, out.read_text()
     result = json.loads((run_dir / "results.json").read_text())
-    assert result["status"] == "ok" and result["sums_correct"] and result["iterations_completed"] == 3
+    assert result["status"] == "ok" and result["sums_correct"] and result["iterations_completed"] == 4
+    events = [json.loads(line) for line in (run_dir / "events.jsonl").read_text().splitlines()]
+    first = min(e["t_s"] for e in events if e["kind"] == "iteration")
+    assert any(e["requested_s"] > first for e in events if e["kind"] == "reconfiguration"), \
+        "the scripts changed nothing while the measured iterations ran"
 
 
 def test_ctrl_c_in_the_middle_of_the_iterations_keeps_the_completed_ones(tmp_path, machine_state):
