@@ -344,7 +344,8 @@ class OpticalFabricApp(app_manager.OSKenApp):
                 value = changes[key]
                 if not isinstance(value, (int, float)) or isinstance(value, bool) or value < 0 or \
                         (key == "estimate_period_us" and value <= 0):
-                    raise PlanError(f"{key} must be a non-negative number of microseconds, not {value!r}")
+                    sign = "positive" if key == "estimate_period_us" else "non-negative"
+                    raise PlanError(f"{key} must be a {sign} number of microseconds, not {value!r}")
         with self.lock:
             self.settings.update(changes)
             return dict(self.settings)

@@ -11,7 +11,7 @@ from pathlib import Path
 from rich.console import Console
 from rich.table import Table
 
-from testbed.errors import InputError, TestbedError
+from testbed.errors import EnvironmentProblem, InputError, TestbedError
 
 console = Console()
 err_console = Console(stderr=True)
@@ -248,7 +248,7 @@ def cmd_clean(args: argparse.Namespace) -> int:
     from testbed.registry import clean_orphans
 
     if not is_root():
-        raise InputError("testbed clean needs root to remove bridges and processes; use sudo")
+        raise EnvironmentProblem("testbed clean needs root to remove bridges and processes; use sudo")
     removed = clean_orphans()
     console.print(f"removed leftovers of {removed['runs']} dead run(s): {removed['bridges']} bridge(s), "
                   f"{removed['links']} link(s), {removed['processes']} process(es)")

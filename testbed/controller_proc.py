@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import signal
 import socket
 import subprocess
 import sys
@@ -12,6 +13,7 @@ from pathlib import Path
 from testbed.errors import RunFailed
 
 TCP_LISTEN_STATE = "0A"
+STOP_TIMEOUT_S = 5.0  # for the controller's process group to exit after each signal
 
 
 def free_port() -> int:
@@ -97,8 +99,7 @@ class ControllerProcess:
             raise RunFailed("there is no controller to restart")
         self._restarting = True  # the runner's liveness check runs in another thread meanwhile
         try:
-            self.process.kill()
-            self.process.wait(timeout=5)
+            self._end_group(signal.SIGKILL)
             self.start(port=self.port)
         finally:
             self._restarting = False
@@ -112,11 +113,25 @@ class ControllerProcess:
     def stop(self) -> None:
         if self.process is None:
             return
-        if self.process.poll() is None:
-            self.process.terminate()
-            try:
-                self.process.wait(timeout=5)
-            except subprocess.TimeoutExpired:
-                self.process.kill()
-                self.process.wait(timeout=5)
+        self._end_group(signal.SIGTERM)
         self.process = None
+
+    def _end_group(self, signum: int) -> None:
+        """Ends the controller and what it started (its timer process and the timer's host shells),
+        which share its process group: a shell still applying a change while the fabric goes away
+        would report devices that no longer exist."""
+        assert self.process is not None
+        group = self.process.pid  # started in a session of its own: it leads the group
+        for sig in (signum, signal.SIGKILL):
+            try:
+                os.killpg(group, sig)
+            except ProcessLookupError:
+                pass
+            deadline = time.monotonic() + STOP_TIMEOUT_S
+            while time.monotonic() < deadline:
+                self.process.poll()  # reap the leader, or the group never empties
+                try:
+                    os.killpg(group, 0)
+                except ProcessLookupError:
+                    return
+                time.sleep(0.02)

@@ -8,8 +8,10 @@ import matplotlib
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
+from matplotlib.patches import Patch  # noqa: E402
 
 COLOURS = {"reduce-scatter": "tab:blue", "all-gather": "tab:green", "barrier": "lightgrey"}
+LABELS = {"reduce-scatter": "reduce-scatter", "all-gather": "all-gather", "barrier": "waiting at the barrier"}
 
 
 def plot_run(run_dir: Path, events: list[dict], result: dict) -> None:
@@ -25,7 +27,11 @@ def plot_run(run_dir: Path, events: list[dict], result: dict) -> None:
                              facecolors=colour)
     timeline.set_xlabel("real-world time since run start (ms)")
     timeline.set_ylabel("host (rank)")
-    timeline.set_title(f"{result['name']}: steps per host (blue reduce-scatter, green all-gather, grey wait)")
+    shown = {event.get("phase", "") if event["kind"] == "send" else "barrier" for event in events
+             if event["kind"] in ("send", "barrier")}
+    timeline.legend(handles=[Patch(color=COLOURS.get(name, "tab:orange"), label=LABELS.get(name, "other sends"))
+                             for name in sorted(shown)], loc="upper right", fontsize="small")
+    timeline.set_title(f"{result['name']}: steps per host")
     times = [t * 1e3 for t in result["iteration_times_s"]]
     bars.bar(range(len(times)), times, color="tab:blue", label="emulated")
     bars.axhline(result["predicted_iteration_time_s"] * 1e3, color="black", linestyle="--", label="predicted")

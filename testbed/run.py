@@ -22,6 +22,7 @@ from testbed.emulation import EmulationPlan, resolve_emulation
 from testbed.errors import EnvironmentProblem, InputError, RunFailed
 from testbed.fault_actions import FaultActions
 from testbed.faults import FaultInjector, timeline
+from testbed.fidelity import DARK_TOLERANCE
 from testbed.paths import registry_dir
 from testbed.platform import datapath, is_root, mininet_available, ovs_running
 from testbed.predict import Prediction, collective_cost, predict
@@ -30,7 +31,7 @@ from testbed.scenario import Scenario, scenario_to_yaml
 from testbed.side_processes import SideProcesses
 from testbed.schedule import Schedule, schedule_for
 from testbed.topology import build_topology, reconfig_us
-from testbed.units import gbps_to_bps, transfer_time_s, us_to_s
+from testbed.units import BITS_PER_BYTE, gbps_to_bps, transfer_time_s, us_to_s
 from testbed.watchdog import Progress, describe_stall, stall_bound_s
 
 if TYPE_CHECKING:
@@ -40,9 +41,8 @@ if TYPE_CHECKING:
 AGENT_PORT = 5001
 READY_TIMEOUT_S = 30.0
 # A reconfiguration's rule changes and their barrier take about a millisecond here (DESIGN §8);
-# dark time must be accurate to DARK_TOLERANCE.
+# dark time must be accurate to the dark_time monitor's DARK_TOLERANCE.
 CONTROL_LATENCY_S = 1e-3
-DARK_TOLERANCE = 0.1
 STOP_TIMEOUT_S = 10.0  # for stopped agents to write what they completed before they are killed
 REPORT_TIMEOUT_S = 3.0  # for agents to say what they wait on when the run has stalled
 
@@ -109,8 +109,10 @@ def _prepare_schedule(scenario: Scenario) -> Prepared:
     prediction = simulate_schedule(schedule.to_json(), scenario.fabric)
     steps = max(len(gpu.steps) for gpu in schedule.gpus)
     sizes = sorted(step.bytes for gpu in schedule.gpus for step in gpu.steps if step.kind == "send")
-    median = sizes[len(sizes) // 2] if sizes else float(scenario.fabric.gpu_bandwidth_gbps * 1e6)
     average_step = prediction.iteration_time_s / max(1, steps)
+    # Without point-to-point messages, judge against what a link carries in an average step.
+    median = sizes[len(sizes) // 2] if sizes else \
+        max(1.0, average_step * gbps_to_bps(scenario.fabric.gpu_bandwidth_gbps) / BITS_PER_BYTE)
     plan = _emulation_plan(scenario, schedule, prediction, average_step, median)
     return Prepared(scenario, schedule, prediction, plan, average_step, _bulk_smallest(sizes, median),
                     pair_rate_frac=_pair_rate_fractions(scenario, schedule))

@@ -75,9 +75,9 @@ class Fabric(_Strict):
     @model_validator(mode="after")
     def _kind_specific(self) -> "Fabric":
         for field in sorted(self.model_fields_set):
-            owner = KIND_SPECIFIC_FIELDS.get(field)
-            owners = (owner,) if isinstance(owner, str) else owner
-            if owner is not None and self.kind not in owners:
+            if not _applies(field, self.kind):
+                owner = KIND_SPECIFIC_FIELDS[field]
+                owners = (owner,) if isinstance(owner, str) else owner
                 raise ValueError(f"field '{field}' applies only to kind {' or '.join(owners)}, not {self.kind}")
         if self.kind == "sip-ring" and self.wavelengths is None:
             raise ValueError("kind sip-ring needs 'wavelengths' (W)")
@@ -288,11 +288,16 @@ def apply_overrides(scenario: Scenario, overrides: dict[str, Any]) -> Scenario:
     return parse_scenario(data, f"{scenario.name} (with overrides)")
 
 
+def _applies(field: str, kind: str) -> bool:
+    """Whether a fabric field belongs to this kind (fields of every kind do)."""
+    owner = KIND_SPECIFIC_FIELDS.get(field)
+    return owner is None or kind in ((owner,) if isinstance(owner, str) else owner)
+
+
 def scenario_to_yaml(scenario: Scenario, resolved: dict[str, Any] | None = None) -> str:
     """The scenario with every default filled in (and `resolved` emulation values); it re-validates."""
     data = scenario.model_dump(mode="json", exclude_none=True)
-    data["fabric"] = {k: v for k, v in data["fabric"].items()
-                      if KIND_SPECIFIC_FIELDS.get(k, scenario.fabric.kind) == scenario.fabric.kind}
+    data["fabric"] = {k: v for k, v in data["fabric"].items() if _applies(k, scenario.fabric.kind)}
     if resolved:
         data["emulation"].update(resolved)
     return yaml.safe_dump(data, sort_keys=False)

@@ -7,19 +7,10 @@ from dataclasses import dataclass
 BITS_PER_BYTE = 8
 US_PER_S = 1e6
 BPS_PER_GBPS = 1e9
-BPS_PER_MBPS = 1e6
 
 
 def gbps_to_bps(rate_gbps: float) -> float:
     return rate_gbps * BPS_PER_GBPS
-
-
-def bps_to_gbps(rate_bps: float) -> float:
-    return rate_bps / BPS_PER_GBPS
-
-
-def bps_to_mbps(rate_bps: float) -> float:
-    return rate_bps / BPS_PER_MBPS
 
 
 def us_to_s(duration_us: float) -> float:

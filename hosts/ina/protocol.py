@@ -64,7 +64,6 @@ def _struct_code(field) -> str:
     return field.fmt.lstrip("!<>=")
 
 
-HEADER_FIELDS = [f.name for f in INA.fields_desc if f.name != "values"]
 HEADER = struct.Struct("!" + "".join(_struct_code(f) for f in INA.fields_desc if f.name != "values"))
 HEADER_BYTES = HEADER.size
 PAYLOAD_BYTES = ELEMENTS_PER_PACKET * ELEMENT_BYTES

@@ -32,10 +32,6 @@ class MpPlacement:
     start_us: tuple[tuple[float, ...], ...]
     end_us: tuple[tuple[float, ...], ...]
 
-    @property
-    def makespan_us(self) -> float:
-        return max((max(e) for e in self.end_us), default=0.0)
-
 
 def circular_distance(a: int, b: int, k: int) -> int:
     d = (a - b) % k

@@ -124,6 +124,20 @@ def test_resolved_scenario_reloads():
     assert again.emulation.dilation == 99.5 and again.fabric == scenario.fabric
 
 
+@pytest.mark.parametrize("name", ["ring-allreduce.yaml", "ocs-multishot.yaml"])
+def test_resolved_optical_scenarios_keep_their_estimation_period(name):
+    import yaml
+
+    from testbed.scenario import scenario_to_yaml
+
+    from testbed.scenario import apply_overrides
+
+    scenario = apply_overrides(load_scenario(ROOT / "scenarios" / name), {"fabric.estimate_period_us": 500})
+    data = yaml.safe_load(scenario_to_yaml(scenario))
+    assert data["fabric"]["estimate_period_us"] == 500
+    assert parse_scenario(data, "resolved.yaml").fabric == scenario.fabric
+
+
 def test_cli_check_refuses_a_combination_no_schedule_can_run(tmp_path):
     path = tmp_path / "scenario.yaml"
     path.write_text("name: t\nfabric: {kind: ps, hosts: 4, cpu_servers: 5, gpu_bandwidth_gbps: 100}\n"
