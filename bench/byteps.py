@@ -15,6 +15,7 @@ import tempfile
 from pathlib import Path
 
 from bench_results import cell, ratio_cells, save_rows
+
 from testbed.run import Runner, prepare
 from testbed.scenario import apply_overrides, load_scenario
 
@@ -66,7 +67,8 @@ def main() -> int:
             "ratio_max": max(ratios, default=None), "dilation": result["dilation"],
         })
         print(json.dumps(rows[-1]), flush=True)
-    header = ["| case | emulated (ms) | predicted (ms) | DESIGN §5 optimum (ms) | emulated/predicted (min / mean / max) "
+    header = ["| case | emulated (ms) | predicted (ms) | DESIGN §5 optimum (ms) "
+              "| emulated/predicted (min / mean / max) "
               "| result | faithful |", "| --- | ---: | ---: | ---: | :---: | :---: | :---: |"]
     return save_rows("byteps", rows, header, lambda r: f"{r['case']} | {cell(r['emulated_ms'])} | "
                      f"{cell(r['predicted_ms'])} | {cell(r['optimal_ms'])} | {ratio_cells(r)}")

@@ -13,10 +13,11 @@ import tempfile
 import time
 from pathlib import Path
 
+from bench_results import cell, ratio_cells, save_rows
+
+from hosts.ops import SERVICE_ALGORITHMS
 from testbed.run import Runner, prepare
 from testbed.scenario import parse_scenario
-from bench_results import cell, ratio_cells, save_rows
-from hosts.ops import SERVICE_ALGORITHMS
 from testbed.schedule import SUPPORTED_COLLECTIVES
 
 HERE = Path(__file__).resolve().parent

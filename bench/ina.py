@@ -21,6 +21,7 @@ import tempfile
 from pathlib import Path
 
 from bench_results import cell, ratio_cells, save_rows
+
 from hosts.ina.protocol import FRAME_BYTES, PAYLOAD_BYTES
 from testbed.run import Runner, prepare
 from testbed.scenario import apply_overrides, load_scenario

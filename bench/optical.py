@@ -174,7 +174,8 @@ def main() -> int:
     runs = []
     for kind in FABRIC_SCENARIOS if args.only in (None, "runs") else ():
         runs += iteration_ratios(kind, hosts, placed=not args.quick)
-    print(f"\n{'fabric':13} {'workload':17} {'GPUs':>4} {'emulated/predicted min/mean/max':>32} {'faithful':>8} {'wall s':>7}")
+    print(f"\n{'fabric':13} {'workload':17} {'GPUs':>4} {'emulated/predicted min/mean/max':>32} "
+          f"{'faithful':>8} {'wall s':>7}")
     for r in runs:
         ratio = "failed: " + str(r["error"])[:40] if r["ratio_mean"] is None else \
             f"{r['ratio_min']:.3f}/{r['ratio_mean']:.3f}/{r['ratio_max']:.3f}"
@@ -193,12 +194,15 @@ def main() -> int:
     lines = [f"# Reconfigurable fabrics ({stamp})", "", "| fabric | reconfig µs | dilation | probe/configured | "
              "controller/configured | first packet after dark (ms) |", "| --- | --- | --- | --- | --- | --- |"]
     lines += [f"| {r['fabric']} | {r['reconfig_us']:g} | {r['dilation']:.0f} | {r['probe_over_configured']:.3f} | "
-              f"{r['controller_dark_s'] / r['configured_s']:.3f} | {r['latency_to_first_packet_s'] * 1e3:.2f} |" for r in dark]
+              f"{r['controller_dark_s'] / r['configured_s']:.3f} | {r['latency_to_first_packet_s'] * 1e3:.2f} |"
+              for r in dark]
     lines += ["", "Re-planning every period: each reconfiguration's dark time as the hosts applied it, over the "
               "configured (mean | range | worst deviation).", "",
-              "| scenario | GPUs | real dark µs | dilation | reconfigurations | dark mean | range | worst off | faithful |",
+              "| scenario | GPUs | real dark µs | dilation | reconfigurations | dark mean | range | worst off "
+              "| faithful |",
               "| --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
-    lines += [f"| {r['scenario']} | {r['hosts']} | {r['real_dark_us']:g} | {r['dilation']:.0f} | {r['reconfigurations']} | "
+    lines += [f"| {r['scenario']} | {r['hosts']} | {r['real_dark_us']:g} | {r['dilation']:.0f} "
+              f"| {r['reconfigurations']} | "
               f"{_replanning_cell(r)} | {_faithful_cell(r)} |" for r in replanning]
     lines += ["", "| fabric | workload | GPUs | emulated/predicted min/mean/max | faithful | wall s |",
               "| --- | --- | --- | --- | --- | --- |"]

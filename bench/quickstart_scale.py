@@ -63,10 +63,12 @@ def main() -> int:
     out_dir = HERE / "results"
     out_dir.mkdir(exist_ok=True)
     (out_dir / "quickstart_scale.json").write_text(json.dumps(report, indent=1) + "\n")
-    lines = ["| hosts | emulated/predicted (min / mean / max) | sums | faithful | dilation | Mb/s per host | wall (s) |",
+    lines = ["| hosts | emulated/predicted (min / mean / max) | sums | faithful | dilation | Mb/s per host "
+             "| wall (s) |",
              "| ---: | :---: | :---: | :---: | ---: | ---: | ---: |"]
     for r in rows:
-        ratio = "n/a" if r["ratio_min"] is None else f"{r['ratio_min']:.3f} / {r['ratio_mean']:.3f} / {r['ratio_max']:.3f}"
+        ratio = "n/a" if r["ratio_min"] is None else \
+            f"{r['ratio_min']:.3f} / {r['ratio_mean']:.3f} / {r['ratio_max']:.3f}"
         lines.append(f"| {r['hosts']} | {ratio} | {'ok' if r['sums_correct'] else 'WRONG'} | "
                      f"{'yes' if r['faithful'] else 'no'} | {r['dilation']:.1f} | {r['host_rate_mbps']:.1f} | "
                      f"{r['wall_s']:.1f} |")

@@ -102,7 +102,8 @@ def main() -> int:
                  "verdict": verdict(ring["emulated_ms"], ring["predicted_ms"], True), "runs": [ring]})
     # 2. INA halves ring's data and time
     ring8 = run("ina-allreduce.yaml", {"workload.algorithm": "ring"})
-    ina8 = run("ina-allreduce.yaml", {"emulation.dilation": ring8["dilation"], "emulation.byte_scale": ring8["byte_scale"]})
+    ina8 = run("ina-allreduce.yaml",
+               {"emulation.dilation": ring8["dilation"], "emulation.byte_scale": ring8["byte_scale"]})
     measured, predicted = ratio(ina8, ring8, "emulated_ms"), ratio(ina8, ring8, "predicted_ms")
     at_1024 = ina_allreduce_cost(1024, m, b, a).time_s / collective_cost("allreduce", "ring", 1024, m, b, a).time_s
     rows.append({"claim": "INA: one round and M per GPU, about half of ring's data and time at large n",

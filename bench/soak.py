@@ -70,7 +70,8 @@ def main() -> int:
     leaked = {k: after[k] - before[k] for k in ("bridges", "root_links", "net_namespaces", "our_processes",
                                                 "registry_records")}
     report = {"when": datetime.now(timezone.utc).isoformat(timespec="seconds"), "runs": args.runs,
-              "ok_runs": sum(statuses), "wall_s": time.monotonic() - began, "before": before, "middle": middle, "after": after, "leaked": leaked,
+              "ok_runs": sum(statuses), "wall_s": time.monotonic() - began, "before": before, "middle": middle,
+              "after": after, "leaked": leaked,
               "mem_available_drop_mb": before["mem_available_mb"] - after["mem_available_mb"],
               "runner_rss_growth_mb_second_half": after["runner_max_rss_mb"] - middle["runner_max_rss_mb"]}
     out = ROOT / "bench" / "results"
@@ -81,7 +82,8 @@ def main() -> int:
                 "mem_available_mb", "runner_max_rss_mb"):
         table.append(f"| {key} | {before[key]:.0f} | {after[key]:.0f} | {after[key] - before[key]:+.0f} |")
     text = (f"{report['ok_runs']} of {args.runs} runs ok with exact sums in {report['wall_s']:.0f} s; runner peak "
-            f"RSS grew {report['runner_rss_growth_mb_second_half']:+.1f} MB over the second half\n\n" + "\n".join(table))
+            f"RSS grew {report['runner_rss_growth_mb_second_half']:+.1f} MB over the second half\n\n"
+            + "\n".join(table))
     (out / "soak.md").write_text(text + "\n")
     print(text)
     return 0 if all(v == 0 for v in leaked.values()) and all(statuses) else 1

@@ -113,8 +113,9 @@ class OpticalFabricApp(app_manager.OSKenApp):
         match = parser.OFPMatch(**rule.match_dict())
         if add:
             actions = [parser.OFPActionOutput(rule.out_port)]
+            apply = parser.OFPInstructionActions(ofp.OFPIT_APPLY_ACTIONS, actions)
             dp.send_msg(parser.OFPFlowMod(dp, table_id=rule.table, priority=rule.priority, match=match,
-                                          instructions=[parser.OFPInstructionActions(ofp.OFPIT_APPLY_ACTIONS, actions)]))
+                                          instructions=[apply]))
         else:
             dp.send_msg(parser.OFPFlowMod(dp, table_id=rule.table, command=ofp.OFPFC_DELETE_STRICT,
                                           priority=rule.priority, match=match, out_port=ofp.OFPP_ANY,

@@ -77,7 +77,8 @@ def normalise(state: dict) -> dict:
     return {k: int(c) for k, c in state.items() if c > 0}
 
 
-def request(current: dict, wanted: dict, now_s: float, dark_s: float, ident: int, source: str) -> Reconfiguration | None:
+def request(current: dict, wanted: dict, now_s: float, dark_s: float, ident: int,
+            source: str) -> Reconfiguration | None:
     """The reconfiguration from `current` to `wanted`, or None when nothing changes."""
     old, new = normalise(current), normalise(wanted)
     if old == new:

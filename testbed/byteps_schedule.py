@@ -9,6 +9,7 @@ from hosts.byteps import PartitionError, chunk_count, service_buckets, transfers
 from testbed.errors import InputError
 from testbed.oracle.byteps import Instance, intra_server_s
 from testbed.scenario import Scenario
+from testbed.schedule import GpuSchedule, Schedule, Step
 from testbed.units import gbps_to_bps, s_to_us, us_to_s
 
 SERVICE_FABRICS = ("elect-flat", "ps", "elect-cluster")
@@ -77,8 +78,6 @@ def traffic(instances_: list[Instance], ranks: int) -> tuple[tuple[int, ...], ..
 
 
 def byteps_schedule(scenario: Scenario):
-    from testbed.schedule import GpuSchedule, Schedule, Step
-
     workload = scenario.workload
     found = instances(scenario)
     ranks = total_ranks(scenario)

@@ -12,9 +12,9 @@ from pathlib import Path
 
 from testbed.calibration import Calibration
 from testbed.errors import RunFailed
+from testbed.live import live_fabric, require_emulation_platform
 from testbed.platform import datapath
 from testbed.scenario import Fabric
-from testbed.run import live_fabric, require_emulation_platform
 
 PAIRS = 4
 IPERF_SECONDS = 4

@@ -37,7 +37,8 @@ def cmd_doctor(args: argparse.Namespace) -> int:
     table = Table(title="What this machine can emulate", show_header=False)
     yes = lambda flag: "[green]yes[/]" if flag else "[red]no[/]"  # noqa: E731
     table.add_row("root", yes(report.root))
-    table.add_row("Open vSwitch running", yes(report.ovs_running) + (f" ({report.ovs_version})" if report.ovs_version else ""))
+    version = f" ({report.ovs_version})" if report.ovs_version else ""
+    table.add_row("Open vSwitch running", yes(report.ovs_running) + version)
     table.add_row("datapath", "kernel" if report.datapath == "kernel" else "userspace (netdev; no kernel module)")
     table.add_row("netem (kernel delay/loss)", yes(report.netem))
     table.add_row("Mininet + mnexec", yes(report.mininet))
@@ -46,7 +47,8 @@ def cmd_doctor(args: argparse.Namespace) -> int:
         table.add_row("calibration", f"capacity {calibration.capacity_bps / 1e6:.0f} Mb/s, timer p99 error "
                       f"{calibration.timer_error_s * 1e6:.0f} µs ({calibration.measured_at}, {calibration_path()})")
     else:
-        table.add_row("calibration", "[yellow]none[/]: run `testbed doctor --calibrate`; auto uses conservative defaults")
+        table.add_row("calibration",
+                      "[yellow]none[/]: run `testbed doctor --calibrate`; auto uses conservative defaults")
     console.print(table)
     return 0
 
@@ -57,7 +59,7 @@ def cmd_check(args: argparse.Namespace) -> int:
     scenario = load_scenario(args.scenario)
     f, w = scenario.fabric, scenario.workload
     if w.kind in ("collective", "trace"):
-        from testbed.schedule import schedule_for
+        from testbed.workloads import schedule_for
 
         schedule_for(scenario)  # combinations the fields alone allow but no schedule can run
     what = f"{w.collective} ({w.algorithm}, {w.bytes} B)" if w.kind == "collective" else w.kind
@@ -92,7 +94,7 @@ def cmd_place(args: argparse.Namespace) -> int:
     from testbed.placer.emit import plan_schedule
     from testbed.placer.plan import verify
     from testbed.scenario import load_scenario
-    from testbed.schedule import model_plan
+    from testbed.workloads import model_plan
 
     scenario = load_scenario(args.scenario)
     if scenario.workload.kind != "model":

@@ -11,7 +11,7 @@ from testbed.errors import RunFailed
 from testbed.faults import FaultStep
 
 if TYPE_CHECKING:
-    from testbed.run import LiveFabric
+    from testbed.live import LiveFabric
     from testbed.side_processes import SideProcesses
 
 

@@ -58,7 +58,8 @@ def netem_available() -> bool:
         inside = ["ip", "netns", "exec", namespace]
         if run_quiet(inside + ["ip", "link", "add", "probe0", "type", "dummy"]).returncode != 0:
             return False
-        return run_quiet(inside + ["tc", "qdisc", "add", "dev", "probe0", "root", "netem", "delay", "1ms"]).returncode == 0
+        netem = ["tc", "qdisc", "add", "dev", "probe0", "root", "netem", "delay", "1ms"]
+        return run_quiet(inside + netem).returncode == 0
     finally:
         run_quiet(["ip", "netns", "delete", namespace])
 

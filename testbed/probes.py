@@ -13,7 +13,7 @@ from typing import Callable, Iterator
 
 from controller.client import Northbound
 from testbed.errors import RunFailed
-from testbed.run import LiveFabric, live_fabric
+from testbed.live import LiveFabric, live_fabric
 from testbed.scenario import Fabric
 
 PROBE_PORT = 7001

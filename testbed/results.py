@@ -12,9 +12,10 @@ from hosts import ops
 from hosts.data import digest
 from testbed import fidelity
 from testbed.calibration import load_calibration
+from testbed.units import us_to_s
 
 if TYPE_CHECKING:
-    from testbed.run import Prepared
+    from testbed.prepare import Prepared
 
 
 def cpu_times() -> tuple[int, int]:
@@ -166,7 +167,8 @@ def assemble(prepared: "Prepared", run_dir: Path, measured: dict, outcome: dict)
         # what its path carries (a circuit or lightpath may be a share of B).
         fractions = prepared.pair_rate_frac or {}
         transfers = fidelity.transfer_rates_bps([e for e in events if e.get("iteration", -1) >= 0],
-                                                dilation.dilation, scenario.fabric.latency_us * 1e-6 * dilation.dilation,
+                                                dilation.dilation,
+                                                us_to_s(scenario.fabric.latency_us) * dilation.dilation,
                                                 plan.host_rate_bps)
         rates = [rate / (plan.host_rate_bps * fractions.get((src, dst), 1.0)) for src, dst, rate in transfers]
     overshoot_mean = max((h["latency"]["overshoot_mean_s"] for h in per_host), default=0.0)

@@ -198,7 +198,8 @@ class Scenario(_Strict):
                              f"fabric.hosts ({self.fabric.hosts})")
         for index, fault in enumerate(self.faults):
             if fault.host is not None and fault.host >= self.fabric.hosts:
-                raise ValueError(f"faults[{index}]: host {fault.host} does not exist (ranks 0..{self.fabric.hosts - 1})")
+                raise ValueError(f"faults[{index}]: host {fault.host} does not exist "
+                                 f"(ranks 0..{self.fabric.hosts - 1})")
             if fault.kind == "node_restart" and self.fabric.kind != "ina":
                 raise ValueError(f"faults[{index}]: node_restart needs an aggregation node (fabric.kind ina)")
             if fault.kind == "controller_restart" and self.fabric.kind == "ina":

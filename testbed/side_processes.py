@@ -16,7 +16,8 @@ from testbed.errors import RunFailed
 from testbed.units import gbps_to_bps
 
 if TYPE_CHECKING:
-    from testbed.run import LiveFabric, Prepared
+    from testbed.live import LiveFabric
+    from testbed.prepare import Prepared
 
 READY_TIMEOUT_S = 30.0
 

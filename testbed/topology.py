@@ -106,7 +106,8 @@ def build_topology(fabric: Fabric, tag: str, host_rate_bps: float, datapath: str
             hosts.append({"interfaces": [host_link(rank, 0, switch, rank + 1, host_rate_bps)]})
         if kind == "sip-ring":
             assert fabric.wavelengths is not None
-            extra["ring"] = {"wavelengths": fabric.wavelengths, "wavelength_rate_bps": host_rate_bps / fabric.wavelengths,
+            extra["ring"] = {"wavelengths": fabric.wavelengths,
+                             "wavelength_rate_bps": host_rate_bps / fabric.wavelengths,
                              "reach": fabric.neighbors}
     for rank, host in enumerate(hosts):
         first = host["interfaces"][0]

@@ -86,14 +86,17 @@ def schedule_from_json(data: Any, source: str, hosts: int, iterations: int) -> S
                 group = step.get("group")
                 if (not isinstance(group, list) or len(group) < 2 or len(set(group)) != len(group)
                         or any(not isinstance(g, int) or not 0 <= g < hosts for g in group) or rank not in group):
-                    raise InputError(f"{where}: 'group' must list 2+ distinct GPUs in 0..{hosts - 1}, this one included")
-                fields.update(op=op, algorithm=algorithm, group=tuple(group), bytes=_field(where, step, "bytes", int, 1))
+                    raise InputError(f"{where}: 'group' must list 2+ distinct GPUs in 0..{hosts - 1}, "
+                                     f"this one included")
+                fields.update(op=op, algorithm=algorithm, group=tuple(group),
+                              bytes=_field(where, step, "bytes", int, 1))
             ids.add(step_id)
             steps.append(Step(**fields))
         parsed.append(GpuSchedule(rank=rank, steps=tuple(steps)))
     for key, (size, where) in sends.items():
         if key not in recvs:
-            raise InputError(f"{where}: no GPU {key[1]} recv has tag '{key[2]}' from GPU {key[0]}; every send needs one")
+            raise InputError(f"{where}: no GPU {key[1]} recv has tag '{key[2]}' from GPU {key[0]}; "
+                             f"every send needs one")
         if recvs[key][0] != size:
             raise InputError(f"{where}: sends {size} bytes but its recv expects {recvs[key][0]}")
     for key, (_, where) in recvs.items():

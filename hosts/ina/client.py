@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import json
 import math
-import socket
 import multiprocessing
+import socket
 import time
 from collections import Counter
 from dataclasses import dataclass, field
@@ -22,8 +22,19 @@ from hosts.ina import quantize as q
 from hosts.ina.deparser import encode
 from hosts.ina.fallback import EndHostAggregator
 from hosts.ina.parser import Drop, Header, parse_result
-from hosts.ina.protocol import (CONTROL_PORT, DATA_PORT, ELEMENTS_PER_PACKET, FALLBACK_PORT, FRAME_BYTES, HEADER_BYTES,
-                                INT, MAX, OVERFLOW, RESULT, RETRANSMIT)
+from hosts.ina.protocol import (
+    CONTROL_PORT,
+    DATA_PORT,
+    ELEMENTS_PER_PACKET,
+    FALLBACK_PORT,
+    FRAME_BYTES,
+    HEADER_BYTES,
+    INT,
+    MAX,
+    OVERFLOW,
+    RESULT,
+    RETRANSMIT,
+)
 
 MAX_RETRANSMITS_PER_CHUNK = 200
 MAX_BACKOFF_DOUBLINGS = 6

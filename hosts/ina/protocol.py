@@ -9,8 +9,17 @@ from __future__ import annotations
 
 import struct
 
-from scapy.fields import (ByteField, FieldListField, FlagsField, IntField, LongField, ShortField,
-                          SignedByteField, SignedIntField, _BitField)
+from scapy.fields import (
+    ByteField,
+    FieldListField,
+    FlagsField,
+    IntField,
+    LongField,
+    ShortField,
+    SignedByteField,
+    SignedIntField,
+    _BitField,
+)
 from scapy.layers.inet import UDP
 from scapy.packet import Packet, bind_layers
 

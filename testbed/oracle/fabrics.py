@@ -7,9 +7,9 @@ import math
 from dataclasses import dataclass, field
 
 from testbed.oracle.circuits import plan_circuits
+from testbed.oracle.collectives import ring_allreduce_time_s
 from testbed.oracle.relay import adjacency, relay_path
 from testbed.oracle.wavelengths import plan_wavelengths
-from testbed.predict import ring_allreduce_time_s
 from testbed.scenario import Fabric
 from testbed.units import gbps_to_bps, us_to_s
 

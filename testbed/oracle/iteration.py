@@ -6,10 +6,10 @@ from __future__ import annotations
 import math
 from collections import defaultdict
 
+from testbed.oracle.collectives import Breakdown, Prediction
 from testbed.oracle.fabrics import FlowModel, dp_allreduce_s, mp_flow_model, ring_flow_model, ring_plan
 from testbed.oracle.flows import Flow, completion_times
 from testbed.placer.plan import Plan
-from testbed.predict import Breakdown, Prediction
 from testbed.scenario import Fabric
 from testbed.units import us_to_s
 

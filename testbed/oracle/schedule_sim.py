@@ -8,9 +8,9 @@ import math
 from collections import defaultdict
 
 from testbed.errors import InputError
+from testbed.oracle.collectives import Breakdown, Prediction, collective_cost
 from testbed.oracle.fabrics import FlowModel, mp_flow_model
 from testbed.oracle.flows import Flow, max_min_rates
-from testbed.predict import Breakdown, Prediction, collective_cost
 from testbed.scenario import Fabric
 from testbed.schedule import collective_traffic, traffic_pairs
 from testbed.units import us_to_s

@@ -19,7 +19,6 @@ from testbed.placer.profiles import DeviceProfile
 from testbed.placer.zoo import ModelGraph
 
 
-
 @dataclass(frozen=True)
 class Plan:
     model: str

@@ -43,7 +43,8 @@ def test_sweep_completes_and_resumes_without_rerunning_finished_points(tmp_path,
     assert all(r["status"] == "ok" and r["sums_correct"] == "True" for r in rows)
     by_point = {}
     for r in rows:
-        by_point.setdefault((r["fabric.kind"], r["fabric.gpu_bandwidth_gbps"]), []).append(float(r["emulated_over_predicted"]))
+        point = (r["fabric.kind"], r["fabric.gpu_bandwidth_gbps"])
+        by_point.setdefault(point, []).append(float(r["emulated_over_predicted"]))
     for ratios in by_point.values():
         assert all(0.8 <= x <= 1.25 for x in ratios)
     report = subprocess.run([sys.executable, "-m", "testbed.cli", "report", str(out)], capture_output=True, text=True)

@@ -13,7 +13,7 @@ from hosts.transport import InProcessTransport
 from testbed.errors import InputError
 from testbed.predict import predict, ring_allreduce_time_s
 from testbed.scenario import parse_scenario
-from testbed.schedule import schedule_for
+from testbed.workloads import schedule_for
 
 from .test_collectives import run_ranks
 

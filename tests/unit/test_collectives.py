@@ -95,6 +95,7 @@ def test_ring_allreduce_over_tcp_loopback(ranks):
 
 
 from hosts.collectives import (  # noqa: E402
+    _bounds,
     alltoall,
     halving_doubling_allreduce,
     ring_allgather,
@@ -102,7 +103,6 @@ from hosts.collectives import (  # noqa: E402
     sendrecv,
     tree_allreduce,
     tree_broadcast,
-    _bounds,
 )
 
 

@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 
 from testbed.errors import InputError
 from testbed.scenario import parse_scenario
-from testbed.schedule import schedule_for
+from testbed.workloads import schedule_for
 
 from ..conftest import ROOT
 
@@ -67,7 +67,8 @@ OP_KEYS = ["name", "kind", "compute_us_per_sample", "compute_us_per_batch", "out
 op_entries = st.dictionaries(st.sampled_from(OP_KEYS), values, max_size=6)
 
 
-@settings(max_examples=1000, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
+@settings(max_examples=1000, deadline=None,
+          suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
 @given(st.dictionaries(st.sampled_from(["name", "batch", "ops", "extra"]),
                        st.one_of(values, st.lists(op_entries, max_size=4)), max_size=4))
 def test_user_op_profiles_load_or_fail_with_one_sentence(tmp_path, data):

@@ -17,8 +17,20 @@ from hosts.ina.deparser import encode
 from hosts.ina.fallback import EndHostAggregator
 from hosts.ina.parser import Drop, Header, parse
 from hosts.ina.pipeline import Pipeline
-from hosts.ina.protocol import (DATA_PORT, ELEMENTS_PER_PACKET, FALLBACK, FLUSH, HEADER, HEADER_BYTES, INA, INT, MAX,
-                                OVERFLOW, RESULT, RETRANSMIT)
+from hosts.ina.protocol import (
+    DATA_PORT,
+    ELEMENTS_PER_PACKET,
+    FALLBACK,
+    FLUSH,
+    HEADER,
+    HEADER_BYTES,
+    INA,
+    INT,
+    MAX,
+    OVERFLOW,
+    RESULT,
+    RETRANSMIT,
+)
 from hosts.ina.tables import RegistrationError, Tables
 from tests.unit.ina_loopback import NODE, loopback_node, run_jobs, worker_address
 
@@ -336,7 +348,7 @@ def ina_scenario(**changes):
 ])
 def test_bad_ina_scenarios_are_refused_with_the_fix(changes, words):
     from testbed.errors import InputError
-    from testbed.schedule import schedule_for
+    from testbed.workloads import schedule_for
 
     with pytest.raises((InputError, ValueError), match=words):
         schedule_for(ina_scenario(**changes))
@@ -345,7 +357,7 @@ def test_bad_ina_scenarios_are_refused_with_the_fix(changes, words):
 def test_algorithm_ina_needs_the_ina_fabric():
     from testbed.errors import InputError
     from testbed.scenario import apply_overrides, load_scenario
-    from testbed.schedule import schedule_for
+    from testbed.workloads import schedule_for
     from tests.conftest import ROOT
 
     scenario = apply_overrides(load_scenario(ROOT / "scenarios" / "quickstart.yaml"), {"workload.algorithm": "ina"})
@@ -355,8 +367,8 @@ def test_algorithm_ina_needs_the_ina_fabric():
 
 def test_jobs_are_groups_and_the_node_owns_a_port_per_gpu():
     from testbed.ina_fabric import ina_host_commands
-    from testbed.schedule import schedule_for
     from testbed.topology import build_topology
+    from testbed.workloads import schedule_for
 
     scenario = ina_scenario(**{"fabric.link_loss_frac": 0.02})
     schedule = schedule_for(scenario)

@@ -8,9 +8,10 @@ from testbed.calibration import Calibration
 from testbed.emulation import MIN_MESSAGE_BYTES, resolve_emulation
 from testbed.predict import predict, ring_allreduce_time_s
 from testbed.scenario import parse_scenario
-from testbed.schedule import ring_allreduce_traffic, schedule_for
+from testbed.schedule import ring_allreduce_traffic
 from testbed.shaping import htb_commands, line_rate_bps
 from testbed.units import Dilation
+from testbed.workloads import schedule_for
 
 CALIBRATION = Calibration(capacity_bps=1.2e9, timer_error_s=50e-6, sleep_overshoot_s=80e-6, datapath="user",
                           measured_at="test")

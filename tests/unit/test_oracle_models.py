@@ -39,7 +39,8 @@ def test_circuits_respect_ports_and_each_switch_is_a_matching(nodes, switches, s
     import random
 
     rng = random.Random(seed)
-    traffic = {(a, b): rng.randint(1, 10**6) for a in range(nodes) for b in range(nodes) if a != b and rng.random() < 0.4}
+    traffic = {(a, b): rng.randint(1, 10**6) for a in range(nodes) for b in range(nodes)
+               if a != b and rng.random() < 0.4}
     plan = plan_circuits(traffic, nodes, switches, 1e9)
     for node in range(nodes):
         assert plan.degree(node) <= switches
@@ -58,7 +59,8 @@ def test_wavelengths_respect_segments_reach_and_interfaces(nodes, waves, reach, 
     import random
 
     rng = random.Random(seed)
-    traffic = {(a, b): rng.randint(1, 10**6) for a in range(nodes) for b in range(nodes) if a != b and rng.random() < 0.3}
+    traffic = {(a, b): rng.randint(1, 10**6) for a in range(nodes) for b in range(nodes)
+               if a != b and rng.random() < 0.3}
     plan = plan_wavelengths(traffic, nodes, waves, 25e9, reach)
     on_segment = {}
     for path in plan.lightpaths.values():
@@ -77,7 +79,7 @@ def test_schedule_simulation_agrees_with_the_formulas_and_the_plan_oracle():
     from testbed.oracle.schedule_sim import simulate_schedule
     from testbed.placer.emit import plan_schedule
     from testbed.scenario import parse_scenario
-    from testbed.schedule import schedule_for
+    from testbed.workloads import schedule_for
 
     scenario = parse_scenario({"name": "c", "fabric": {"kind": "elect-flat", "hosts": 8, "gpu_bandwidth_gbps": 100,
                                                        "latency_us": 5},
@@ -111,7 +113,8 @@ def test_collectives_in_a_schedule_run_at_what_their_ring_gets_on_the_plan():
     plan = make_plan(MODELS["resnet50"](), device("v100"), 2, 4, 16, None)
     schedule = plan_schedule(plan, "x", 1).to_json()
     steps = [g["steps"] for g in schedule["gpus"]]
-    traffic = {(i, j): float(b) for i, row in enumerate(schedule["traffic_matrix_bytes"]) for j, b in enumerate(row) if b}
+    traffic = {(i, j): float(b) for i, row in enumerate(schedule["traffic_matrix_bytes"])
+               for j, b in enumerate(row) if b}
     flat = Fabric(kind="elect-flat", hosts=8, gpu_bandwidth_gbps=100)
     rates = collective_rates_bps(steps, mp_flow_model(flat, 8, 1, traffic))
     assert sorted(rates) == [("dp-allreduce", (0, 2, 4, 6)), ("dp-allreduce", (1, 3, 5, 7))]

@@ -36,7 +36,8 @@ def test_quickstart_is_valid():
 
 
 @pytest.mark.parametrize("data, words", [
-    (with_change(("fabric", "gpu_bandwdth_gbps"), 3), ["unknown field", "fabric.gpu_bandwdth_gbps", "gpu_bandwidth_gbps"]),
+    (with_change(("fabric", "gpu_bandwdth_gbps"), 3),
+     ["unknown field", "fabric.gpu_bandwdth_gbps", "gpu_bandwidth_gbps"]),
     (with_change(("fabric", "gpu_bandwidth_gbps"), -100), ["fabric.gpu_bandwidth_gbps", "greater than 0"]),
     (with_change(("fabric", "hosts"), delete=True), ["missing", "fabric.hosts"]),
     (with_change(("fabric", "wavelengths"), 4), ["wavelengths", "sip-ring"]),
@@ -128,9 +129,7 @@ def test_resolved_scenario_reloads():
 def test_resolved_optical_scenarios_keep_their_estimation_period(name):
     import yaml
 
-    from testbed.scenario import scenario_to_yaml
-
-    from testbed.scenario import apply_overrides
+    from testbed.scenario import apply_overrides, scenario_to_yaml
 
     scenario = apply_overrides(load_scenario(ROOT / "scenarios" / name), {"fabric.estimate_period_us": 500})
     data = yaml.safe_load(scenario_to_yaml(scenario))

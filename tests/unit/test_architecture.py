@@ -1,0 +1,39 @@
+"""The shape of the code, checked: the import-linter contracts in pyproject.toml (layers, the pure
+core, hosts and controller boundaries), no import cycle anywhere (imports inside functions
+included), and ruff."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import grimp
+import networkx as nx
+
+from ..conftest import ROOT
+
+BIN = Path(sys.executable).parent
+
+
+def test_import_contracts_are_kept():
+    out = subprocess.run([str(BIN / "lint-imports")], cwd=ROOT, capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stdout[-3000:] + out.stderr
+
+
+def test_no_module_is_caught_in_an_import_cycle():
+    graph = grimp.build_graph("testbed", "controller", "hosts")
+    edges = nx.DiGraph()
+    for module in graph.modules:
+        for imported in graph.find_modules_directly_imported_by(module):
+            edges.add_edge(module, imported)
+    # A package importing its own submodules is not a cycle between modules.
+    cycles = [sorted(c) for c in nx.strongly_connected_components(edges) if len(c) > 1
+              and not all(m.startswith(min(c, key=len) + ".") or m == min(c, key=len) for m in c)]
+    assert not cycles, cycles
+
+
+def test_ruff_finds_nothing():
+    out = subprocess.run([str(BIN / "ruff"), "check", "testbed", "controller", "hosts", "tests", "bench", "examples"],
+                         cwd=ROOT, capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stdout[-3000:]
