@@ -8,6 +8,7 @@ import json
 import threading
 import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
 from urllib.parse import parse_qs, urlparse
 
 from controller.optical_plan import PlanError
@@ -53,7 +54,7 @@ def parse_links(kind: str, body: dict) -> dict:
 
 
 class _Handler(BaseHTTPRequestHandler):
-    app = None  # the controller, set by serve()
+    app: Any = None  # the controller (an os-ken app), set by serve()
 
     def log_message(self, fmt, *args):  # the controller's log stays readable
         pass

@@ -11,6 +11,7 @@ import threading
 import time
 import traceback
 from pathlib import Path
+from typing import Any
 
 from os_ken.base import app_manager
 from os_ken.controller import ofp_event
@@ -67,7 +68,7 @@ class OpticalFabricApp(app_manager.OSKenApp):
                                         if self.schedule_traffic else {})
         self.rendering = optical_plan.render(self.topology, self.state)
         self.count_plan = count_rules(self.topology)
-        self.datapaths: dict[int, object] = {}
+        self.datapaths: dict[int, Any] = {}  # os-ken datapaths, untyped
         self.programmed: set[int] = set()
         self.barriers: dict[tuple[int, int], threading.Event] = {}
         self.counters: dict[tuple[int, str, str], int] = {}

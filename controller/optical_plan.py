@@ -176,7 +176,8 @@ def validate_lightpaths(topology: dict[str, Any], lightpaths: dict[tuple[int, in
     n = len(topology["hosts"])
     ring = topology["ring"]
     w, reach = ring["wavelengths"], ring["reach"]
-    tx, rx, load = [0] * n, [0] * n, {}
+    tx, rx = [0] * n, [0] * n
+    load: dict[tuple[int, int], int] = {}
     for (src, dst), count in sorted(lightpaths.items()):
         if not (0 <= src < n and 0 <= dst < n) or src == dst:
             raise PlanError(f"lightpath {src}->{dst} must join two different GPUs of 0..{n - 1}")

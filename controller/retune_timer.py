@@ -85,6 +85,7 @@ class Shells:
                     stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=err, bufsize=0)
                 err.close()
                 self.procs[(rank, tool)] = proc
+                assert proc.stdout is not None and proc.stdin is not None  # both are pipes
                 self.selector.register(proc.stdout, selectors.EVENT_READ, (rank, tool))
         self.pending = {key: b"" for key in self.procs}
 
@@ -104,6 +105,7 @@ class Shells:
                 if proc.poll() is not None:
                     raise RuntimeError(f"the {tool} shell of host {rank} exited")
                 command, answer = MARKERS[tool]
+                assert proc.stdin is not None
                 proc.stdin.write((text + command).encode())
                 waiting[(rank, tool)] = answer
         done: dict[int, float] = {}
@@ -121,8 +123,8 @@ class Shells:
                 now = time.monotonic()
                 self.pending[(rank, tool)] += chunk
                 *complete, self.pending[(rank, tool)] = self.pending[(rank, tool)].split(b"\n")
-                answer = waiting.get((rank, tool))
-                if answer is not None and any(answer in line.decode(errors="replace") for line in complete):
+                expected = waiting.get((rank, tool))
+                if expected is not None and any(expected in line.decode(errors="replace") for line in complete):
                     del waiting[(rank, tool)]
                     if not any(r == rank for r, _ in waiting):
                         done[rank] = now
@@ -131,7 +133,8 @@ class Shells:
     def close(self) -> None:
         for proc in self.procs.values():
             try:
-                proc.stdin.close()
+                if proc.stdin is not None:
+                    proc.stdin.close()
                 proc.wait(timeout=5)
             except (OSError, subprocess.TimeoutExpired):
                 proc.kill()
@@ -171,7 +174,8 @@ def shell_count(lines: dict[int, list[str]]) -> int:
 def serve(shells: Shells, requests, replies) -> None:
     """Apply each step around its agreed instant: `at_s`, or `after_s` past the previous step's
     agreed instant (never past when it began: the gap between two steps is what is timed)."""
-    last_at, offsets, latency = 0.0, {}, Latency()
+    last_at, latency = 0.0, Latency()
+    offsets: dict[int, float] = {}
     for raw in requests:
         if not raw.strip():
             continue

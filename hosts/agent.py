@@ -15,6 +15,7 @@ import time
 import traceback
 import zlib
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -56,8 +57,8 @@ class Agent:
         recvs = [self._emulated(s["bytes"]) for s in self.steps if s["kind"] == "recv"]
         self.payload = np.zeros(max(sends, default=1), dtype=np.uint8)
         self.scratch = np.empty(max(recvs, default=1), dtype=np.uint8)
-        self.ina = None  # the INA endpoint, if this host's schedule all-reduces through the node
-        self.ina_jobs: dict[tuple[int, ...], object] = {}
+        self.ina: Any = None  # the INA endpoint (hosts.ina.client, imported only where INA runs)
+        self.ina_jobs: dict[tuple[int, ...], Any] = {}
         self._schedule = schedule
         self.iterations: list[dict] = []  # the measured iterations this host completed
         self.kept_events = 0  # events up to the end of the last completed iteration
@@ -110,9 +111,9 @@ class Agent:
             if r.recv_peer is not None:
                 self._event("recv", r.start_s, r.end_s, iteration, peer=r.recv_peer, **common)
 
-    def _inputs(self, iteration: int) -> dict[int, np.ndarray]:
+    def _inputs(self, iteration: int) -> dict[int, np.ndarray | None]:
         """Each collective step's input buffer, made before the iteration starts (no timed work)."""
-        buffers = {}
+        buffers: dict[int, np.ndarray | None] = {}
         for index, step in enumerate(self.steps):
             if step["kind"] in ("compute", "send", "recv"):
                 continue
@@ -138,7 +139,7 @@ class Agent:
         return 0x80000000 + zlib.crc32(f"{round_}/{tag}".encode()) % 0x70000000
 
     def _run_round(self, iteration: int, round_: int, transport: TcpTransport,
-                   inputs: dict[int, np.ndarray]) -> tuple[list[dict], float]:
+                   inputs: dict[int, np.ndarray | None]) -> tuple[list[dict], float]:
         """Every step in schedule order: computes wait their dilated time, sends are posted, receives
         block until their message is in, collectives run with real data. Returns the collectives'
         outcomes and when the last step finished."""
@@ -175,6 +176,7 @@ class Agent:
                   transport: TcpTransport) -> dict:
         group = list(step["group"])
         if step["algorithm"] == "ina":
+            assert data is not None  # every INA worker holds a buffer
             return self._run_ina_step(step, data, iteration)
         start = time.monotonic()
         result, records = ops.run(step["op"], step["algorithm"], transport, group, data, tag_base=(round_ + 1) << 16,
@@ -187,7 +189,7 @@ class Agent:
         # wait); a send-only step ends once the kernel has buffered it, so it says nothing of rate.
         busy = [(r.recv_bytes, r.end_s - r.start_s - transport.latency.target_s) for r in records if r.recv_bytes]
         rates = [size * 8 / seconds for size, seconds in busy if seconds > 0]
-        if result is None:  # a CPU machine holds no result to check
+        if result is None or data is None:  # a CPU machine holds no result to check
             return {"step_rates_bps": rates, "end_s": end}
         return {"digest": digest(result), "elements": data.size, "step_rates_bps": rates, "end_s": end,
                 "op": step["op"], "group_size": len(group), "pos": group.index(self.rank),

@@ -127,6 +127,8 @@ def byteps_allreduce(transport: Transport, group: list[int], services: list[int]
                      clock=time.monotonic) -> list[StepRecord]:
     """Sum `data` in place over the GPU machines of `group`; CPU machines in `services` only sum
     (they pass None: each push carries its chunk, and its sum goes back as it came)."""
+    if data is None:  # a CPU machine: nothing of its own to push or to overwrite
+        data = np.zeros(0, dtype=np.float32)
     n, k = len(group), len(services)
     nodes = list(group) + list(services)
     me = nodes.index(transport.rank)

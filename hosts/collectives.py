@@ -126,7 +126,7 @@ def halving_doubling_allreduce(transport: Transport, group: list[int], data: np.
         vpos = pos - extra
     members = [group[2 * v] if v < extra else group[v + extra] for v in range(p2)]
     lo, hi = 0, data.size
-    history = []
+    history: list[tuple[int, tuple[int, int], tuple[int, int]]] = []
     distance = p2 // 2
     while distance:
         partner_v = vpos ^ distance
@@ -149,7 +149,7 @@ def halving_doubling_allreduce(transport: Transport, group: list[int], data: np.
 def _binomial_rounds(rel: int, n: int) -> list[tuple[int, int | None]]:
     """Per round of a binomial tree rooted at relative rank 0: (+1, child) where this rank passes the
     buffer down, (-1, parent) where it receives it, (0, None) where it is idle that round."""
-    rounds = []
+    rounds: list[tuple[int, int | None]] = []
     mask = 1
     while mask < n:
         if rel < mask and rel + mask < n:
@@ -174,6 +174,7 @@ def _tree(transport: Transport, group: list[int], data: np.ndarray, root: int, t
         if direction == 0:
             ex.records.append(StepRecord(f"{phase}-idle", len(ex.records), None, None, 0, clock(), clock()))
             continue
+        assert peer is not None  # a round with a direction has a peer
         other = group[(peer + root) % n]
         if (direction > 0) != toward_root:  # sending: down the tree, or up towards the root
             ex(phase, other, data, None, None)

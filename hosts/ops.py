@@ -54,6 +54,7 @@ def run(op: str, algorithm: str, transport: Transport, group: list[int], data: n
         records = byteps.byteps_allreduce(transport, group, list(services), data, chunks,
                                           classic=algorithm == "ps", tag_base=tag_base)
         return data, records
+    assert data is not None  # only CPU machines pass none, and they take part in BytePS/PS alone
     if algorithm == "ina":
         raise ValueError("INA all-reduce runs through the agent's INA endpoint, not over a Transport")
     n, pos = len(group), group.index(transport.rank)

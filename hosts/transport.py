@@ -118,7 +118,7 @@ class InProcessTransport:
         if payload.nbytes != out.nbytes:
             raise TransportError(f"rank {self.rank} expected tag {tag} ({out.nbytes} B) from {peer}, "
                                  f"got {payload.nbytes} B")
-        memoryview(out).cast("B")[:] = memoryview(np.ascontiguousarray(payload)).cast("B")
+        out.data.cast("B")[:] = np.ascontiguousarray(payload).data.cast("B")
 
     def recv_any(self, peer: int) -> tuple[int, np.ndarray]:
         """The next message from `peer`, whatever its tag, as bytes (one caller per peer)."""
@@ -258,12 +258,12 @@ class TcpTransport:
                 if size != out.nbytes:
                     raise TransportError(f"rank {self.rank} expected tag {tag} ({out.nbytes} B) from rank {peer}, "
                                          f"got {size} B")
-                _recv_exact(sock, memoryview(out).cast("B"))
+                _recv_exact(sock, out.data.cast("B"))
                 if confirm:
                     sock.sendall(ACK)
                 return
             payload = np.empty(size, dtype=np.uint8)
-            _recv_exact(sock, memoryview(payload))
+            _recv_exact(sock, payload.data)
             if confirm:
                 sock.sendall(ACK)
             self._stash[(peer, got_tag)] = payload
@@ -271,7 +271,7 @@ class TcpTransport:
         if payload.nbytes != out.nbytes:
             raise TransportError(f"rank {self.rank}: message {tag} from rank {peer} has {payload.nbytes} B, "
                                  f"expected {out.nbytes} B")
-        memoryview(out).cast("B")[:] = memoryview(payload)
+        out.data.cast("B")[:] = payload.data
 
     def recv_any(self, peer: int) -> tuple[int, np.ndarray]:
         """The next message from `peer`, whatever its tag, as bytes: for readers that dispatch on
@@ -288,7 +288,7 @@ class TcpTransport:
         _recv_exact(sock, memoryview(header))
         tag, size, confirm = HEADER.unpack(header)
         payload = np.empty(size, dtype=np.uint8)
-        _recv_exact(sock, memoryview(payload))
+        _recv_exact(sock, payload.data)
         if confirm:
             sock.sendall(ACK)
         return tag, payload

@@ -77,7 +77,7 @@ def traffic(instances_: list[Instance], ranks: int) -> tuple[tuple[int, ...], ..
     return tuple(tuple(round(v) for v in row) for row in matrix)
 
 
-def byteps_schedule(scenario: Scenario):
+def byteps_schedule(scenario: Scenario) -> Schedule:
     workload = scenario.workload
     found = instances(scenario)
     ranks = total_ranks(scenario)

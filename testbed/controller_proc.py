@@ -91,6 +91,13 @@ class ControllerProcess:
         raise RunFailed(f"the controller did not listen on port {self.port} within {timeout_s:.0f} s; "
                         f"see {self.log_path}")
 
+    @property
+    def pid(self) -> int:
+        """The running controller's PID."""
+        if self.process is None:
+            raise RunFailed("the controller is not running")
+        return self.process.pid
+
     def restart(self) -> None:
         """A crash (SIGKILL) and a new controller on the same port: the switches keep their rules
         while it is away (fail-secure) and reconnect to it; it re-reads its configuration and

@@ -46,7 +46,7 @@ def resolve_emulation(
     predicted_iteration_s: float,
     shortest_event_s: float,
     smallest_message_bytes: float,
-    concurrent_senders: int,
+    concurrent_senders: float,
     calibration: Calibration,
     min_dilation: float = 0.0,
     max_host_rate_bps: float | None = None,

@@ -29,17 +29,18 @@ class FaultActions:
 
     def apply(self, step: FaultStep) -> None:
         fault = step.fault
+        rank = fault.host if fault.host is not None else -1  # link and agent faults name one (validated)
         if fault.kind in ("link_loss", "link_down"):
-            host = self.live.fabric.host(fault.host)
+            host = self.live.fabric.host(rank)
             for command in link_rules(step):
                 out = host.cmd(command + " ; echo rc=$?").strip()
                 if not out.endswith("rc=0"):
                     raise RunFailed(f"`{command}` said {out}")
         elif fault.kind == "agent_kill":
-            self.agents[fault.host].kill()
+            self.agents[rank].kill()
         elif fault.kind == "controller_restart":
             controller = self.live.controller
             controller.restart()
-            self.live.record.add_process(controller.process.pid)
+            self.live.record.add_process(controller.pid)
         elif fault.kind == "node_restart":
             self.sides.restart_ina_node()

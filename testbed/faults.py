@@ -7,7 +7,7 @@ from __future__ import annotations
 import threading
 import time
 from dataclasses import dataclass
-from typing import Callable
+from typing import Any, Callable
 
 from testbed.scenario import Fault
 
@@ -49,7 +49,7 @@ class FaultInjector(threading.Thread):
                  act: Callable[[FaultStep], None]) -> None:
         super().__init__(name="faults", daemon=True)
         self.steps, self.epoch_s, self.dilation, self.act = steps, epoch_s, dilation, act
-        self.applied: list[dict] = []
+        self.applied: list[dict[str, Any]] = []
         self.error: str | None = None
         self._active: dict[int, FaultStep] = {}
         self._stopping = threading.Event()

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import statistics
 from dataclasses import dataclass
+from typing import Any
 
 from testbed.emulation import MIN_MESSAGE_BYTES
 from testbed.shaping import HTB_IDLE_BURST_BYTES
@@ -43,7 +44,7 @@ def link_rate_monitor(step_rates_bps: list[float], host_rate_bps: float, loss_in
 JUDGED_BURSTS = 10  # messages this many idle bursts long are judged; the burst varies by ±25 KB
 
 
-def transfer_rates_bps(events: list[dict], dilation: float, alpha_wall_s: float,
+def transfer_rates_bps(events: list[dict[str, Any]], dilation: float, alpha_wall_s: float,
                        host_rate_bps: float) -> list[tuple[int, int, float]]:
     """Rates of a schedule's point-to-point messages whose receiver was already waiting when the
     message could start moving (send posted, alpha passed): timed from then to the receive's end.
@@ -118,7 +119,7 @@ def capacity_monitor(offered_bps: float, capacity_bps: float, calibrated: bool) 
                    "" if ok else "use dilation: auto, or a larger dilation")
 
 
-def drop_monitor(counters: dict | None) -> Monitor:
+def drop_monitor(counters: dict[str, int] | None) -> Monitor:
     """Datapath drops during the iterations. TCP recovers a rare loss within a round trip, so up to
     DROP_TOLERANCE of the packets passes; more means the datapath was overloaded."""
     if counters is None:
@@ -134,11 +135,11 @@ def drop_monitor(counters: dict | None) -> Monitor:
 INA_RETRANSMIT_TOLERANCE = 0.01
 
 
-def ina_loss_monitor(ina: dict | None, loss_injected: bool) -> Monitor:
+def ina_loss_monitor(ina: dict[str, Any] | None, loss_injected: bool) -> Monitor:
     """INA packets lost without the scenario asking for it (each costs a retransmission timeout):
     the node program or a queue could not keep up."""
     node = (ina or {}).get("node")
-    if node is None:
+    if ina is None or node is None:
         return Monitor("ina_loss", None, False, "the aggregation node wrote no counters",
                        "see ina_node.log in the run directory")
     received = max(1, node["counters"].get("received", 0))

@@ -114,7 +114,7 @@ def live_fabric(fabric_spec: "Fabric", host_rate_bps: float, work_dir: Path,
         (work_dir / "controller_config.json").write_text(json.dumps(config, indent=1))
         if switched:
             fabric.controller_port = controller.start()
-            record.add_process(controller.process.pid)
+            record.add_process(controller.pid)
         fabric.start()
         pids_path.write_text(json.dumps(fabric.host_pids()))
         ready = _wait_ready(controller, ready_path) if switched else {}

@@ -18,7 +18,7 @@ from testbed.oracle.fabrics import mp_flow_model
 from testbed.oracle.flows import Flow, completion_times
 from testbed.oracle.iteration import predict_plan
 from testbed.oracle.schedule_sim import simulate_schedule
-from testbed.scenario import Scenario
+from testbed.scenario import Fabric, Scenario
 from testbed.schedule import Schedule
 from testbed.units import gbps_to_bps, us_to_s
 from testbed.workloads import model_plan, schedule_for
@@ -27,7 +27,7 @@ from testbed.workloads import model_plan, schedule_for
 def predict_ina_fabric(scenario: Scenario, schedule: Schedule) -> Prediction:
     """The ina fabric: the node is a non-blocking switch with a port of B per GPU, so a ring (or
     any collective) of each job costs what it costs on Elect-Flat; INA all-reduce uses the node."""
-    fabric, first = scenario.fabric, schedule.gpus[0].steps[0]
+    fabric, first = scenario.fabric, schedule.gpus[0].steps[0].collective()
     rate, latency = gbps_to_bps(fabric.gpu_bandwidth_gbps), us_to_s(fabric.latency_us)
     n = len(first.group)
     if first.algorithm == "ina":
@@ -57,7 +57,7 @@ def predict(scenario: Scenario, schedule: Schedule) -> Prediction:
     steps = [step for gpu in schedule.gpus for step in gpu.steps]
     if not all(s.kind == "collective" for s in steps):
         raise InputError(f"{scenario.name}: predict(scenario, schedule) is for collective schedules")
-    first = steps[0]
+    first = steps[0].collective()
     if fabric.kind == "ina":
         return predict_ina_fabric(scenario, schedule)
     if fabric.kind != "elect-flat":
@@ -94,7 +94,8 @@ def predict_byteps(scenario: Scenario, schedule: Schedule) -> Prediction:
 RING_STEP_OPS = {"allreduce": 2, "reducescatter": 1, "allgather": 1}  # passes of n-1 steps
 
 
-def _ring_on_fabric(op: str, n: int, size_bytes: float, fabric, traffic: dict) -> Prediction:
+def _ring_on_fabric(op: str, n: int, size_bytes: float, fabric: Fabric,
+                    traffic: dict[tuple[int, int], float]) -> Prediction:
     """A ring collective on any fabric: every step, each GPU sends M/n to the next at once, so a
     step takes as long as the slowest of those n concurrent transfers over the fabric's paths
     (circuits, lightpaths, uplinks), shared max-min fairly."""

@@ -12,9 +12,10 @@ from testbed.emulation import EmulationPlan, resolve_emulation
 from testbed.errors import InputError
 from testbed.fidelity import DARK_TOLERANCE
 from testbed.ina_fabric import collision_fraction, max_worker_rate_bps
+from testbed.oracle.collectives import Prediction, collective_cost
 from testbed.oracle.fabrics import forwarding_load_factor, mp_flow_model
 from testbed.oracle.schedule_sim import simulate_schedule
-from testbed.predict import Prediction, collective_cost, predict
+from testbed.predict import predict
 from testbed.scenario import Fabric, Scenario
 from testbed.schedule import Schedule
 from testbed.shaping import MTU_FRAME_BYTES, TCP_PAYLOAD_BYTES
@@ -38,7 +39,8 @@ class Prepared:
     shortest_event_s: float  # real-world: the shortest message exchange (alpha plus its bytes)
     smallest_message_bytes: float
     expected_rate_bps: float | None = None  # emulated rate a busy transfer should get (None: the host rate)
-    pair_rate_frac: dict | None = None  # schedules: the share of B each GPU pair's path carries alone
+    # Schedules: the share of B each GPU pair's path carries alone.
+    pair_rate_frac: dict[tuple[int, int], float] | None = None
 
 
 EMULATED_FABRICS = ("elect-flat", "elect-cluster", "sip-ocs", "sip-ring", "ps", "ina")
@@ -85,10 +87,10 @@ def _prepare_schedule(scenario: Scenario, calibration: Calibration) -> Prepared:
     schedule = schedule_for(scenario)
     prediction = simulate_schedule(schedule.to_json(), scenario.fabric)
     steps = max(len(gpu.steps) for gpu in schedule.gpus)
-    sizes = sorted(step.bytes for gpu in schedule.gpus for step in gpu.steps if step.kind == "send")
+    sizes = sorted(step.message_bytes() for gpu in schedule.gpus for step in gpu.steps if step.kind == "send")
     average_step = prediction.iteration_time_s / max(1, steps)
     # Without point-to-point messages, judge against what a link carries in an average step.
-    median = sizes[len(sizes) // 2] if sizes else \
+    median = float(sizes[len(sizes) // 2]) if sizes else \
         max(1.0, average_step * gbps_to_bps(scenario.fabric.gpu_bandwidth_gbps) / BITS_PER_BYTE)
     plan = _emulation_plan(scenario, schedule, prediction, calibration, average_step, median)
     return Prepared(scenario, schedule, prediction, plan, average_step, _bulk_smallest(sizes, median),
@@ -136,7 +138,7 @@ def _prepare_ina(scenario: Scenario, schedule: Schedule, prediction: Prediction,
     """INA all-reduce: one round of M each way per worker, in packets the node program must keep
     up with, so the emulated rate is also capped by the node's packet rate. A busy worker receives
     results at the rate its port carries INA payload."""
-    fabric, size = scenario.fabric, float(scenario.workload.bytes)
+    fabric, size = scenario.fabric, float(schedule.gpus[0].steps[0].collective().bytes)
     shortest = prediction.iteration_time_s / 2  # the data round; the exponent round is about α
     plan = _emulation_plan(scenario, schedule, prediction, calibration, shortest, size, _ina_rate_cap(scenario))
     payload_share = (PAYLOAD_BYTES / FRAME_BYTES) * (MTU_FRAME_BYTES / TCP_PAYLOAD_BYTES)
@@ -144,7 +146,7 @@ def _prepare_ina(scenario: Scenario, schedule: Schedule, prediction: Prediction,
     if fabric.aggregation_gbps:
         share = fabric.aggregation_gbps / fabric.hosts / fabric.gpu_bandwidth_gbps
         expected = min(expected, plan.host_rate_bps * share)
-    workers = len(schedule.gpus[0].steps[0].group)
+    workers = len(schedule.gpus[0].steps[0].collective().group)
     expected /= 1 + collision_fraction(fabric, workers) * (workers - 1)  # everyone waits on the fallback host
     return Prepared(scenario, schedule, prediction, plan, shortest, size, expected)
 

@@ -213,7 +213,7 @@ def assemble(prepared: "Prepared", run_dir: Path, measured: dict, outcome: dict)
         outcome = {**outcome, "error": f"after fault {'; '.join(started)}: {outcome.get('error')}"}
     mean = lambda xs: sum(xs) / len(xs) if xs else None  # noqa: E731
     comm = [e["duration_s"] for e in events if e["kind"] == "collective"]
-    per_host_compute = {}
+    per_host_compute: dict[tuple[int, int], float] = {}
     for e in events:
         if e["kind"] == "compute":
             key = (e["host"], e["iteration"])

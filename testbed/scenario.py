@@ -301,4 +301,4 @@ def scenario_to_yaml(scenario: Scenario, resolved: dict[str, Any] | None = None)
     data["fabric"] = {k: v for k, v in data["fabric"].items() if _applies(k, scenario.fabric.kind)}
     if resolved:
         data["emulation"].update(resolved)
-    return yaml.safe_dump(data, sort_keys=False)
+    return str(yaml.safe_dump(data, sort_keys=False))

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -30,6 +31,29 @@ class Step:
     def to_json(self) -> dict[str, Any]:
         return {k: (list(v) if isinstance(v, tuple) else v) for k, v in asdict(self).items() if v is not None}
 
+    def collective(self) -> "Collective":
+        """This step's collective fields, all present (a schedule's loader guarantees them)."""
+        if self.kind != "collective" or self.op is None or self.algorithm is None or self.group is None \
+                or self.bytes is None:
+            raise ValueError(f"step {self.id} is a {self.kind} step, not a complete collective")
+        return Collective(self.op, self.algorithm, self.group, self.bytes)
+
+    def message_bytes(self) -> int:
+        """A send's or receive's size."""
+        if self.bytes is None:
+            raise ValueError(f"step {self.id} ({self.kind}) has no size")
+        return self.bytes
+
+
+@dataclass(frozen=True)
+class Collective:
+    """A collective step's fields: the operation, its algorithm, the ranks taking part, the buffer."""
+
+    op: str
+    algorithm: str
+    group: tuple[int, ...]
+    bytes: int
+
 
 @dataclass(frozen=True)
 class GpuSchedule:
@@ -37,7 +61,7 @@ class GpuSchedule:
     steps: tuple[Step, ...]
 
 
-def traffic_pairs(matrix) -> dict[tuple[int, int], float]:
+def traffic_pairs(matrix: Iterable[Iterable[float]] | None) -> dict[tuple[int, int], float]:
     """Bytes per ordered GPU pair with traffic, from an N×N matrix (rows send, columns receive)."""
     return {(i, j): float(v) for i, row in enumerate(matrix or []) for j, v in enumerate(row) if v and i != j}
 
@@ -91,7 +115,7 @@ def collective_traffic(op: str, algorithm: str, hosts: int, size_bytes: int) -> 
     transports = InProcessTransport.mesh(hosts)
     sent = [[0] * hosts for _ in range(hosts)]
 
-    def rank(t):
+    def rank(t: InProcessTransport) -> None:
         data = ops.make_input(op, 0, 0, t.rank, hosts, elements)
         for record in ops.run(op, algorithm, t, list(range(hosts)), data, tag_base=0)[1]:
             if record.send_peer is not None:

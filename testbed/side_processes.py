@@ -41,7 +41,7 @@ class SideProcesses:
         node_host = topology["hosts"][topology["ina"]["node_rank"]]
         aggregation_bps = (plan.dilation.emulated_rate_bps(gbps_to_bps(fabric.aggregation_gbps))
                            if fabric.aggregation_gbps else None)
-        per_job = len(prepared.schedule.gpus[0].steps[0].group)
+        per_job = len(prepared.schedule.gpus[0].steps[0].collective().group)
         node_config, agent_config = ina_settings(fabric, per_job, plan.host_rate_bps, aggregation_bps,
                                                  scenario.seed, str(self.run_dir.resolve()))
         node_config["address"] = node_host["ip"]

@@ -54,7 +54,7 @@ def build_topology(fabric: Fabric, tag: str, host_rate_bps: float, datapath: str
         switches.append(switch)
         return switch
 
-    def host_link(rank: int, interface: int, switch: dict[str, Any], port: int, rate_bps: float) -> dict:
+    def host_link(rank: int, interface: int, switch: dict[str, Any], port: int, rate_bps: float) -> dict[str, Any]:
         name = f"h{rank + 1}-eth{interface}"
         links.append({"host": f"h{rank + 1}", "interface": name, "switch": switch["name"], "port": port,
                       "payload_rate_bps": rate_bps, "line_rate_bps": line_rate_bps(rate_bps), "shaped_on": "host"})
@@ -87,7 +87,7 @@ def build_topology(fabric: Fabric, tag: str, host_rate_bps: float, datapath: str
     elif kind == "ina":
         # No switch: the aggregation node owns one port per worker (a direct link, shaped at B on
         # both ends), sums INA packets in its pipeline and forwards all other traffic in its kernel.
-        node = {"name": f"h{n + 1}", "interfaces": []}
+        node: dict[str, Any] = {"name": f"h{n + 1}", "interfaces": []}
         for rank in range(n):
             name = f"h{rank + 1}-eth0"
             peer = f"h{n + 1}-eth{rank}"

@@ -29,11 +29,11 @@ def load_trace(path: str | Path, hosts: int, iterations: int, base_dir: Path | N
     return schedule_from_json(data, str(source), hosts, iterations)
 
 
-def _field(where: str, step: dict, key: str, kind: type, minimum: float | None = None) -> Any:
+def _field(where: str, step: dict[str, Any], key: str, kind: type, minimum: float | None = None) -> Any:
     value = step.get(key)
     if isinstance(value, bool) or not isinstance(value, kind if kind is not float else (int, float)):
         raise InputError(f"{where}: '{key}' must be {'a number' if kind is float else 'an integer'} (got {value!r})")
-    if minimum is not None and value < minimum:
+    if minimum is not None and value < minimum:  # type: ignore[operator]  # a number, checked above
         raise InputError(f"{where}: '{key}' must be at least {minimum} (got {value})")
     return value
 
@@ -45,7 +45,10 @@ def schedule_from_json(data: Any, source: str, hosts: int, iterations: int) -> S
     if not isinstance(gpus, list) or len(gpus) != hosts:
         count = len(gpus) if isinstance(gpus, list) else "no"
         raise InputError(f"{source}: the trace has {count} GPUs but fabric.hosts is {hosts}; make them equal")
-    parsed, sends, recvs = [], {}, {}
+    parsed: list[GpuSchedule] = []
+    # (src, dst, tag) -> (bytes, where it was written)
+    sends: dict[tuple[int, int, str], tuple[int, str]] = {}
+    recvs: dict[tuple[int, int, str], tuple[int, str]] = {}
     for rank, gpu in enumerate(gpus):
         if not isinstance(gpu, dict) or not isinstance(gpu.get("steps"), list):
             raise InputError(f"{source}: gpus[{rank}] needs a 'steps' list")
@@ -79,7 +82,8 @@ def schedule_from_json(data: Any, source: str, hosts: int, iterations: int) -> S
                     size, where)
             else:
                 op, algorithm = step.get("op"), step.get("algorithm", "ring")
-                if not ops.supported(op, algorithm) or algorithm in ops.SERVICE_ALGORITHMS:
+                known = isinstance(op, str) and isinstance(algorithm, str) and ops.supported(op, algorithm)
+                if not known or algorithm in ops.SERVICE_ALGORITHMS:
                     raise InputError(f"{where}: collective {op!r} with algorithm {algorithm!r} cannot run in a "
                                      f"trace; use allreduce, reducescatter, allgather, broadcast, alltoall or "
                                      f"sendrecv with ring (tree, halving-doubling for allreduce)")
@@ -107,7 +111,7 @@ def schedule_from_json(data: Any, source: str, hosts: int, iterations: int) -> S
         matrix[src][dst] += size
     # Collectives' own traffic too, once per step and group: optical fabrics plan circuits and
     # wavelengths from this matrix.
-    collectives = {(s.id, s.group): s for gpu in parsed for s in gpu.steps if s.kind == "collective"}
+    collectives = {(s.id, s.group): s.collective() for gpu in parsed for s in gpu.steps if s.kind == "collective"}
     for step in collectives.values():
         block = collective_traffic(step.op, step.algorithm, len(step.group), step.bytes)
         for i, src in enumerate(step.group):

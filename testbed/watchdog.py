@@ -4,6 +4,7 @@ sentence that says who waits for whom when it is."""
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 STALL_MIN_S = 10.0  # never call a run stalled sooner: start-up and a slow round on a busy machine
 STALL_ROUNDS = 3.0  # a round that takes this many times its expected wall time has stalled
@@ -43,7 +44,7 @@ def stall_bound_s(round_wall_s: float, first_round: bool) -> float:
     return bound + (START_UP_S if first_round else 0.0)
 
 
-def _wait_phrase(report: dict) -> str:
+def _wait_phrase(report: dict[str, Any]) -> str:
     where = report.get("step") or "?"
     if report.get("warmup"):
         where = f"{where} (warm-up round {report['round']})"
@@ -58,7 +59,7 @@ def _wait_phrase(report: dict) -> str:
     return f"rank {report['rank']} waits in {where} {verb} rank {longest['peer']} ({longest.get('for_s', 0):.0f} s)"
 
 
-def _cut_paths(reports: list[dict], reconfigurations: list[dict]) -> list[str]:
+def _cut_paths(reports: list[dict[str, Any]], reconfigurations: list[dict[str, Any]]) -> list[str]:
     """Reconfigurations that left no path for a pair a waiting rank needs (both ways: TCP acknowledges)."""
     needed = set()
     for report in reports:
@@ -74,8 +75,8 @@ def _cut_paths(reports: list[dict], reconfigurations: list[dict]) -> list[str]:
     return found[-1:]  # the latest one is the plan in force
 
 
-def describe_stall(stalled_for_s: float, bound_s: float, reports: dict[int, dict | None],
-                   reconfigurations: list[dict], starting: list[int] = ()) -> str:
+def describe_stall(stalled_for_s: float, bound_s: float, reports: dict[int, dict[str, Any] | None],
+                   reconfigurations: list[dict[str, Any]], starting: list[int] | None = None) -> str:
     """One sentence: how long nothing moved, which ranks wait on which step and peer, and the
     reconfiguration that cut a needed path, if one did."""
     answered = [r for r in reports.values() if r is not None]

@@ -36,7 +36,7 @@ def collective_schedule(scenario: Scenario) -> Schedule:
     if workload.algorithm == "ina" and scenario.fabric.kind != "ina":
         raise InputError(f"{scenario.name}: algorithm ina needs an aggregation node: set fabric.kind to ina")
     hosts = scenario.fabric.hosts
-    assert workload.bytes is not None  # guaranteed by scenario validation
+    assert workload.bytes is not None and workload.collective is not None  # the scenario's validation
     # An ina fabric may carry several jobs of workers_per_job GPUs each, all running at once.
     per_job = (scenario.fabric.workers_per_job or hosts) if scenario.fabric.kind == "ina" else hosts
     if workload.algorithm == "ina":

@@ -303,7 +303,7 @@ class InaEndpoint:
         self._fallbacks.append((process, parent))
 
     def counters(self) -> dict:
-        out = Counter()
+        out: Counter[str] = Counter()
         for client in self.jobs.values():
             out.update(client.counters)
         out.update({f"fallback_{k}": v for k, v in self._fallback_counters.items()})

@@ -79,6 +79,7 @@ class Node:
 
     def _pace(self, size: int) -> None:
         """Token bucket on input bits: the node sums at most aggregation_bps."""
+        assert self.aggregation_bps  # paced only when set
         self._tokens_at = max(self._tokens_at, time.monotonic() - 1e-3) + size * 8 / self.aggregation_bps
         delay = self._tokens_at - time.monotonic()
         if delay > 0:

@@ -22,7 +22,7 @@ class Header(NamedTuple):
     seq: int
     low_seq: int
     bitmap: int
-    count: int
+    count: int  # type: ignore[assignment]  # the header field shadows tuple.count, which nothing here calls
 
 
 class Drop(Exception):

@@ -16,6 +16,10 @@ from functools import lru_cache
 import numpy as np
 from scipy.optimize import Bounds, LinearConstraint, milp
 
+Pair = tuple[int, int]  # (source GPU, destination GPU)
+Demand = dict[Pair, float]  # bytes per pair
+Circuits = dict[Pair, int]  # circuits per pair
+
 MILP_MAX_PAIRS = 400  # above this, the greedy planner (exact MILPs get slow)
 MILP_TIME_LIMIT_S = 10.0
 
@@ -26,7 +30,7 @@ class CircuitPlan:
     index of each of its circuits. `bound_s` is the MILP's lower bound on the
     longest transfer, and `longest_s` what this plan achieves."""
 
-    circuits: dict[tuple[int, int], int]
+    circuits: Circuits
     switch_of: dict[tuple[int, int], tuple[int, ...]]
     method: str
     longest_s: float
@@ -39,21 +43,21 @@ class CircuitPlan:
         return max(out, into)
 
 
-def _pair_demand(traffic: dict[tuple[int, int], float]) -> dict[tuple[int, int], float]:
+def _pair_demand(traffic: Demand) -> Demand:
     return {pair: size for pair, size in traffic.items() if pair[0] != pair[1] and size > 0}
 
 
-def _longest(demand, circuits, link_bps) -> float:
+def _longest(demand: Demand, circuits: Circuits, link_bps: float) -> float:
     return max((demand[p] * 8 / (circuits.get(p, 0) * link_bps) if circuits.get(p, 0) else float("inf")
                 for p in demand), default=0.0)
 
 
-def _greedy(demand, ports: int, link_bps: float, nodes: int) -> dict[tuple[int, int], int]:
+def _greedy(demand: Demand, ports: int, link_bps: float, nodes: int) -> Circuits:
     """One circuit per pair, heaviest first while ports last; then spare ports to the pair whose
     transfer is longest."""
-    tx = defaultdict(lambda: ports)
-    rx = defaultdict(lambda: ports)
-    circuits: dict[tuple[int, int], int] = {}
+    tx: dict[int, int] = defaultdict(lambda: ports)
+    rx: dict[int, int] = defaultdict(lambda: ports)
+    circuits: Circuits = {}
     for pair in sorted(demand, key=lambda p: -demand[p]):
         i, j = pair
         if tx[i] and rx[j]:
@@ -70,7 +74,7 @@ def _greedy(demand, ports: int, link_bps: float, nodes: int) -> dict[tuple[int, 
         rx[pair[1]] -= 1
 
 
-def _milp(demand, ports: int, link_bps: float, nodes: int) -> tuple[dict[tuple[int, int], int], float] | None:
+def _milp(demand: Demand, ports: int, link_bps: float, nodes: int) -> tuple[Circuits, float] | None:
     """Maximise z (the slowest pair's rate per byte) subject to per-GPU port counts: the ILP of
     SiP-ML §A.2 in linear form. Returns circuits and the LP bound on the longest transfer."""
     pairs = list(demand)
@@ -110,7 +114,7 @@ def _milp(demand, ports: int, link_bps: float, nodes: int) -> tuple[dict[tuple[i
     return circuits, bound_s
 
 
-def _assign_switches(circuits: dict[tuple[int, int], int], switches: int) -> dict[tuple[int, int], tuple[int, ...]]:
+def _assign_switches(circuits: Circuits, switches: int) -> dict[tuple[int, int], tuple[int, ...]]:
     """Colour the bipartite circuit multigraph (transmit side, receive side) with the switches as
     colours, so that each switch joins every port at most once. With degree ≤ Q an exact colouring
     exists (König); alternating-path swaps find it."""
@@ -155,7 +159,7 @@ def _assign_switches(circuits: dict[tuple[int, int], int], switches: int) -> dic
     return {pair: tuple(sorted(qs)) for pair, qs in switch_of.items()}
 
 
-def plan_circuits(traffic: dict[tuple[int, int], float], nodes: int, switches: int, link_bps: float,
+def plan_circuits(traffic: Demand, nodes: int, switches: int, link_bps: float,
                   reserved_ports: int = 0) -> CircuitPlan:
     """Circuits for one traffic matrix on `switches` OCSes with `link_bps` per circuit; each GPU
     keeps `reserved_ports` ports for other uses (the DP ring). Plans are cached: a run plans the
@@ -164,7 +168,8 @@ def plan_circuits(traffic: dict[tuple[int, int], float], nodes: int, switches: i
 
 
 @lru_cache(maxsize=256)
-def _plan_cached(traffic_items: tuple, nodes: int, switches: int, link_bps: float, reserved_ports: int) -> CircuitPlan:
+def _plan_cached(traffic_items: tuple[tuple[Pair, float], ...], nodes: int, switches: int, link_bps: float,
+                 reserved_ports: int) -> CircuitPlan:
     traffic = dict(traffic_items)
     ports = switches - reserved_ports
     demand = _pair_demand(traffic)

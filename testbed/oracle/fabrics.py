@@ -4,6 +4,7 @@ long the DP all-reduce between counterpart GPUs takes."""
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from testbed.oracle.circuits import plan_circuits
@@ -20,7 +21,7 @@ class FlowModel:
 
     capacity_bps: dict[tuple, float]
     paths: dict[tuple[int, int], tuple[tuple, ...]] = field(default_factory=dict)
-    default: object = None  # callable (src, dst) -> resources, for fabrics without a plan
+    default: Callable[[int, int], tuple[tuple, ...]] | None = None  # resources for pairs without a plan
     notes: list[str] = field(default_factory=list)
     dp_rate_bps: float | None = None  # what the plan leaves each GPU for its DP ring, where planned
     dark_s: float = 0.0  # retuning time charged on the way (SiP-Ring)
@@ -28,6 +29,8 @@ class FlowModel:
     def resources(self, src: int, dst: int) -> tuple[tuple, ...]:
         found = self.paths.get((src, dst))
         if found is None:
+            if self.default is None:
+                raise KeyError(f"no path from GPU {src} to GPU {dst} in this plan")
             found = self.paths[(src, dst)] = self.default(src, dst)
         return found
 
@@ -100,6 +103,7 @@ def ring_plan(fabric: Fabric, k: int, traffic: dict[tuple[int, int], float],
               keep: tuple[tuple[int, int], ...] = ()):
     """The controller's wavelength plan for an estimated traffic matrix: the ring stays connected
     and the job's recurring lightpaths (`keep`) keep a wavelength; the estimate shares the rest."""
+    assert fabric.wavelengths is not None  # a sip-ring fabric's validation requires it
     return plan_wavelengths(traffic, k, fabric.wavelengths, gbps_to_bps(fabric.wavelength_gbps), fabric.neighbors,
                             keep_ring=True, keep=keep)
 

@@ -30,7 +30,8 @@ def relay_path(neighbours: dict[int, list[int]], src: int, dst: int) -> list[int
                 queue.append(nxt)
     if dst not in previous:
         return None
-    path, node = [], dst
+    path: list[int] = []
+    node: int | None = dst
     while node is not None:
         path.append(node)
         node = previous[node]

@@ -51,8 +51,8 @@ def plan_wavelengths(traffic: dict[tuple[int, int], float], nodes: int, waveleng
     lightpaths) come next, each with one wavelength, before the estimate shares out the rest."""
     full = (1 << wavelengths) - 1
     used: dict[tuple[int, int], int] = defaultdict(int)  # (direction, segment) -> wavelength bitmask
-    tx = defaultdict(int)
-    rx = defaultdict(int)
+    tx: dict[int, int] = defaultdict(int)
+    rx: dict[int, int] = defaultdict(int)
     demand = {pair: size for pair, size in traffic.items() if size > 0 and pair[0] != pair[1]}
     ring_pairs = []
     if keep_ring and nodes > 1 and wavelengths >= 2:
@@ -69,7 +69,7 @@ def plan_wavelengths(traffic: dict[tuple[int, int], float], nodes: int, waveleng
             chosen[(s, d)] = (dirn, segments(s, d, dirn, nodes))
     assigned: dict[tuple[int, int], list[int]] = defaultdict(list)
 
-    def try_add(pair) -> bool:
+    def try_add(pair: tuple[int, int]) -> bool:
         s, d = pair
         if tx[s] >= wavelengths or rx[d] >= wavelengths:
             return False
@@ -108,7 +108,7 @@ def plan_wavelengths(traffic: dict[tuple[int, int], float], nodes: int, waveleng
     for pair, (dirn, segs) in chosen.items():
         for seg in segs:
             load[(dirn, seg)] += demand[pair]
-    node_load = defaultdict(float)
+    node_load: dict[tuple[str, int], float] = defaultdict(float)
     for (s, d), size in demand.items():
         node_load[("tx", s)] += size
         node_load[("rx", d)] += size

@@ -76,14 +76,17 @@ def plan_schedule(plan: Plan, name: str, iterations: int) -> Schedule:
         steps = [_offset(s, base, plan.k) for s in group[local]]
         for s in steps:
             if s.kind == "send":
-                matrix[rank][s.peer] += s.bytes
+                assert s.peer is not None
+                matrix[rank][s.peer] += s.message_bytes()
         if plan.l > 1 and plan.grad_bytes[local] > 0:
             members = tuple(local + j * plan.k for j in range(plan.l))
             last = [s.id for s in steps if s.kind == "compute"][-1:]
             grads = round(plan.grad_bytes[local])
             steps.append(Step(id="dp-allreduce", kind="collective", op="allreduce", algorithm="ring", group=members,
                               bytes=grads, deps=tuple(last)))
-            matrix[rank][plan.dp_peer(rank)] += round(2 * (plan.l - 1) / plan.l * grads)
+            peer = plan.dp_peer(rank)
+            assert peer is not None  # l > 1
+            matrix[rank][peer] += round(2 * (plan.l - 1) / plan.l * grads)
         gpus.append(GpuSchedule(rank=rank, steps=tuple(steps)))
     return Schedule(name=name, hosts=n, iterations=iterations, gpus=tuple(gpus),
                     traffic_matrix_bytes=tuple(tuple(row) for row in matrix))

@@ -41,6 +41,12 @@ def device(name: str) -> DeviceProfile:
         raise InputError(f"unknown device profile '{name}'; known: {', '.join(sorted(DEVICES))}") from None
 
 
+def _per_sample(op: Op) -> float:
+    """A user profile's op time per sample (set for every op once its profile is read)."""
+    assert op.compute_us_per_sample is not None
+    return op.compute_us_per_sample
+
+
 def op_us_per_sample(op: Op, profile: DeviceProfile) -> float:
     """Compute time of one sample through `op` on `profile`, in µs (launch latency excluded)."""
     if op.compute_us_per_sample is not None:
@@ -100,13 +106,14 @@ def load_user_profile(path: str | Path) -> ModelGraph:
                     entry.parameter_bytes / BYTES_PER_ELEMENT, tuple(entry.deps), entry.max_parts)
         per_sample = entry.compute_us_per_sample
         if per_sample is None:
+            assert entry.compute_us_per_batch is not None  # the profile's validation requires one of them
             per_sample = entry.compute_us_per_batch / profile.batch
         builder.ops[-1] = replace(builder.ops[-1], compute_us_per_sample=per_sample)
     graph = builder.build(profile.name, (f"user profile {path.name}",))
     # Backward ops of measured forward ops: twice the time for ops with parameters, else the same.
     ops = tuple(
         replace(op, compute_us_per_sample=(2.0 if op.parametric else 1.0)
-                * graph.op(op.name[:-4]).compute_us_per_sample) if op.backward else op
+                * _per_sample(graph.op(op.name[:-4]))) if op.backward else op
         for op in graph.ops
     )
     return ModelGraph(graph.name, ops, graph.notes)

@@ -40,7 +40,7 @@ class PlanCache:
 
     def __init__(self, graph: ModelGraph, device: DeviceProfile) -> None:
         self.graph, self.device = graph, device
-        self._plans: dict[tuple, Plan | None] = {}
+        self._plans: dict[tuple[int, int, int, int | None], Plan | None] = {}
 
     def get(self, k: int, l: int, batch: int, degree: int | None) -> Plan | None:
         radius_key = None if degree is None or degree - (1 if l > 1 else 0) >= k else degree

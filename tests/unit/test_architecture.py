@@ -1,6 +1,6 @@
 """The shape of the code, checked: the import-linter contracts in pyproject.toml (layers, the pure
 core, hosts and controller boundaries), no import cycle anywhere (imports inside functions
-included), and ruff."""
+included), ruff, and mypy."""
 
 from __future__ import annotations
 
@@ -36,4 +36,10 @@ def test_no_module_is_caught_in_an_import_cycle():
 def test_ruff_finds_nothing():
     out = subprocess.run([str(BIN / "ruff"), "check", "testbed", "controller", "hosts", "tests", "bench", "examples"],
                          cwd=ROOT, capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stdout[-3000:]
+
+
+def test_mypy_finds_nothing():
+    # pyproject.toml: every package checked, the pure core strictly (module by module as annotated).
+    out = subprocess.run([str(BIN / "mypy")], cwd=ROOT, capture_output=True, text=True, timeout=600)
     assert out.returncode == 0, out.stdout[-3000:]
