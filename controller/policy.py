@@ -24,10 +24,10 @@ def plan_for(topology: dict[str, Any], fabric: Fabric, traffic: dict[tuple[int, 
         # when its turn comes (a DP ring after a period of MP traffic).
         floor = 1e-6 * max(traffic.values(), default=1.0)
         demand = {**{pair: floor for pair in recurring}, **traffic}
-        plan = plan_circuits(demand, n, q, gbps_to_bps(fabric.gpu_bandwidth_gbps) / q)  # as the oracle plans
-        return {(switch, i, j): 1 for (i, j), switches in plan.switch_of.items() for switch in switches}
-    plan = ring_plan(fabric, n, traffic, recurring)
-    return {pair: len(path.wavelengths) for pair, path in plan.lightpaths.items()}
+        circuits = plan_circuits(demand, n, q, gbps_to_bps(fabric.gpu_bandwidth_gbps) / q)  # as the oracle plans
+        return {(switch, i, j): 1 for (i, j), switches in circuits.switch_of.items() for switch in switches}
+    lightpaths = ring_plan(fabric, n, traffic, recurring)
+    return {pair: len(path.wavelengths) for pair, path in lightpaths.lightpaths.items()}
 
 
 def default_policy(fabric: Fabric) -> str:

@@ -8,6 +8,7 @@ from __future__ import annotations
 from typing import Any
 
 from hosts.ina.protocol import DATA_PORT, FALLBACK_PORT
+from testbed.scenario import Fabric
 from testbed.shaping import htb_commands_small_first, offload_command
 
 NODE_SYSCTLS = ("net.ipv4.ip_forward=1", "net.ipv4.conf.all.rp_filter=0", "net.ipv4.conf.default.rp_filter=0",
@@ -70,7 +71,7 @@ def max_worker_rate_bps(workers: int) -> float:
     return NODE_LOAD_FRACTION * NODE_PACKETS_PER_S * FRAME_BYTES * 8 / workers
 
 
-def ina_window(fabric, workers_per_job: int) -> tuple[int, int]:
+def ina_window(fabric: Fabric, workers_per_job: int) -> tuple[int, int]:
     """(the node's pool of slots, each job's window of outstanding chunks)."""
     jobs = fabric.hosts // workers_per_job
     pool = fabric.slots or DEFAULT_POOL_SLOTS
@@ -87,18 +88,18 @@ def ina_window(fabric, workers_per_job: int) -> tuple[int, int]:
     return pool, window
 
 
-def collision_fraction(fabric, workers_per_job: int) -> float:
+def collision_fraction(fabric: Fabric, workers_per_job: int) -> float:
     """Shared slots: the share of chunks whose slot another chunk holds, estimated as the slots
     held over all jobs against the pool: each job's window in flight plus the completed chunks not
     yet reclaimable (SHARED_OCCUPANCY windows in all). The emulation counts the real figure."""
     if fabric.sharing != "shared":
         return 0.0
     pool, window = ina_window(fabric, workers_per_job)
-    return min(1.0, SHARED_OCCUPANCY * window * (fabric.hosts // workers_per_job) / pool)
+    return float(min(1.0, SHARED_OCCUPANCY * window * (fabric.hosts // workers_per_job) / pool))
 
 
-def ina_settings(fabric, workers_per_job: int, host_rate_bps: float, aggregation_bps: float | None,
-                 seed: int, run_dir: str) -> tuple[dict, dict]:
+def ina_settings(fabric: Fabric, workers_per_job: int, host_rate_bps: float, aggregation_bps: float | None,
+                 seed: int, run_dir: str) -> tuple[dict[str, Any], dict[str, Any]]:
     """(node config, the agents' `ina` config) for an ina fabric at the emulated host rate."""
     from hosts.ina.client import default_rto_s, min_rto_s
 

@@ -6,8 +6,10 @@ the intra-server steps as local work."""
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 from hosts.byteps import chunk_owners, push_window
+from testbed.oracle.fabrics import FlowModel
 from testbed.oracle.flows import Flow, max_min_rates
 from testbed.units import transfer_time_s
 
@@ -40,17 +42,17 @@ class _Stream:
 
     def __init__(self, window: int) -> None:
         self.window = window
-        self.queue: list[tuple[int, int, float, tuple]] = []  # (src, dst, bytes, key)
+        self.queue: list[tuple[int, int, float, tuple[Any, ...]]] = []  # (src, dst, bytes, key)
         self.in_flight = 0
 
 
-def simulate_instances(instances: list[Instance], model, latency_s: float) -> float:
+def simulate_instances(instances: list[Instance], model: FlowModel, latency_s: float) -> float:
     """Seconds until every instance's last sum has arrived at every worker."""
-    streams: dict[tuple, _Stream] = {}
+    streams: dict[tuple[Any, ...], _Stream] = {}
     pushes_left: dict[tuple[int, int], int] = {}  # (instance, chunk) -> pushes still to arrive
     owner_of: dict[tuple[int, int], int] = {}
 
-    def stream(name: tuple, window: int) -> _Stream:
+    def stream(name: tuple[Any, ...], window: int) -> _Stream:
         return streams.setdefault(name, _Stream(window))
 
     for i, inst in enumerate(instances):
@@ -74,7 +76,7 @@ def simulate_instances(instances: list[Instance], model, latency_s: float) -> fl
     for key, left in pushes_left.items():
         if left == 0:  # every copy is local (one worker owning its own chunk)
             release(key)
-    active: list[list] = []  # [flow, bits left, stream]
+    active: list[list[Any]] = []  # [flow, bits left, stream]
     now = finish = 0.0
     while True:
         for st in streams.values():
@@ -106,7 +108,7 @@ def simulate_instances(instances: list[Instance], model, latency_s: float) -> fl
         active = still
 
 
-def byteps_time_s(instances: list[Instance], model, latency_s: float) -> float:
+def byteps_time_s(instances: list[Instance], model: FlowModel, latency_s: float) -> float:
     if not instances or all(len(inst.group) <= 1 for inst in instances):
         return 0.0
     return simulate_instances(instances, model, latency_s)

@@ -58,7 +58,9 @@ def collective_cost(op: str, algorithm: str, n: int, size_bytes: float, rate_bps
                     latency_s: float) -> CollectiveCost:
     """Alpha-beta time of one collective among n GPUs, each with a buffer of `size_bytes` (M)."""
     M, a = size_bytes, latency_s
-    t = lambda size: transfer_time_s(size, rate_bps)  # noqa: E731
+    def t(size: float) -> float:
+        return transfer_time_s(size, rate_bps)
+
     rounds = math.ceil(math.log2(n)) if n > 1 else 0
     if (op, algorithm) == ("allreduce", "ring"):
         return CollectiveCost(ring_allreduce_time_s(n, M, rate_bps, a), M / n, 2 * (n - 1),

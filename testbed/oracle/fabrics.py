@@ -9,8 +9,9 @@ from dataclasses import dataclass, field
 
 from testbed.oracle.circuits import plan_circuits
 from testbed.oracle.collectives import ring_allreduce_time_s
+from testbed.oracle.flows import Resource
 from testbed.oracle.relay import adjacency, relay_path
-from testbed.oracle.wavelengths import plan_wavelengths
+from testbed.oracle.wavelengths import WavelengthPlan, plan_wavelengths
 from testbed.scenario import Fabric
 from testbed.units import gbps_to_bps, us_to_s
 
@@ -19,14 +20,14 @@ from testbed.units import gbps_to_bps, us_to_s
 class FlowModel:
     """Resources per GPU pair of one MP group (local indices 0..k-1) and their capacities."""
 
-    capacity_bps: dict[tuple, float]
-    paths: dict[tuple[int, int], tuple[tuple, ...]] = field(default_factory=dict)
-    default: Callable[[int, int], tuple[tuple, ...]] | None = None  # resources for pairs without a plan
+    capacity_bps: dict[Resource, float]
+    paths: dict[tuple[int, int], tuple[Resource, ...]] = field(default_factory=dict)
+    default: Callable[[int, int], tuple[Resource, ...]] | None = None  # resources for pairs without a plan
     notes: list[str] = field(default_factory=list)
     dp_rate_bps: float | None = None  # what the plan leaves each GPU for its DP ring, where planned
     dark_s: float = 0.0  # retuning time charged on the way (SiP-Ring)
 
-    def resources(self, src: int, dst: int) -> tuple[tuple, ...]:
+    def resources(self, src: int, dst: int) -> tuple[Resource, ...]:
         found = self.paths.get((src, dst))
         if found is None:
             if self.default is None:
@@ -35,7 +36,7 @@ class FlowModel:
         return found
 
 
-def _nic(B: float, k: int) -> dict[tuple, float]:
+def _nic(B: float, k: int) -> dict[Resource, float]:
     caps = {}
     for g in range(k):
         caps[("out", g)] = B
@@ -43,7 +44,8 @@ def _nic(B: float, k: int) -> dict[tuple, float]:
     return caps
 
 
-def _relay_paths(k: int, links: dict[tuple[int, int], tuple], traffic) -> dict[tuple[int, int], tuple[tuple, ...]]:
+def _relay_paths(k: int, links: dict[tuple[int, int], Resource],
+                 traffic: dict[tuple[int, int], float]) -> dict[tuple[int, int], tuple[Resource, ...]]:
     """Shortest hop paths over direct links for every pair with traffic (relaying through GPUs)."""
     neighbours = adjacency(k, links)
     paths = {}
@@ -68,7 +70,7 @@ def mp_flow_model(fabric: Fabric, k: int, l: int, traffic: dict[tuple[int, int],
         for server in range(math.ceil(k / per)):
             caps[("up", server)] = caps[("down", server)] = gbps_to_bps(fabric.server_uplink_gbps)
 
-        def path(s, d):
+        def path(s: int, d: int) -> tuple[Resource, ...]:
             if s // per == d // per:
                 return (("out", s), ("in", d))
             return (("out", s), ("up", s // per), ("down", d // per), ("in", d))
@@ -100,7 +102,7 @@ def mp_flow_model(fabric: Fabric, k: int, l: int, traffic: dict[tuple[int, int],
 
 
 def ring_plan(fabric: Fabric, k: int, traffic: dict[tuple[int, int], float],
-              keep: tuple[tuple[int, int], ...] = ()):
+              keep: tuple[tuple[int, int], ...] = ()) -> WavelengthPlan:
     """The controller's wavelength plan for an estimated traffic matrix: the ring stays connected
     and the job's recurring lightpaths (`keep`) keep a wavelength; the estimate shares the rest."""
     assert fabric.wavelengths is not None  # a sip-ring fabric's validation requires it
@@ -108,7 +110,7 @@ def ring_plan(fabric: Fabric, k: int, traffic: dict[tuple[int, int], float],
                             keep_ring=True, keep=keep)
 
 
-def ring_flow_model(fabric: Fabric, k: int, plan) -> FlowModel:
+def ring_flow_model(fabric: Fabric, k: int, plan: WavelengthPlan) -> FlowModel:
     """Lightpaths as resources; pairs without one relay over lightpaths, hop by hop."""
     wave_bps = gbps_to_bps(fabric.wavelength_gbps)
     caps, links = {}, {}

@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
-Resource = tuple  # any hashable name, e.g. ("out", 3)
+Resource = tuple[Any, ...]  # any hashable name, e.g. ("out", 3)
 FREEZE_TOLERANCE = 0.01
 
 
@@ -39,7 +40,7 @@ def max_min_rates(flows: list[Flow], capacity_bps: dict[Resource, float]) -> lis
         # give up at most 1% of their max-min rate.
         full = loaded & (shares <= share * (1 + FREEZE_TOLERANCE))
         active &= ~uses[:, full].any(axis=1)
-    return rates.tolist()
+    return [float(r) for r in rates]
 
 
 def completion_times(flows: list[Flow], capacity_bps: dict[Resource, float]) -> list[float]:
@@ -57,7 +58,7 @@ def completion_times(flows: list[Flow], capacity_bps: dict[Resource, float]) -> 
         later = arrivals[arrivals > now + 1e-15]
         if active.size == 0:
             if later.size == 0:
-                return done.tolist()
+                return [float(t) for t in done]
             now = later[0]
             continue
         rates = np.array(max_min_rates([flows[i] for i in active], capacity_bps))

@@ -5,10 +5,12 @@ from __future__ import annotations
 
 import math
 from collections import defaultdict
+from collections.abc import Callable
+from typing import Any
 
 from testbed.oracle.collectives import Breakdown, Prediction
 from testbed.oracle.fabrics import FlowModel, dp_allreduce_s, mp_flow_model, ring_flow_model, ring_plan
-from testbed.oracle.flows import Flow, completion_times
+from testbed.oracle.flows import Flow, Resource, completion_times
 from testbed.placer.plan import Plan
 from testbed.scenario import Fabric
 from testbed.units import us_to_s
@@ -21,17 +23,18 @@ class _RingController:
 
     def __init__(self, fabric: Fabric, k: int, steady: FlowModel, recurring: tuple[tuple[int, int], ...]) -> None:
         self.fabric, self.k, self.recurring = fabric, k, recurring
-        self._plans: dict[frozenset, FlowModel] = {}
+        self._plans: dict[frozenset[tuple[tuple[int, int], int]], FlowModel] = {}
         self.period_s = us_to_s(fabric.estimate_period_us)
         self.dark_s = us_to_s(fabric.reconfig_us if fabric.reconfig_us is not None else 25.0)
         self.model = steady  # the plan of the iteration's traffic: where the previous iteration ended
         self.window = 0
         self.traffic: dict[int, dict[tuple[int, int], float]] = {}
-        self.changed: set = set()
+        self.changed: set[Resource] = set()
         self.changed_until = 0.0
         self.dark_total_s = 0.0
 
-    def before_phase(self, pairs: dict[tuple[int, int], tuple[float, float]]):
+    def before_phase(self, pairs: dict[tuple[int, int], tuple[float, float]]
+                     ) -> tuple[FlowModel, Callable[[tuple[Resource, ...]], float]]:
         start = min(s for s, _ in pairs.values())
         window = int(start // self.period_s)
         if window > self.window:
@@ -54,7 +57,7 @@ class _RingController:
             bucket = self.traffic.setdefault(int(begin // self.period_s), {})
             bucket[(src, dst)] = bucket.get((src, dst), 0.0) + size
 
-        def ready(resources) -> float:
+        def ready(resources: tuple[Resource, ...]) -> float:
             return self.changed_until if any(r in self.changed for r in resources) else 0.0
 
         return self.model, ready
@@ -80,7 +83,7 @@ def mp_makespan_s(plan: Plan, fabric: Fabric) -> tuple[float, FlowModel]:
         if incoming:
             # One flow per GPU pair (one connection, messages in order): it starts with the first
             # producer to finish and carries all of the pair's bytes for this op.
-            pairs: dict[tuple[int, int], list] = {}
+            pairs: dict[tuple[int, int], list[Any]] = {}  # [first ready, bytes, producers]
             for key, size in incoming:
                 q, p, _, dst = key
                 pair = pairs.setdefault((placement.gpu[q][p], dst), [float("inf"), 0.0, []])
@@ -88,8 +91,8 @@ def mp_makespan_s(plan: Plan, fabric: Fabric) -> tuple[float, FlowModel]:
                 pair[1] += size
                 pair[2].append(key)
             if ring is not None:
-                model, ready = ring.before_phase({pair: (start, size) for pair, (start, size, _) in pairs.items()})
-                flows = [Flow(max(start, ready(model.resources(*pair))), size, model.resources(*pair))
+                model, ready_at = ring.before_phase({pair: (start, size) for pair, (start, size, _) in pairs.items()})
+                flows = [Flow(max(start, ready_at(model.resources(*pair))), size, model.resources(*pair))
                          for pair, (start, size, _) in pairs.items()]
             else:
                 flows = [Flow(start, size, model.resources(*pair)) for pair, (start, size, _) in pairs.items()]

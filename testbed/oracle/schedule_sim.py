@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import math
 from collections import defaultdict
+from typing import Any
 
 from testbed.errors import InputError
 from testbed.oracle.collectives import Breakdown, Prediction, collective_cost
@@ -16,7 +17,7 @@ from testbed.schedule import collective_traffic, traffic_pairs
 from testbed.units import us_to_s
 
 
-def simulate_schedule(schedule: dict, fabric: Fabric) -> Prediction:
+def simulate_schedule(schedule: dict[str, Any], fabric: Fabric) -> Prediction:
     n = int(schedule["hosts"])
     if n != fabric.hosts:
         raise InputError(f"the schedule has {n} GPUs but fabric.hosts is {fabric.hosts}; they must match")
@@ -30,7 +31,7 @@ def simulate_schedule(schedule: dict, fabric: Fabric) -> Prediction:
     compute = [0.0] * n
     arrived: dict[str, float] = {}
     flows: list[tuple[str, Flow, float]] = []  # (tag, flow, bits left)
-    waiting_collective: dict[tuple, set[int]] = defaultdict(set)
+    waiting_collective: dict[tuple[Any, ...], set[int]] = defaultdict(set)
     now = 0.0
 
     def advance(g: int) -> None:
@@ -92,16 +93,16 @@ def simulate_schedule(schedule: dict, fabric: Fabric) -> Prediction:
                       "schedule simulation: steps in order, max-min fair transfers, alpha-beta collectives")
 
 
-def collective_rates_bps(steps: list[list[dict]], model: FlowModel) -> dict[tuple, float]:
+def collective_rates_bps(steps: list[list[dict[str, Any]]], model: FlowModel) -> dict[tuple[Any, ...], float]:
     """Per collective `(step id, group)`: the rate of its slowest ring edge when every group that
     runs the same step (the DP groups of all MP ranks) sends to its successor at once, shared
     max-min fairly over the fabric's plan (uplinks, circuits, lightpaths and their relays)."""
-    concurrent: dict[str, dict[tuple[int, ...], dict]] = defaultdict(dict)
+    concurrent: dict[str, dict[tuple[int, ...], dict[str, Any]]] = defaultdict(dict)
     for gpu_steps in steps:
         for step in gpu_steps:
             if step["kind"] == "collective" and len(step["group"]) > 1:
                 concurrent[step["id"]][tuple(step["group"])] = step
-    rates: dict[tuple, float] = {}
+    rates: dict[tuple[Any, ...], float] = {}
     for ident, groups in concurrent.items():
         edges = [(group, a, b) for group, step in sorted(groups.items()) for a, b in _edges(model, group, step)]
         shares = max_min_rates([Flow(0.0, 1.0, model.resources(a, b)) for _, a, b in edges], model.capacity_bps)
@@ -110,7 +111,7 @@ def collective_rates_bps(steps: list[list[dict]], model: FlowModel) -> dict[tupl
     return rates
 
 
-def _edges(model: FlowModel, group: tuple[int, ...], step: dict) -> list[tuple[int, int]]:
+def _edges(model: FlowModel, group: tuple[int, ...], step: dict[str, Any]) -> list[tuple[int, int]]:
     """The ring of the group where the plan routes it; else (a tree on a circuit plan made for its
     own pairs) the pairs the collective's algorithm actually uses."""
     ring = list(zip(group, group[1:] + group[:1]))

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import matplotlib
 
@@ -12,20 +13,28 @@ import matplotlib.pyplot as plt  # noqa: E402
 SIP = ("SiP-OCS", "SiP-Ring")
 
 
-def _index(rows: list[dict]) -> dict[tuple[str, str, float], dict]:
+Row = dict[str, Any]  # one (model, fabric, bandwidth) point of the sweep
+
+
+def _index(rows: list[Row]) -> dict[tuple[str, str, float], Row]:
     return {(r["model"], r["fabric"], r["gpu_bandwidth_gbps"]): r for r in rows}
 
 
-def claims(rows: list[dict]) -> list[tuple[str, str]]:
+def _ratio(a: float | None, b: float | None) -> float | None:
+    """a / b where both were measured (and b is not zero)."""
+    return a / b if a and b else None
+
+
+def claims(rows: list[Row]) -> list[tuple[str, str]]:
     """(claim, what this sweep measured) for DESIGN §7's SiP-ML claims."""
     at = _index(rows)
     models = sorted({r["model"] for r in rows})
     bandwidths = sorted({r["gpu_bandwidth_gbps"] for r in rows})
     found = []
 
-    def tta(model, fabric, b):
+    def tta(model: str, fabric: str, b: float) -> float | None:
         row = at.get((model, fabric, b))
-        return row["time_to_accuracy_min"] if row else None
+        return float(row["time_to_accuracy_min"]) if row else None
 
     speedups = []
     for m in models:
@@ -37,8 +46,8 @@ def claims(rows: list[dict]) -> list[tuple[str, str]]:
     if speedups:
         found.append(("SiP-ML is 1.3–9.1× faster than Elect-Cluster in time-to-accuracy",
                       f"best SiP fabric over Elect-Cluster 400G: {min(speedups):.2f}× to {max(speedups):.2f}×"))
-    ratios = [tta(m, "SiP-Ring", b) / tta(m, "SiP-OCS", b) for m in models for b in bandwidths
-              if tta(m, "SiP-Ring", b) and tta(m, "SiP-OCS", b)]
+    ratios = [ratio for m in models for b in bandwidths
+              if (ratio := _ratio(tta(m, "SiP-Ring", b), tta(m, "SiP-OCS", b))) is not None]
     if ratios:
         found.append(("SiP-Ring performs close to SiP-OCS",
                       f"SiP-Ring / SiP-OCS time-to-accuracy: {min(ratios):.2f} to {max(ratios):.2f}"))
@@ -53,15 +62,15 @@ def claims(rows: list[dict]) -> list[tuple[str, str]]:
         found.append(("SiP-ML at B does as well as or better than Elect-Flat at B/2",
                       f"best SiP at B / Elect-Flat at B/2: {min(halves):.2f} to {max(halves):.2f} "
                       f"({sum(h <= 1.0 for h in halves)} of {len(halves)} points at or below 1)"))
-    gains = [tta(m, "Elect-Flat (DP only)", b) / tta(m, "Elect-Flat", b) for m in models for b in bandwidths
-             if b >= 1024 and tta(m, "Elect-Flat (DP only)", b) and tta(m, "Elect-Flat", b)]
+    gains = [gain for m in models for b in bandwidths
+             if b >= 1024 and (gain := _ratio(tta(m, "Elect-Flat (DP only)", b), tta(m, "Elect-Flat", b))) is not None]
     if gains:
         found.append(("Hybrid MP/DP beats pure DP by up to 2× at Tb/s bandwidths",
                       f"pure-DP / best-hybrid time-to-accuracy on Elect-Flat at B ≥ 1 Tb/s: up to {max(gains):.2f}×"))
     return found
 
 
-def write_sweep_docs(report: dict, docs: Path) -> None:
+def write_sweep_docs(report: dict[str, Any], docs: Path) -> None:
     rows = report["rows"]
     docs.mkdir(exist_ok=True)
     models = list(dict.fromkeys(r["model"] for r in rows))
