@@ -4,9 +4,7 @@ from __future__ import annotations
 
 import json
 import os
-import sys
 import time
-import traceback
 from pathlib import Path
 
 from os_ken.base import app_manager
@@ -15,15 +13,7 @@ from os_ken.controller.handler import CONFIG_DISPATCHER, MAIN_DISPATCHER, set_ev
 from os_ken.ofproto import ofproto_v1_3
 
 from controller.flat_plan import plan_flat_flows
-
-CONFIG_ENV = "TESTBED_CONTROLLER_CONFIG"
-
-
-def _fail_loudly(where: str) -> None:
-    """A handler failure leaves the fabric half-programmed: stop the whole controller."""
-    sys.stderr.write(f"controller: {where} failed:\n{traceback.format_exc()}")
-    sys.stderr.flush()
-    os._exit(3)
+from controller.shim import CONFIG_ENV, clear_tables, fail_loudly
 
 
 class FlatFabricApp(app_manager.OSKenApp):
@@ -47,10 +37,7 @@ class FlatFabricApp(app_manager.OSKenApp):
             if rules is None:
                 self.logger.warning("ignoring unknown switch %016x", datapath.id)
                 return
-            # Start from an empty table so a reconnecting switch never keeps stale rules.
-            datapath.send_msg(parser.OFPFlowMod(datapath, command=ofproto.OFPFC_DELETE,
-                                                table_id=ofproto.OFPTT_ALL, out_port=ofproto.OFPP_ANY,
-                                                out_group=ofproto.OFPG_ANY))
+            clear_tables(datapath)
             for rule in rules:
                 actions = [parser.OFPActionOutput(rule.out_port)]
                 instructions = [parser.OFPInstructionActions(ofproto.OFPIT_APPLY_ACTIONS, actions)]
@@ -59,7 +46,7 @@ class FlatFabricApp(app_manager.OSKenApp):
                                                     instructions=instructions))
             datapath.send_msg(parser.OFPBarrierRequest(datapath))
         except Exception:
-            _fail_loudly("programming a switch")
+            fail_loudly("programming a switch")
 
     @set_ev_cls(ofp_event.EventOFPBarrierReply, MAIN_DISPATCHER)
     def on_barrier(self, ev):
@@ -70,4 +57,4 @@ class FlatFabricApp(app_manager.OSKenApp):
                 tmp.write_text(json.dumps({"switches": sorted(self.programmed), "time": time.time()}))
                 tmp.replace(self.ready_path)
         except Exception:
-            _fail_loudly("recording readiness")
+            fail_loudly("recording readiness")

@@ -6,10 +6,8 @@ from __future__ import annotations
 import json
 import os
 import queue
-import sys
 import threading
 import time
-import traceback
 from pathlib import Path
 from typing import Any
 
@@ -21,28 +19,14 @@ from os_ken.ofproto import ofproto_v1_3
 from controller import host_shell, optical_plan, reconfig
 from controller.optical_plan import FORWARD_TABLE, PlanError, count_rules, init_lines
 from controller.policy import POLICIES, default_policy, plan_for
+from controller.shim import CONFIG_ENV, clear_tables, fail_loudly, guarded
 from testbed.scenario import Fabric
 from testbed.schedule import traffic_pairs
 from testbed.topology import estimate_period_us, reconfig_us
 
-CONFIG_ENV = "TESTBED_CONTROLLER_CONFIG"
 BARRIER_TIMEOUT_S = 5.0
 LEAD_S = 2e-3  # from asking the timer to the dark start: time for the request to reach it
 HOST_REPORT_TIMEOUT_S = 15.0
-
-
-def _fail_loudly(where: str) -> None:
-    """A failed handler leaves the fabric in an unknown state: stop the whole controller."""
-    sys.stderr.write(f"controller: {where} failed:\n{traceback.format_exc()}")
-    sys.stderr.flush()
-    os._exit(3)
-
-
-def _guarded(where: str, func, *args) -> None:
-    try:
-        func(*args)
-    except Exception:
-        _fail_loudly(where)
 
 
 class OpticalFabricApp(app_manager.OSKenApp):
@@ -82,7 +66,7 @@ class OpticalFabricApp(app_manager.OSKenApp):
         self.hosts_ready = False
         self.timer: host_shell.HostTimer | None = None
         self.api_port: int | None = None
-        threading.Thread(target=_guarded, args=("configuring hosts", self._start_hosts), daemon=True).start()
+        threading.Thread(target=guarded, args=("configuring hosts", self._start_hosts), daemon=True).start()
 
     # ---- switches -------------------------------------------------------------------------------
     @set_ev_cls(ofp_event.EventOFPSwitchFeatures, CONFIG_DISPATCHER)
@@ -92,10 +76,8 @@ class OpticalFabricApp(app_manager.OSKenApp):
             if dp.id not in self.count_plan:
                 self.logger.warning("ignoring unknown switch %016x", dp.id)
                 return
-            parser, ofp = dp.ofproto_parser, dp.ofproto
-            # Start from an empty table so a reconnecting switch never keeps stale rules.
-            dp.send_msg(parser.OFPFlowMod(dp, command=ofp.OFPFC_DELETE, table_id=ofp.OFPTT_ALL,
-                                          out_port=ofp.OFPP_ANY, out_group=ofp.OFPG_ANY))
+            parser = dp.ofproto_parser
+            clear_tables(dp)
             goto = [parser.OFPInstructionGotoTable(FORWARD_TABLE)]
             dp.send_msg(parser.OFPFlowMod(dp, table_id=0, priority=0, match=parser.OFPMatch(), instructions=goto))
             for rule in self.count_plan[dp.id]:
@@ -107,7 +89,7 @@ class OpticalFabricApp(app_manager.OSKenApp):
                     self._flow(dp, rule, add=True)
             dp.send_msg(parser.OFPBarrierRequest(dp))
         except Exception:
-            _fail_loudly("programming a switch")
+            fail_loudly("programming a switch")
 
     def _flow(self, dp, rule, add: bool) -> None:
         parser, ofp = dp.ofproto_parser, dp.ofproto
@@ -133,7 +115,7 @@ class OpticalFabricApp(app_manager.OSKenApp):
             self.programmed.add(dp.id)
             self._maybe_ready()
         except Exception:
-            _fail_loudly("recording readiness")
+            fail_loudly("recording readiness")
 
     @set_ev_cls(ofp_event.EventOFPFlowStatsReply, MAIN_DISPATCHER)
     def on_flow_stats(self, ev):
@@ -144,7 +126,7 @@ class OpticalFabricApp(app_manager.OSKenApp):
                 if "ipv4_src" in fields and "ipv4_dst" in fields:
                     self.counters[(dpid, fields["ipv4_src"], fields["ipv4_dst"])] = stat.byte_count
         except Exception:
-            _fail_loudly("reading flow counters")
+            fail_loudly("reading flow counters")
 
     def _barrier(self, dpids) -> None:
         waiters = []
@@ -174,8 +156,8 @@ class OpticalFabricApp(app_manager.OSKenApp):
         self.timer = host_shell.HostTimer(pids, Path(self.run_config["host_logs"]))
         self._start_api()
         self.hosts_ready = True
-        threading.Thread(target=_guarded, args=("reconfiguring", self._reconfigure_loop), daemon=True).start()
-        threading.Thread(target=_guarded, args=("estimating traffic", self._estimate_loop), daemon=True).start()
+        threading.Thread(target=guarded, args=("reconfiguring", self._reconfigure_loop), daemon=True).start()
+        threading.Thread(target=guarded, args=("estimating traffic", self._estimate_loop), daemon=True).start()
         self._maybe_ready()
 
     def _maybe_ready(self) -> None:
