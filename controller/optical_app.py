@@ -23,6 +23,7 @@ from controller.shim import CONFIG_ENV, clear_tables, fail_loudly, guarded
 from testbed.scenario import Fabric
 from testbed.schedule import traffic_pairs
 from testbed.topology import estimate_period_us, reconfig_us
+from testbed.units import us_to_s
 
 BARRIER_TIMEOUT_S = 5.0
 LEAD_S = 2e-3  # from asking the timer to the dark start: time for the request to reach it
@@ -179,7 +180,7 @@ class OpticalFabricApp(app_manager.OSKenApp):
     # ---- traffic estimation and policy ----------------------------------------------------------
     def _estimate_loop(self) -> None:
         while True:
-            period_s = self.settings["estimate_period_us"] * 1e-6 * self.dilation
+            period_s = us_to_s(self.settings["estimate_period_us"]) * self.dilation
             time.sleep(period_s)
             matrix = [[0] * self.n for _ in range(self.n)]
             for (_, src, dst), count in list(self.counters.items()):
@@ -236,7 +237,7 @@ class OpticalFabricApp(app_manager.OSKenApp):
         and restores them exactly the dark time later, so neither this process's threads nor the
         switches' confirmations can stretch it. Switch work happens around that window: rules for new
         links before it, deletions (and ports given a new peer, confirmed) inside it."""
-        dark_s = self.settings["reconfig_us"] * 1e-6 * self.dilation
+        dark_s = us_to_s(self.settings["reconfig_us"]) * self.dilation
         with self.lock:
             change = reconfig.request(self.state, wanted, time.monotonic(), dark_s, ident, source)
             if change is None:
@@ -314,7 +315,7 @@ class OpticalFabricApp(app_manager.OSKenApp):
 
     def traffic(self) -> dict:
         with self.lock:
-            return {"period_s": self.settings["estimate_period_us"] * 1e-6, "dilation": self.dilation,
+            return {"period_s": us_to_s(self.settings["estimate_period_us"]), "dilation": self.dilation,
                     "last_period_bytes": self.last_period, "total_bytes": self.total}
 
     def update_settings(self, changes: dict) -> dict:

@@ -230,6 +230,7 @@ class Agent:
             measured = round_ >= self.warmups
             iteration = round_ - self.warmups if measured else WARMUP_DATA_BASE + round_
             inputs = self._inputs(iteration)
+            tcp_before = tcp_counters()
             self.position.update(round=round_, iteration=iteration if measured else None,
                                  step="the barrier before the round")
             arrive = time.monotonic()
@@ -250,6 +251,8 @@ class Agent:
                 "start_s": start,
                 "end_s": end,
                 "start_overshoot_s": start - start_at,
+                **{key: after - before for key, after, before in
+                   zip(("tcp_retransmits", "tcp_timeouts"), tcp_counters(), tcp_before)},
                 "digests": [o["digest"] for o in outcomes if "digest" in o],
                 "elements": [o["elements"] for o in outcomes if "digest" in o],
                 "checks": [{k: o[k] for k in ("op", "group_size", "pos", "elements", "digest", "seed")}
@@ -292,6 +295,20 @@ class Agent:
                 "overshoot_p99_s": float(np.percentile(overshoots, 99)),
             },
         }
+
+
+def tcp_counters() -> tuple[int, int]:
+    """(segments retransmitted, retransmission timeouts) of this host's network namespace, from
+    /proc/net/snmp and /proc/net/netstat. A fast retransmit is TCP's ordinary answer to a full
+    queue; a timeout stalls the connection for at least 200 ms of wall time."""
+    def field(path: str, prefix: str, name: str) -> int:
+        try:
+            rows = [line.split() for line in open(path) if line.startswith(prefix)]
+            return int(rows[1][rows[0].index(name)])
+        except (OSError, IndexError, ValueError):
+            return 0
+
+    return field("/proc/net/snmp", "Tcp:", "RetransSegs"), field("/proc/net/netstat", "TcpExt:", "TCPTimeouts")
 
 
 def _completed(agent: Agent | None, rank: int) -> dict:

@@ -11,6 +11,7 @@ import time
 from pathlib import Path
 
 from testbed.errors import RunFailed
+from testbed.watched import WatchedProcess
 
 TCP_LISTEN_STATE = "0A"
 STOP_TIMEOUT_S = 5.0  # for the controller's process group to exit after each signal
@@ -54,16 +55,14 @@ def socket_inodes_of(pid: int) -> set[str]:
     return inodes
 
 
-class ControllerProcess:
+class ControllerProcess(WatchedProcess):
     """The controller for one run; `start` returns once it alone listens on its port."""
 
     def __init__(self, config_path: Path, log_path: Path, fabric: str = "elect-flat") -> None:
+        super().__init__("the controller", log_path)
         self.config_path = config_path
-        self.log_path = log_path
         self.fabric = fabric
         self.port = 0
-        self.process: subprocess.Popen | None = None
-        self._restarting = False
 
     def start(self, timeout_s: float = 20.0, port: int | None = None) -> int:
         self.port = port or free_port()
@@ -91,31 +90,13 @@ class ControllerProcess:
         raise RunFailed(f"the controller did not listen on port {self.port} within {timeout_s:.0f} s; "
                         f"see {self.log_path}")
 
-    @property
-    def pid(self) -> int:
-        """The running controller's PID."""
-        if self.process is None:
-            raise RunFailed("the controller is not running")
-        return self.process.pid
-
     def restart(self) -> None:
         """A crash (SIGKILL) and a new controller on the same port: the switches keep their rules
         while it is away (fail-secure) and reconnect to it; it re-reads its configuration and
         installs its plan again."""
-        if self.process is None:
-            raise RunFailed("there is no controller to restart")
-        self._restarting = True  # the runner's liveness check runs in another thread meanwhile
-        try:
+        with self.restarting():
             self._end_group(signal.SIGKILL)
             self.start(port=self.port)
-        finally:
-            self._restarting = False
-
-    def check_alive(self) -> None:
-        if self._restarting:
-            return
-        if self.process is not None and self.process.poll() is not None:
-            raise RunFailed(f"the controller exited with code {self.process.returncode}; see {self.log_path}")
 
     def stop(self) -> None:
         if self.process is None:

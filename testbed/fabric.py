@@ -36,6 +36,13 @@ class KernelOVS(OVSSwitch):
         super().__init__(name, **params)
 
 
+def run_checked(node: Any, command: str, doing: str) -> None:
+    """Run a shell command in a Mininet node; RunFailed naming it and what it said if it fails."""
+    out = node.cmd(command + " ; echo rc=$?").strip()
+    if not out.endswith("rc=0"):
+        raise RunFailed(f"{doing} failed: `{command}` said {out}")
+
+
 @dataclass
 class MininetFabric:
     """Builds the network of a topology; records what it creates in the run's record."""
@@ -110,9 +117,7 @@ class MininetFabric:
             if routed:  # no path until the controller plans one: drop the subnet route
                 commands.append(f"ip route del 10.0.0.0/8 dev {host['interfaces'][0]['name']}")
             for command in commands:
-                out = node.cmd(command + " ; echo rc=$?").strip()
-                if not out.endswith("rc=0"):
-                    raise RunFailed(f"configuring {node.name} failed: `{command}` said {out}")
+                run_checked(node, command, f"configuring {node.name}")
         for link in topo["links"]:
             if "peer_switch" in link:  # switch-to-switch links are shaped at both switch ports
                 for end in (f"{link['switch']}-eth{link['port']}", f"{link['peer_switch']}-eth{link['peer_port']}"):
@@ -131,17 +136,13 @@ class MininetFabric:
         for name, commands in ina_host_commands(self.topology, self.link_loss_frac).items():
             node = self.net.get(name)
             for command in commands:
-                out = node.cmd(command + " ; echo rc=$?").strip()
-                if not out.endswith("rc=0"):
-                    raise RunFailed(f"configuring {name} failed: `{command}` said {out}")
+                run_checked(node, command, f"configuring {name}")
 
     def _root_cmd(self, commands: list[str]) -> None:
         assert self.net is not None
         switch = self.net.switches[0]  # switches run in the root namespace
         for command in commands:
-            out = switch.cmd(command + " ; echo rc=$?").strip()
-            if not out.endswith("rc=0"):
-                raise RunFailed(f"configuring the fabric failed: `{command}` said {out}")
+            run_checked(switch, command, "configuring the fabric")
 
     def host(self, rank: int):
         assert self.net is not None

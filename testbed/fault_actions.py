@@ -7,7 +7,7 @@ from __future__ import annotations
 import subprocess
 from typing import TYPE_CHECKING
 
-from testbed.errors import RunFailed
+from testbed.fabric import run_checked
 from testbed.faults import FaultStep
 
 if TYPE_CHECKING:
@@ -33,9 +33,7 @@ class FaultActions:
         if fault.kind in ("link_loss", "link_down"):
             host = self.live.fabric.host(rank)
             for command in link_rules(step):
-                out = host.cmd(command + " ; echo rc=$?").strip()
-                if not out.endswith("rc=0"):
-                    raise RunFailed(f"`{command}` said {out}")
+                run_checked(host, command, f"injecting {fault.kind} on GPU {rank}")
         elif fault.kind == "agent_kill":
             self.agents[rank].kill()
         elif fault.kind == "controller_restart":

@@ -132,6 +132,25 @@ def drop_monitor(counters: dict[str, int] | None) -> Monitor:
                    "" if ok else "the datapath was overloaded: raise the dilation")
 
 
+def retransmission_monitor(timeouts: list[int], retransmits: list[int], loss_injected: bool) -> Monitor:
+    """TCP retransmission timeouts in each measured iteration, from the hosts' own counters. A fast
+    retransmit is TCP's ordinary answer to a full queue, as on real links; a timeout means a packet
+    the machine dropped (a queue, the datapath under load) stalled a connection for at least 200 ms
+    of wall time, which no dilation hides, so the iterations that had one are not faithful."""
+    total = sum(timeouts)
+    segments = f"{sum(retransmits)} segments retransmitted"
+    if loss_injected:
+        return Monitor("retransmissions", float(total), True,
+                       f"{total} retransmission timeouts, {segments}; loss is injected by the scenario")
+    disturbed = [i for i, n in enumerate(timeouts) if n]
+    ok = not disturbed
+    where = f" in iteration{'s' if len(disturbed) > 1 else ''} {', '.join(map(str, disturbed))}" if disturbed else ""
+    return Monitor("retransmissions", float(total), ok,
+                   f"{total} TCP retransmission timeouts{where}, {segments} (the fabric intends no timeout)",
+                   "" if ok else "the machine dropped packets, and those iterations waited out a retransmission "
+                                 "timeout: run on an idle machine, or lower emulation.capacity_fraction")
+
+
 INA_RETRANSMIT_TOLERANCE = 0.01
 
 

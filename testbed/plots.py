@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import matplotlib
 
@@ -10,27 +11,42 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 from matplotlib.patches import Patch  # noqa: E402
 
-COLOURS = {"reduce-scatter": "tab:blue", "all-gather": "tab:green", "barrier": "lightgrey"}
-LABELS = {"reduce-scatter": "reduce-scatter", "all-gather": "all-gather", "barrier": "waiting at the barrier"}
+# Per step kind, and per phase of a collective's sends: what the bars of a timeline are.
+COLOURS = {"compute": "tab:purple", "send": "tab:blue", "recv": "tab:cyan", "collective": "tab:blue",
+           "barrier": "lightgrey", "reduce-scatter": "tab:blue", "all-gather": "tab:green"}
+LABELS = {"compute": "compute", "send": "send", "recv": "receive", "collective": "collective",
+          "barrier": "waiting at the barrier", "reduce-scatter": "reduce-scatter", "all-gather": "all-gather",
+          "dark": "dark time"}
 
 
-def plot_run(run_dir: Path, events: list[dict], result: dict) -> None:
-    fig, (timeline, bars) = plt.subplots(1, 2, figsize=(13, 4.5), gridspec_kw={"width_ratios": [3, 1]})
+def draw_steps(ax: Any, events: list[dict[str, Any]]) -> None:
+    """A per-host timeline on `ax`: every step with a duration (a send coloured by its collective's
+    phase where it has one), reconfigurations' dark time as red bands, and a legend of what is shown."""
+    shown: set[str] = set()
     for event in events:
-        if event["kind"] == "send":
-            colour = COLOURS.get(event.get("phase", ""), "tab:orange")
-        elif event["kind"] == "barrier":
-            colour = COLOURS["barrier"]
-        else:
+        kind = event.get("kind", "")
+        if kind == "reconfiguration":
+            ax.axvspan(event["dark_start_s"] * 1e3, event["restored_s"] * 1e3, color="tab:red", alpha=0.25, lw=0)
+            shown.add("dark")
             continue
-        timeline.broken_barh([(event["t_s"] * 1e3, event["duration_s"] * 1e3)], (event["host"] - 0.4, 0.8),
-                             facecolors=colour)
-    timeline.set_xlabel("real-world time since run start (ms)")
-    timeline.set_ylabel("host (rank)")
-    shown = {event.get("phase", "") if event["kind"] == "send" else "barrier" for event in events
-             if event["kind"] in ("send", "barrier")}
-    timeline.legend(handles=[Patch(color=COLOURS.get(name, "tab:orange"), label=LABELS.get(name, "other sends"))
-                             for name in sorted(shown)], loc="upper right", fontsize="small")
+        name = event.get("phase", kind) if kind == "send" and event.get("phase") in COLOURS else kind
+        if name not in COLOURS or event.get("duration_s", 0) <= 0:
+            continue
+        ax.broken_barh([(event["t_s"] * 1e3, event["duration_s"] * 1e3)], (event["host"] - 0.4, 0.8),
+                       facecolors=COLOURS[name], alpha=0.6 if kind == "collective" else 1.0)
+        shown.add(name)
+    handles = [Patch(color="tab:red" if name == "dark" else COLOURS[name], alpha=0.25 if name == "dark" else 1.0,
+                     label=LABELS[name]) for name in sorted(shown)]
+    if handles:
+        ax.legend(handles=handles, loc="upper right", fontsize="small")
+    ax.set_xlabel("real-world time since the run's epoch (ms)")
+    ax.set_ylabel("host (rank)")
+
+
+def plot_run(run_dir: Path, events: list[dict[str, Any]], result: dict[str, Any]) -> None:
+    """timeline.png: the steps per host beside each iteration's time against the prediction."""
+    fig, (timeline, bars) = plt.subplots(1, 2, figsize=(13, 4.5), gridspec_kw={"width_ratios": [3, 1]})
+    draw_steps(timeline, events)
     timeline.set_title(f"{result['name']}: steps per host")
     times = [t * 1e3 for t in result["iteration_times_s"]]
     bars.bar(range(len(times)), times, color="tab:blue", label="emulated")

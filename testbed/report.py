@@ -14,9 +14,7 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
 from testbed.errors import InputError  # noqa: E402
-
-KIND_COLOURS = {"compute": "tab:purple", "send": "tab:blue", "recv": "tab:cyan", "collective": "tab:blue",
-                "barrier": "lightgrey"}
+from testbed.plots import draw_steps  # noqa: E402
 
 
 def _load_jsonl(path: Path) -> list[dict]:
@@ -63,20 +61,8 @@ def _save(fig, directory: Path, name: str) -> str:
 
 def _gantt(run_dir: Path, events: list[dict], result: dict) -> str:
     fig, ax = plt.subplots(figsize=(12, 0.35 * max(4, 1 + max(e["host"] for e in events)) + 1.5))
-    for event in events:
-        kind = event.get("kind")
-        if kind == "reconfiguration":
-            start, end = event["dark_start_s"], event["restored_s"]
-            ax.axvspan(start * 1e3, end * 1e3, color="tab:red", alpha=0.25, lw=0)
-            continue
-        # A collective's own send/recv steps are drawn when present; the collective bar otherwise.
-        if kind not in KIND_COLOURS or event.get("duration_s", 0) <= 0:
-            continue
-        ax.broken_barh([(event["t_s"] * 1e3, event["duration_s"] * 1e3)], (event["host"] - 0.4, 0.8),
-                       facecolors=KIND_COLOURS[kind], alpha=0.6 if kind == "collective" else 1.0)
-    ax.set_xlabel("real-world time since the run's epoch (ms)")
-    ax.set_ylabel("host (rank)")
-    ax.set_title(f"{result['name']}: compute (purple), communication (blue), waiting (grey), dark time (red)")
+    draw_steps(ax, events)
+    ax.set_title(f"{result['name']}: steps per host and dark time")
     return _save(fig, run_dir, "gantt.png")
 
 

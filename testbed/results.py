@@ -147,10 +147,14 @@ def assemble(prepared: "Prepared", run_dir: Path, measured: dict, outcome: dict)
     # An iteration counts once every rank completed it; later ones some ranks finished are left out.
     count = min((len(h["iterations"]) for h in per_host), default=0) if len(per_host) == ranks else 0
     per_host = [{**h, "iterations": h["iterations"][:count]} for h in per_host]
+    retransmits: list[int] = []  # TCP segments the hosts retransmitted, per iteration
+    timeouts: list[int] = []  # and their retransmission timeouts
     for it in range(count):
         start = min(h["iterations"][it]["start_s"] for h in per_host)
         end = max(h["iterations"][it]["end_s"] for h in per_host)
         iteration_times_s.append(dilation.real_time_s(end - start))
+        retransmits.append(sum(h["iterations"][it].get("tcp_retransmits", 0) for h in per_host))
+        timeouts.append(sum(h["iterations"][it].get("tcp_timeouts", 0) for h in per_host))
     if count:
         sums_ok, sum_problems = _check_sums(prepared, per_host)
     events = _merge_events(hosts_dir, run_dir, reconfigurations, count) if hosts_dir.is_dir() else []
@@ -187,6 +191,7 @@ def assemble(prepared: "Prepared", run_dir: Path, measured: dict, outcome: dict)
                                   calibration.measured),
         fidelity.drop_monitor(measured.get("switch_packets")) if scenario.fabric.kind != "ina"
         else fidelity.ina_loss_monitor(ina, loss_injected),
+        fidelity.retransmission_monitor(timeouts, retransmits, loss_injected or bool(measured.get("faults"))),
         fidelity.dark_time_monitor([e["measured_dark_s"] for e in reconfigurations],
                                    [e["configured_dark_s"] for e in reconfigurations]),
     ]
@@ -226,6 +231,8 @@ def assemble(prepared: "Prepared", run_dir: Path, measured: dict, outcome: dict)
         "iterations_completed": count,
         "iterations_planned": planned,
         "iteration_times_s": iteration_times_s,
+        "iteration_tcp_retransmits": retransmits,
+        "iteration_tcp_timeouts": timeouts,
         "predicted_iteration_time_s": predicted,
         "emulated_over_predicted": ratios,
         "dilation": dilation.dilation,

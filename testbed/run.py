@@ -161,6 +161,7 @@ class Runner:
         scenario, plan = self.prepared.scenario, self.prepared.plan
         total, warmups, ranks = scenario.workload.iterations, scenario.warmups(), self.prepared.schedule.hosts
         round_wall_s = plan.expected_wall_s / (total + warmups)
+        lossy = scenario.fabric.link_loss_frac + scenario.fabric.node_drop_frac > 0
         limit_s = 60.0 + 4 * plan.expected_wall_s
         deadline = time.monotonic() + limit_s
         lines, moved_at = 0, time.monotonic()
@@ -176,7 +177,7 @@ class Runner:
                 lines, moved_at = progress.lines, time.monotonic()
             if self.injector is not None and self.injector.error:
                 raise RunFailed(self.injector.error)
-            bound_s = stall_bound_s(round_wall_s, first_round=lines == 0)
+            bound_s = stall_bound_s(round_wall_s, first_round=lines == 0, lossy=lossy)
             if time.monotonic() - moved_at > bound_s:
                 raise RunFailed(self._stall_report(time.monotonic() - moved_at, bound_s, hosts_dir))
             self.on_progress(progress.iterations_done(warmups), total)

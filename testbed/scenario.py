@@ -17,6 +17,7 @@ from pydantic import (
     model_validator,
 )
 
+from hosts.ina.limits import MAX_WORKERS
 from testbed.errors import InputError
 
 FabricKind = Literal["elect-flat", "elect-cluster", "sip-ocs", "sip-ring", "ina", "ps"]
@@ -43,7 +44,6 @@ KIND_SPECIFIC_FIELDS: dict[str, FabricKind | tuple[FabricKind, ...]] = {
 }
 
 
-INA_MAX_WORKERS = 64  # hosts.ina.protocol.MAX_WORKERS: the node's worker bitmap
 
 
 class _Strict(BaseModel):
@@ -86,9 +86,9 @@ class Fabric(_Strict):
             if self.hosts % per_job:
                 raise ValueError(f"workers_per_job ({per_job}) must divide hosts ({self.hosts}): the hosts form "
                                  f"equal jobs")
-            if per_job > INA_MAX_WORKERS:
-                raise ValueError(f"an INA job has at most {INA_MAX_WORKERS} workers (the node's worker bitmap); "
-                                 f"set workers_per_job to {INA_MAX_WORKERS} or fewer")
+            if per_job > MAX_WORKERS:
+                raise ValueError(f"an INA job has at most {MAX_WORKERS} workers (the node's worker bitmap); "
+                                 f"set workers_per_job to {MAX_WORKERS} or fewer")
         return self
 
 

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING
 from hosts.ina.protocol import DATA_PORT, FALLBACK_PORT
 from testbed.errors import RunFailed
 from testbed.units import gbps_to_bps
+from testbed.watched import WatchedProcess
 
 if TYPE_CHECKING:
     from testbed.live import LiveFabric
@@ -26,10 +27,9 @@ class SideProcesses:
     def __init__(self, live: "LiveFabric", run_dir: Path, env: dict, processes: list[subprocess.Popen]) -> None:
         self.live, self.run_dir, self.env = live, run_dir, env
         self.processes = processes  # the runner's list: it kills what is still running at the end
-        self.node: subprocess.Popen | None = None
+        self.watched_node = WatchedProcess("the aggregation node", run_dir / "ina_node.log")
         self._node_config_path: Path | None = None
         self.node_restarts = 0
-        self._restarting = False
 
     def start_ina_node(self, prepared: "Prepared") -> dict:
         """The aggregation node program in the node's host; returns the agents' `ina` config."""
@@ -64,7 +64,7 @@ class SideProcesses:
         log.close()
         self.live.record.add_process(process.pid)
         self.processes.append(process)
-        self.node = process
+        self.watched_node.process = process
         deadline = time.monotonic() + READY_TIMEOUT_S
         while not ready.exists():
             if process.poll() is not None:
@@ -76,28 +76,26 @@ class SideProcesses:
 
     def restart_ina_node(self) -> None:
         """A crash and a restart: SIGKILL (no counters written), then a node with empty tables."""
-        assert self.node is not None
-        self._restarting = True  # the runner's liveness check runs in another thread meanwhile
-        try:
+        with self.watched_node.restarting():
+            assert self.node is not None
             self.node.kill()
             self.node.wait(timeout=5)
             self.node_restarts += 1
             self._launch_node()
-        finally:
-            self._restarting = False
+
+    @property
+    def node(self) -> subprocess.Popen[bytes] | None:
+        return self.watched_node.process
 
     def check_alive(self) -> None:
-        if self._restarting:
-            return
-        if self.node is not None and self.node.poll() is not None:
-            raise RunFailed(f"the aggregation node exited with code {self.node.returncode}; see "
-                            f"{self.run_dir / 'ina_node.log'}")
+        self.watched_node.check_alive()
 
     def stop_ina_node(self) -> dict | None:
         """SIGTERM makes the node write its counters; they go into results.json."""
-        if self.node is None:
+        process = self.watched_node.process
+        if process is None:
             return None
-        process, self.node = self.node, None
+        self.watched_node.process = None
         process.terminate()
         try:
             process.wait(timeout=10)

@@ -8,6 +8,7 @@ from typing import Any
 
 STALL_MIN_S = 10.0  # never call a run stalled sooner: start-up and a slow round on a busy machine
 STALL_ROUNDS = 3.0  # a round that takes this many times its expected wall time has stalled
+LOSSY_STALL_S = 60.0  # with loss injected (see stall_bound_s)
 START_UP_S = 30.0  # extra for the first round: agents start, import and connect (their own timeout)
 LISTED_WAITS = 6  # waits named in the sentence; the rest are in the hosts' waiting files
 
@@ -38,9 +39,14 @@ class Progress:
         return max(0, min(self.rounds_done, default=0) - warmups)
 
 
-def stall_bound_s(round_wall_s: float, first_round: bool) -> float:
-    """Wall seconds without any rank finishing a round before the run counts as stalled."""
+def stall_bound_s(round_wall_s: float, first_round: bool, lossy: bool = False) -> float:
+    """Wall seconds without any rank finishing a round before the run counts as stalled. With loss
+    injected, rounds wait out retransmission timeouts the prediction leaves out, and the protocols
+    detect a dead peer themselves (INA workers give up after 10 s without an answer): the bound
+    is then at least LOSSY_STALL_S."""
     bound = max(STALL_MIN_S, STALL_ROUNDS * round_wall_s)
+    if lossy:
+        bound = max(bound, LOSSY_STALL_S)
     return bound + (START_UP_S if first_round else 0.0)
 
 

@@ -7,7 +7,8 @@ from typing import NamedTuple
 
 import numpy as np
 
-from hosts.ina.protocol import ELEMENT_BYTES, ELEMENTS_PER_PACKET, HEADER, HEADER_BYTES, MAX_WORKERS, RESULT
+from hosts.ina.limits import MAX_WORKERS
+from hosts.ina.protocol import ELEMENT_BYTES, ELEMENTS_PER_PACKET, HEADER, HEADER_BYTES, RESULT
 
 PAYLOAD_DTYPE = np.dtype(">i4")  # network byte order on the wire
 

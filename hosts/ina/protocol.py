@@ -30,7 +30,6 @@ FALLBACK_PORT = 47472  # end-host aggregation of a job's colliding chunks (share
 # One chunk fills a 1500-byte IP packet: 20 IP + 8 UDP + 26 INA + 360·4 payload = 1494 bytes.
 ELEMENTS_PER_PACKET = 360
 ELEMENT_BYTES = 4
-MAX_WORKERS = 64  # the worker bitmap is 64 bits wide
 
 FLAG_NAMES = ["RESULT", "RETRANSMIT", "FALLBACK", "MAX", "OVERFLOW", "INT", "FLUSH"]
 RESULT, RETRANSMIT, FALLBACK, MAX, OVERFLOW, INT, FLUSH = (1 << i for i in range(len(FLAG_NAMES)))

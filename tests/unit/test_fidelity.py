@@ -1,4 +1,5 @@
-"""The link-rate monitor's view of a schedule: each message timed from when it could move."""
+"""Fidelity monitors on hand-made inputs: the link-rate view of a schedule (each message timed from when
+it could move) and the retransmission monitor."""
 
 from __future__ import annotations
 
@@ -17,3 +18,14 @@ def test_waiting_for_the_sender_is_not_counted_and_late_receivers_are_left_out()
     rates = transfer_rates_bps(events, dilation=10.0, alpha_wall_s=0.0, host_rate_bps=rate)
     assert len(rates) == 1 and rates[0][:2] == (0, 1)
     assert 0.94 * 8e6 < rates[0][2] < 8e6  # less what the shaper lets through at once after idle
+
+
+def test_retransmission_timeouts_without_configured_loss_name_the_iterations_they_disturbed():
+    from testbed.fidelity import retransmission_monitor
+
+    fast_only = retransmission_monitor([0, 0, 0], [4, 0, 7], loss_injected=False)
+    assert fast_only.ok and "11 segments retransmitted" in fast_only.detail  # TCP's answer to full queues
+    disturbed = retransmission_monitor([1, 0, 2], [3, 0, 5], loss_injected=False)
+    assert not disturbed.ok and disturbed.value == 3.0
+    assert "in iterations 0, 2" in disturbed.detail and "idle machine" in disturbed.fix
+    assert retransmission_monitor([5, 2], [9, 9], loss_injected=True).ok  # the scenario's own loss

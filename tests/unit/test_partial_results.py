@@ -10,7 +10,7 @@ from hosts import ops
 from hosts.agent import data_seed
 from hosts.data import digest
 from testbed import cli, results
-from testbed.run import prepare
+from testbed.prepare import prepare
 from testbed.scenario import apply_overrides, load_scenario
 
 from ..conftest import ROOT

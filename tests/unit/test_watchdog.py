@@ -29,6 +29,7 @@ def test_stall_bound_is_three_rounds_never_under_ten_seconds_and_longer_for_the_
     assert stall_bound_s(2.0, first_round=False) == 10.0
     assert stall_bound_s(8.0, first_round=False) == 24.0
     assert stall_bound_s(8.0, first_round=True) == 54.0  # + 30 s for agents to start and connect
+    assert stall_bound_s(8.0, first_round=False, lossy=True) == 60.0  # loss: the protocols' own timeouts first
 
 
 def test_stall_sentence_names_ranks_steps_peers_and_the_cutting_reconfiguration():
