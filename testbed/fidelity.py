@@ -132,23 +132,31 @@ def drop_monitor(counters: dict[str, int] | None) -> Monitor:
                    "" if ok else "the datapath was overloaded: raise the dilation")
 
 
-def retransmission_monitor(timeouts: list[int], retransmits: list[int], loss_injected: bool) -> Monitor:
+RTO_MIN_S = 0.2  # Linux's shortest TCP retransmission timeout: what each timeout costs at least
+TIMEOUT_TOLERANCE = 0.05  # of an iteration's wall time
+
+
+def retransmission_monitor(timeouts: list[int], retransmits: list[int], iteration_wall_s: list[float],
+                           loss_injected: bool) -> Monitor:
     """TCP retransmission timeouts in each measured iteration, from the hosts' own counters. A fast
     retransmit is TCP's ordinary answer to a full queue, as on real links; a timeout means a packet
-    the machine dropped (a queue, the datapath under load) stalled a connection for at least 200 ms
-    of wall time, which no dilation hides, so the iterations that had one are not faithful."""
+    the machine dropped (a queue, the datapath under load) stalled a connection for at least
+    RTO_MIN_S of wall time, which no dilation hides. An iteration whose timeouts can cost more than
+    TIMEOUT_TOLERANCE of its wall time is not faithful."""
     total = sum(timeouts)
     segments = f"{sum(retransmits)} segments retransmitted"
     if loss_injected:
         return Monitor("retransmissions", float(total), True,
                        f"{total} retransmission timeouts, {segments}; loss is injected by the scenario")
-    disturbed = [i for i, n in enumerate(timeouts) if n]
+    disturbed = [i for i, (n, wall) in enumerate(zip(timeouts, iteration_wall_s))
+                 if n * RTO_MIN_S > TIMEOUT_TOLERANCE * wall]
     ok = not disturbed
-    where = f" in iteration{'s' if len(disturbed) > 1 else ''} {', '.join(map(str, disturbed))}" if disturbed else ""
+    where = f"; they cost iteration{'s' if len(disturbed) > 1 else ''} {', '.join(map(str, disturbed))} " \
+            f"more than {TIMEOUT_TOLERANCE:.0%} of its time" if disturbed else ""
     return Monitor("retransmissions", float(total), ok,
-                   f"{total} TCP retransmission timeouts{where}, {segments} (the fabric intends no timeout)",
-                   "" if ok else "the machine dropped packets, and those iterations waited out a retransmission "
-                                 "timeout: run on an idle machine, or lower emulation.capacity_fraction")
+                   f"{total} TCP retransmission timeouts, {segments} (the fabric intends no timeout){where}",
+                   "" if ok else "the machine dropped packets and those iterations waited out retransmission "
+                                 "timeouts: run on an idle machine, or lower emulation.capacity_fraction")
 
 
 INA_RETRANSMIT_TOLERANCE = 0.01

@@ -191,7 +191,8 @@ def assemble(prepared: "Prepared", run_dir: Path, measured: dict, outcome: dict)
                                   calibration.measured),
         fidelity.drop_monitor(measured.get("switch_packets")) if scenario.fabric.kind != "ina"
         else fidelity.ina_loss_monitor(ina, loss_injected),
-        fidelity.retransmission_monitor(timeouts, retransmits, loss_injected or bool(measured.get("faults"))),
+        fidelity.retransmission_monitor(timeouts, retransmits, [dilation.emulated_time_s(t) for t in iteration_times_s],
+                                        loss_injected or bool(measured.get("faults"))),
         fidelity.dark_time_monitor([e["measured_dark_s"] for e in reconfigurations],
                                    [e["configured_dark_s"] for e in reconfigurations]),
     ]

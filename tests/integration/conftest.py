@@ -3,7 +3,9 @@
 Tolerances, and why they are enough (each test names the one it uses):
 - RATIO_BAND, emulated/predicted of a whole run: the benches measured every scenario these tests
   run at 0.92-1.07 over repeated runs on a loaded 2-core machine (README, bench/results); ±15% is
-  twice the widest deviation seen, so a run crosses it only when the model or the emulation broke.
+  twice the widest deviation seen, so a run crosses it only when the model or the emulation broke,
+  or when the machine dropped packets and an iteration waited out TCP retransmission timeouts,
+  which the run then reports itself (assert_iterations_match_the_oracle).
 - Dark times: the hosts switch over within 0.2-2 ms of each agreed instant (measured at 8-32 GPUs,
   bench/results/optical.md) against a dark time of at least 10 ms of wall time, so a single
   reconfiguration stays within ±20% and an average within the monitor's ±10%.
@@ -19,6 +21,19 @@ import pytest
 from testbed.registry import list_bridges
 
 RATIO_BAND = (0.85, 1.15)
+
+
+def assert_iterations_match_the_oracle(result: dict) -> None:
+    """Every iteration's emulated/predicted is within RATIO_BAND, except one the run itself calls
+    not faithful because the machine dropped packets and it waited out TCP retransmission timeouts
+    (the `retransmissions` monitor names it: at least 200 ms of wall time each, which no
+    dilation hides); at least one iteration is within the band."""
+    monitor = result["fidelity"]["monitors"]["retransmissions"]
+    flagged = {i for i, n in enumerate(result["iteration_tcp_timeouts"]) if n} if not monitor["ok"] else set()
+    ratios = result["emulated_over_predicted"]
+    outside = [i for i, r in enumerate(ratios) if not RATIO_BAND[0] <= r <= RATIO_BAND[1]]
+    assert set(outside) <= flagged, (ratios, monitor)
+    assert len(outside) < len(ratios), (ratios, monitor)
 OURS = ("hosts.agent", "controller.launch", "controller.retune_timer", "mininet:h", "hosts.ina.node")
 
 

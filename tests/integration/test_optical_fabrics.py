@@ -12,7 +12,7 @@ import pytest
 from testbed.probes import optical_fabric, probe
 from testbed.scenario import Fabric
 
-from .conftest import RATIO_BAND
+from .conftest import RATIO_BAND, assert_iterations_match_the_oracle
 
 pytestmark = pytest.mark.root
 
@@ -132,8 +132,7 @@ def test_ring_allreduce_scenario_matches_the_oracle_on_each_fabric(name, hosts, 
     result = Runner(prepare(scenario), tmp_path / "run").execute()
     assert result["status"] == "ok", result["error"]
     assert result["sums_correct"]
-    ratios = result["emulated_over_predicted"]
-    assert all(RATIO_BAND[0] <= r <= RATIO_BAND[1] for r in ratios), ratios
+    assert_iterations_match_the_oracle(result)
     events = [json.loads(line) for line in (tmp_path / "run" / "events.jsonl").read_text().splitlines()]
     if name == "ring-allreduce":  # the controller re-plans every period; its dark times are on record
         dark = result["fidelity"]["monitors"]["dark_time"]

@@ -16,7 +16,7 @@ from testbed.run import Runner, prepare
 from testbed.scenario import apply_overrides, load_scenario
 
 from ..conftest import ROOT
-from .conftest import RATIO_BAND
+from .conftest import RATIO_BAND, assert_iterations_match_the_oracle
 
 pytestmark = pytest.mark.root
 
@@ -26,8 +26,7 @@ def test_quickstart_is_faithful_and_correct(tmp_path, machine_state):
     assert result["status"] == "ok", result["error"]
     assert result["sums_correct"]
     assert len(result["iteration_times_s"]) == 3
-    for ratio in result["emulated_over_predicted"]:
-        assert RATIO_BAND[0] <= ratio <= RATIO_BAND[1]
+    assert_iterations_match_the_oracle(result)
     for name in ("scenario.yaml", "schedule.json", "topology.json", "events.jsonl", "results.json", "timeline.png"):
         assert (tmp_path / "run" / name).is_file(), name
     events = [json.loads(line) for line in (tmp_path / "run" / "events.jsonl").read_text().splitlines()]

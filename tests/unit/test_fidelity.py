@@ -20,12 +20,14 @@ def test_waiting_for_the_sender_is_not_counted_and_late_receivers_are_left_out()
     assert 0.94 * 8e6 < rates[0][2] < 8e6  # less what the shaper lets through at once after idle
 
 
-def test_retransmission_timeouts_without_configured_loss_name_the_iterations_they_disturbed():
+def test_retransmission_timeouts_that_can_cost_over_5_percent_of_an_iteration_are_named():
     from testbed.fidelity import retransmission_monitor
 
-    fast_only = retransmission_monitor([0, 0, 0], [4, 0, 7], loss_injected=False)
+    # Each timeout costs at least 200 ms: 1 of them is 2.5% of an 8 s iteration, 3 are 7.5%.
+    fast_only = retransmission_monitor([0, 0, 0], [4, 0, 7], [8.0, 8.0, 8.0], loss_injected=False)
     assert fast_only.ok and "11 segments retransmitted" in fast_only.detail  # TCP's answer to full queues
-    disturbed = retransmission_monitor([1, 0, 2], [3, 0, 5], loss_injected=False)
-    assert not disturbed.ok and disturbed.value == 3.0
-    assert "in iterations 0, 2" in disturbed.detail and "idle machine" in disturbed.fix
-    assert retransmission_monitor([5, 2], [9, 9], loss_injected=True).ok  # the scenario's own loss
+    assert retransmission_monitor([1, 0], [9, 0], [8.0, 8.0], loss_injected=False).ok
+    disturbed = retransmission_monitor([3, 0, 4], [30, 0, 50], [8.0, 8.0, 8.0], loss_injected=False)
+    assert not disturbed.ok and disturbed.value == 7.0
+    assert "iterations 0, 2 more than 5%" in disturbed.detail and "idle machine" in disturbed.fix
+    assert retransmission_monitor([5, 2], [9, 9], [1.0, 1.0], loss_injected=True).ok  # the scenario's own loss
