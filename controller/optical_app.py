@@ -21,7 +21,7 @@ from controller.optical_plan import FORWARD_TABLE, PlanError, count_rules, init_
 from controller.policy import POLICIES, default_policy, plan_for
 from controller.shim import CONFIG_ENV, clear_tables, fail_loudly, guarded
 from testbed.scenario import Fabric
-from testbed.schedule import traffic_pairs
+from testbed.schedule import cut_pairs, traffic_pairs
 from testbed.topology import estimate_period_us, reconfig_us
 from testbed.units import us_to_s
 
@@ -209,8 +209,8 @@ class OpticalFabricApp(app_manager.OSKenApp):
         None when it equals the current state."""
         optical_plan.validate(self.topology, wanted)
         # A plan that cuts a path the job needs would stall the agents' TCP until the run is stopped.
-        cut = optical_plan.cut_pairs(optical_plan.render(self.topology, reconfig.normalise(wanted)),
-                                     self.schedule_traffic)
+        cut = cut_pairs(optical_plan.render(self.topology, reconfig.normalise(wanted)).unreachable,
+                        self.schedule_traffic)
         if cut:
             src, dst = cut[0]
             raise PlanError(f"this plan leaves no path from GPU {src} to GPU {dst}, which exchange data in this "

@@ -233,13 +233,6 @@ def render(topology: dict[str, Any], state: dict) -> Rendering:
     return render_ring(topology, state)
 
 
-def cut_pairs(rendering: Rendering, talking) -> list[tuple[int, int]]:
-    """Pairs of GPUs that exchange data (`talking`: (src, dst) pairs) left without a path, either
-    way: TCP needs the reverse path for its acknowledgements."""
-    needed = {pair for src, dst in talking for pair in ((src, dst), (dst, src))}
-    return sorted(set(rendering.unreachable) & needed)
-
-
 def validate(topology: dict[str, Any], state: dict) -> None:
     if "ocs" in topology:
         validate_circuits(topology, frozenset(key for key, c in state.items() if c > 0))

@@ -224,7 +224,6 @@ class Agent:
         if self.config.get("ina"):
             self.position["step"] = "registering with the aggregation node"
             self._connect_ina()
-        iterations = self.iterations
         for round_ in range(self.warmups + self.iterations_planned):
             # Warm-up rounds use their own data and record nothing; measured ones count from 0.
             measured = round_ >= self.warmups
@@ -246,7 +245,7 @@ class Agent:
                 continue
             self.events.insert(events_before, self._make_event("barrier", arrive, start, iteration))
             self._event("iteration", start, end, iteration)
-            iterations.append({
+            self.iterations.append({
                 "iteration": iteration,
                 "start_s": start,
                 "end_s": end,

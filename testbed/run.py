@@ -21,6 +21,7 @@ from testbed.faults import FaultInjector, timeline
 from testbed.live import LiveFabric, RunInterrupted, SignalGuard, live_fabric, require_emulation_platform
 from testbed.prepare import EMULATED_FABRICS, Prepared, prepare  # noqa: F401 (run's public names)
 from testbed.scenario import Scenario, scenario_to_yaml
+from testbed.schedule import cut_pairs
 from testbed.side_processes import SideProcesses
 from testbed.units import us_to_s
 from testbed.watchdog import Progress, describe_stall, stall_bound_s
@@ -164,7 +165,7 @@ class Runner:
         lossy = scenario.fabric.link_loss_frac + scenario.fabric.node_drop_frac > 0
         limit_s = 60.0 + 4 * plan.expected_wall_s
         deadline = time.monotonic() + limit_s
-        lines, moved_at = 0, time.monotonic()
+        progress, read_to, moved_at = Progress((0,) * ranks, 0), 0, time.monotonic()
         while any(p.poll() is None for p in self.agents):
             live.controller.check_alive()
             sides.check_alive()
@@ -172,17 +173,18 @@ class Runner:
                 break  # one agent failed: the others would wait on it forever
             if time.monotonic() > deadline:
                 raise RunFailed(f"host agents did not finish within {limit_s:.0f} s; see {hosts_dir}")
-            progress = Progress.parse(_read(hosts_dir / "progress"), ranks)
-            if progress.lines != lines:
-                lines, moved_at = progress.lines, time.monotonic()
+            text, read_to = _read_lines_from(hosts_dir / "progress", read_to)
+            if text:
+                progress, moved_at = progress.extended(text), time.monotonic()
             if self.injector is not None and self.injector.error:
                 raise RunFailed(self.injector.error)
-            bound_s = stall_bound_s(round_wall_s, first_round=lines == 0, lossy=lossy)
+            bound_s = stall_bound_s(round_wall_s, first_round=progress.lines == 0, lossy=lossy)
             if time.monotonic() - moved_at > bound_s:
                 raise RunFailed(self._stall_report(time.monotonic() - moved_at, bound_s, hosts_dir))
             self.on_progress(progress.iterations_done(warmups), total)
             time.sleep(0.05)
-        self.on_progress(Progress.parse(_read(hosts_dir / "progress"), ranks).iterations_done(warmups), total)
+        progress = progress.extended(_read_lines_from(hosts_dir / "progress", read_to)[0])
+        self.on_progress(progress.iterations_done(warmups), total)
 
     def _stall_report(self, stalled_s: float, bound_s: float, hosts_dir: Path) -> str:
         """Asks every live agent what it waits on (SIGUSR1) and says it in one sentence."""
@@ -210,11 +212,11 @@ class Runner:
 
     def _check_reachable(self, unreachable: list) -> None:
         """Agents exchange data both ways (TCP acknowledges): every pair that talks needs both paths."""
-        talking = set(self.prepared.schedule.traffic())
-        for src, dst in unreachable:
-            if (src, dst) in talking or (dst, src) in talking:
-                raise RunFailed(f"the planned circuits leave no path from GPU {src} to GPU {dst}, which exchange "
-                                f"data; give the fabric more ports (ocs_switches) or another plan")
+        cut = cut_pairs(unreachable, self.prepared.schedule.traffic())
+        if cut:
+            src, dst = cut[0]
+            raise RunFailed(f"the planned circuits leave no path from GPU {src} to GPU {dst}, which exchange "
+                            f"data; give the fabric more ports (ocs_switches) or another plan")
 
     def _stop_agents(self) -> None:
         # SIGTERM first: agents write the iterations they completed, the node its counters, tcpdump
@@ -248,9 +250,15 @@ def _hold(live: LiveFabric) -> None:
         return
 
 
-def _read(path: Path) -> str:
+def _read_lines_from(path: Path, offset: int) -> tuple[str, int]:
+    """The whole lines appended to `path` since byte `offset`, and where they end: the agents
+    append to the progress file for the whole run, so each poll reads only what is new."""
     try:
-        return path.read_text()
+        with open(path, "rb") as f:
+            f.seek(offset)
+            chunk = f.read()
     except OSError:
-        return ""
+        return "", offset
+    end = chunk.rfind(b"\n") + 1
+    return chunk[:end].decode(), offset + end
 

@@ -66,6 +66,13 @@ def traffic_pairs(matrix: Iterable[Iterable[float]] | None) -> dict[tuple[int, i
     return {(i, j): float(v) for i, row in enumerate(matrix or []) for j, v in enumerate(row) if v and i != j}
 
 
+def cut_pairs(unreachable: Iterable[Iterable[int]], talking: Iterable[tuple[int, int]]) -> list[tuple[int, int]]:
+    """The `unreachable` (src, dst) pairs that GPUs exchanging data (`talking`) need, either way:
+    TCP needs the reverse path for its acknowledgements."""
+    needed = {pair for src, dst in talking for pair in ((src, dst), (dst, src))}
+    return sorted({(a, b) for a, b in unreachable} & needed)
+
+
 @dataclass(frozen=True)
 class Schedule:
     name: str

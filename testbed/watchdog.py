@@ -6,6 +6,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from testbed.schedule import cut_pairs
+
 STALL_MIN_S = 10.0  # never call a run stalled sooner: start-up and a slow round on a busy machine
 STALL_ROUNDS = 3.0  # a round that takes this many times its expected wall time has stalled
 LOSSY_STALL_S = 60.0  # with loss injected (see stall_bound_s)
@@ -22,8 +24,13 @@ class Progress:
 
     @classmethod
     def parse(cls, text: str, ranks: int) -> "Progress":
-        done = [0] * ranks
-        lines = 0
+        return cls((0,) * ranks, 0).extended(text)
+
+    def extended(self, text: str) -> "Progress":
+        """This progress with more lines of the file (read from where the last read ended)."""
+        ranks = len(self.rounds_done)
+        done = list(self.rounds_done)
+        lines = self.lines
         for line in text.splitlines():
             fields = line.split()
             if len(fields) != 2 or not all(f.isdigit() for f in fields):
@@ -32,7 +39,7 @@ class Progress:
             if rank < ranks:
                 done[rank] = max(done[rank], round_ + 1)
                 lines += 1
-        return cls(tuple(done), lines)
+        return Progress(tuple(done), lines)
 
     def iterations_done(self, warmups: int) -> int:
         """Measured iterations every rank has finished."""
@@ -67,13 +74,10 @@ def _wait_phrase(report: dict[str, Any]) -> str:
 
 def _cut_paths(reports: list[dict[str, Any]], reconfigurations: list[dict[str, Any]]) -> list[str]:
     """Reconfigurations that left no path for a pair a waiting rank needs (both ways: TCP acknowledges)."""
-    needed = set()
-    for report in reports:
-        for wait in report.get("waits") or []:
-            needed |= {(wait["peer"], report["rank"]), (report["rank"], wait["peer"])}
+    waited = [(wait["peer"], report["rank"]) for report in reports for wait in report.get("waits") or []]
     found = []
     for event in reconfigurations:
-        cut = [tuple(p) for p in event.get("unreachable") or [] if tuple(p) in needed]
+        cut = cut_pairs(event.get("unreachable") or [], waited)
         if cut:
             pairs = ", ".join(f"GPU {s} to GPU {d}" for s, d in sorted(cut)[:3])
             found.append(f"reconfiguration {event.get('id')} (from {event.get('source', '?')}) left no path from "

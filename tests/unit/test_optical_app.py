@@ -17,6 +17,7 @@ from os_ken.ofproto import ofproto_v1_3, ofproto_v1_3_parser
 from controller import optical_app, optical_plan
 from controller.optical_plan import PlanError
 from testbed.scenario import Fabric, apply_overrides, load_scenario
+from testbed.schedule import cut_pairs
 from testbed.topology import build_topology
 from testbed.workloads import schedule_for
 
@@ -146,7 +147,7 @@ def _moved(app) -> dict:
         state = {key: 1 for key in circuits if key not in ((sw1, a, b), (sw2, c, d))}
         state.update({(sw1, a, d): 1, (sw1, c, b): 1})
         rendering = optical_plan.render(app.topology, state)
-        if not optical_plan.cut_pairs(rendering, app.schedule_traffic):
+        if not cut_pairs(rendering.unreachable, app.schedule_traffic):
             return state
     raise AssertionError("no swap keeps the job connected")
 
