@@ -71,6 +71,29 @@ class SignalGuard:
         return False
 
 
+class DeferredSignals:
+    """Holds SIGINT, SIGTERM and SIGHUP while a run directory is written, so that it is written
+    whole (a signal raised inside a C extension, e.g. matplotlib's renderer, surfaces as an
+    unrelated error); on exit the first signal held is raised: KeyboardInterrupt for SIGINT,
+    RunInterrupted for the others."""
+
+    SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+
+    def __enter__(self):
+        self.held: list[int] = []
+        self._old = {sig: signal.signal(sig, lambda signum, frame: self.held.append(signum)) for sig in self.SIGNALS}
+        return self
+
+    def __exit__(self, *exc):
+        for sig, handler in self._old.items():
+            signal.signal(sig, handler)
+        if self.held and exc[0] is None:
+            if self.held[0] == signal.SIGINT:
+                raise KeyboardInterrupt
+            raise RunInterrupted(signal.Signals(self.held[0]).name)
+        return False
+
+
 @dataclass
 class LiveFabric:
     fabric: "MininetFabric"

@@ -18,7 +18,14 @@ from testbed import results as results_mod
 from testbed.errors import RunFailed
 from testbed.fault_actions import FaultActions
 from testbed.faults import FaultInjector, timeline
-from testbed.live import LiveFabric, RunInterrupted, SignalGuard, live_fabric, require_emulation_platform
+from testbed.live import (
+    DeferredSignals,
+    LiveFabric,
+    RunInterrupted,
+    SignalGuard,
+    live_fabric,
+    require_emulation_platform,
+)
 from testbed.prepare import EMULATED_FABRICS, Prepared, prepare  # noqa: F401 (run's public names)
 from testbed.scenario import Scenario, scenario_to_yaml
 from testbed.schedule import cut_pairs
@@ -81,7 +88,8 @@ class Runner:
         measured = dict(self.measured)
         if self.injector is not None:
             measured["faults"] = self.injector.applied
-        return results_mod.assemble(self.prepared, self.run_dir, measured, outcome)
+        with DeferredSignals():  # a Ctrl-C now stops what follows this run, not its run directory
+            return results_mod.assemble(self.prepared, self.run_dir, measured, outcome)
 
     def _controller_extra(self) -> dict:
         return {"dilation": self.prepared.plan.dilation.dilation,

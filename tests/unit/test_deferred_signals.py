@@ -1,0 +1,31 @@
+"""A run directory is written whole: signals that arrive meanwhile are held and raised after it."""
+
+from __future__ import annotations
+
+import os
+import signal
+
+import pytest
+
+from testbed.live import DeferredSignals, RunInterrupted
+
+
+def test_ctrl_c_while_writing_is_raised_after_the_block_completes():
+    written = []
+    with pytest.raises(KeyboardInterrupt):
+        with DeferredSignals():
+            os.kill(os.getpid(), signal.SIGINT)
+            written.append("results.json")
+    assert written == ["results.json"]
+    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
+
+
+def test_sigterm_while_writing_is_raised_as_an_interrupted_run():
+    with pytest.raises(RunInterrupted, match="SIGTERM"):
+        with DeferredSignals():
+            os.kill(os.getpid(), signal.SIGTERM)
+
+
+def test_nothing_is_raised_when_no_signal_arrives():
+    with DeferredSignals():
+        pass
