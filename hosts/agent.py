@@ -22,7 +22,7 @@ import numpy as np
 from hosts import ops
 from hosts.collectives import StepRecord, ring_barrier
 from hosts.data import digest
-from hosts.timing import lower_timer_slack, precise_sleep, wait_until
+from hosts.timing import compute_timing, lower_timer_slack, precise_sleep, wait_until
 from hosts.transport import TcpTransport
 
 BARRIER_TAG = 0xF0000000
@@ -280,11 +280,8 @@ class Agent:
         """What this host measured over its completed iterations."""
         transport = self.transport
         overshoots = np.array((transport.latency.overshoots_s if transport else None) or [0.0])
-        errors = [over / target for target, over in self.compute_waits if target > 0]
         return {
-            "compute_timing": {"steps": len(self.compute_waits),
-                               "error_mean_frac": float(np.mean(errors)) if errors else 0.0,
-                               "error_p99_frac": float(np.percentile(errors, 99)) if errors else 0.0},
+            "compute_timing": compute_timing(self.compute_waits),
             "rank": self.rank,
             "iterations": self.iterations,
             "latency": {

@@ -5,6 +5,8 @@ from __future__ import annotations
 import ctypes
 import time
 
+import numpy as np
+
 PR_SET_TIMERSLACK = 29
 # Sleep until this long before the deadline, then spin: time.sleep overshoots by tens of µs.
 SPIN_WINDOW_S = 200e-6
@@ -42,3 +44,17 @@ def precise_sleep(duration_s: float, clock=time.monotonic) -> float:
     if duration_s <= 0:
         return 0.0
     return wait_until(clock() + duration_s, clock)
+
+
+def compute_timing(waits: list[tuple[float, float]]) -> dict:
+    """How a host's dilated compute steps kept to plan, from (target, overshoot) seconds per step.
+
+    overshoot_frac, the time compute took beyond its plan over the plan, is what an iteration
+    time feels; the per-step ratios show how the timer errs on short steps.
+    """
+    planned_s = sum(target for target, _ in waits)
+    errors = [over / target for target, over in waits if target > 0]
+    return {"steps": len(waits),
+            "overshoot_frac": sum(over for _, over in waits) / planned_s if planned_s > 0 else 0.0,
+            "error_mean_frac": sum(errors) / len(errors) if errors else 0.0,
+            "error_p99_frac": float(np.percentile(errors, 99)) if errors else 0.0}

@@ -182,7 +182,8 @@ def assemble(prepared: "Prepared", run_dir: Path, measured: dict, outcome: dict)
     timings = [h["compute_timing"] for h in per_host if h.get("compute_timing", {}).get("steps")]
     monitors = [
         fidelity.link_rate_monitor(rates, 1.0, loss_injected),
-        fidelity.compute_timing_monitor(max((t["error_mean_frac"] for t in timings), default=None),
+        fidelity.compute_timing_monitor(max((t["overshoot_frac"] for t in timings), default=None),
+                                        max((t["error_mean_frac"] for t in timings), default=None),
                                         max((t["error_p99_frac"] for t in timings), default=None)),
         fidelity.timer_monitor(overshoot_mean, overshoot_p99, step_emulated_s),
         fidelity.cpu_monitor(measured.get("cpu_busy_frac")),

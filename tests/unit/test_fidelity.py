@@ -31,3 +31,23 @@ def test_retransmission_timeouts_that_can_cost_over_5_percent_of_an_iteration_ar
     assert not disturbed.ok and disturbed.value == 7.0
     assert "iterations 0, 2 more than 5%" in disturbed.detail and "idle machine" in disturbed.fix
     assert retransmission_monitor([5, 2], [9, 9], [1.0, 1.0], loss_injected=True).ok  # the scenario's own loss
+
+
+def test_compute_timing_is_judged_by_the_time_compute_added_not_by_its_shortest_steps():
+    from hosts.timing import compute_timing
+    from testbed.fidelity import compute_timing_monitor
+
+    # 99 steps of 10 ms on time and one 1 ms step preempted for 0.3 ms: 0.3 ms beyond 991 ms planned
+    # (0.03%), although the per-step ratios average 0.3% and one step is 30% off.
+    waits = [(0.010, 0.0)] * 99 + [(0.001, 0.0003)]
+    timing = compute_timing(waits)
+    assert timing["steps"] == 100
+    assert abs(timing["overshoot_frac"] - 0.0003 / 0.991) < 1e-12
+    assert abs(timing["error_mean_frac"] - 0.003) < 1e-12
+    monitor = compute_timing_monitor(timing["overshoot_frac"], timing["error_mean_frac"], timing["error_p99_frac"])
+    assert monitor.ok and "0.03% longer than planned" in monitor.detail
+    # Every step 2.5% late: the iteration's compute is 2.5% long, past the 2% tolerance.
+    late = compute_timing([(0.004, 0.0001)] * 10)
+    assert abs(late["overshoot_frac"] - 0.025) < 1e-12
+    assert not compute_timing_monitor(late["overshoot_frac"], late["error_mean_frac"], late["error_p99_frac"]).ok
+    assert compute_timing([])["overshoot_frac"] == 0.0

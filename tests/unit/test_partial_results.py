@@ -9,6 +9,7 @@ import json
 from hosts import ops
 from hosts.agent import data_seed
 from hosts.data import digest
+from hosts.timing import compute_timing
 from testbed import cli, results
 from testbed.prepare import prepare
 from testbed.scenario import apply_overrides, load_scenario
@@ -37,7 +38,7 @@ def _iteration(prepared, rank: int, it: int, start_s: float) -> dict:
 
 def _host(rank: int, iterations: list[dict], stopped: bool) -> dict:
     return {"rank": rank, "ok": not stopped, **({"stopped": True, "error": "stopped by the runner"} if stopped else {}),
-            "iterations": iterations, "compute_timing": {"steps": 0, "error_mean_frac": 0.0, "error_p99_frac": 0.0},
+            "iterations": iterations, "compute_timing": compute_timing([]),
             "latency": {"target_s": 0.0, "count": 0, "overshoot_mean_s": 0.0, "overshoot_p99_s": 0.0}}
 
 
