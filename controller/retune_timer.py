@@ -89,11 +89,16 @@ class Shells:
                 self.selector.register(proc.stdout, selectors.EVENT_READ, (rank, tool))
         self.pending = {key: b"" for key in self.procs}
 
-    def warm_up(self) -> None:
+    def warm_up(self) -> tuple[int, float]:
         """A marker through every shell before the first change: a shell's first command costs
-        milliseconds (loading, page faults), which would land inside a dark time."""
+        milliseconds (loading, page faults), which would land inside a dark time. Then a second,
+        as a step writes them: returns how many shells answered and how long the last one took,
+        for the first change to begin early by what it will likely cost."""
         ranks = sorted({rank for rank, _ in self.procs})
         self.apply({rank: [] for rank in ranks}, every_tool=True)
+        begun = time.monotonic()
+        done = self.apply({rank: [] for rank in ranks}, every_tool=True)
+        return len(self.procs), max(done.values(), default=begun) - begun
 
     def apply(self, lines: dict[int, list[str]], every_tool: bool = False) -> dict[int, float]:
         """Write every host's lines and a marker behind them; returns when each host's markers came back."""
@@ -171,10 +176,10 @@ def shell_count(lines: dict[int, list[str]]) -> int:
     return sum(len(split_by_tool(host_lines)) for host_lines in lines.values())
 
 
-def serve(shells: Shells, requests, replies) -> None:
+def serve(shells: Shells, requests, replies, latency: Latency | None = None) -> None:
     """Apply each step around its agreed instant: `at_s`, or `after_s` past the previous step's
     agreed instant (never past when it began: the gap between two steps is what is timed)."""
-    last_at, latency = 0.0, Latency()
+    last_at, latency = 0.0, latency or Latency()
     offsets: dict[int, float] = {}
     for raw in requests:
         if not raw.strip():
@@ -205,12 +210,13 @@ def main(argv: list[str]) -> int:
     log_dir, pids = Path(argv[0]), [int(p) for p in argv[1:]]
     shells = Shells(pids, log_dir)
     try:
-        shells.warm_up()
+        latency = Latency()
+        latency.learn(*shells.warm_up())
         # Nothing here builds cycles worth collecting, and a collection must not land on an instant.
         gc.collect()
         gc.freeze()
         gc.disable()
-        serve(shells, sys.stdin, sys.stdout)
+        serve(shells, sys.stdin, sys.stdout, latency)
     except Exception as error:  # the controller reads this and stops: host state is unknown
         sys.stdout.write(json.dumps({"error": f"{type(error).__name__}: {error}"}) + "\n")
         sys.stdout.flush()
