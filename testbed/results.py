@@ -121,6 +121,20 @@ def _ina_summary(node: dict | None, per_host: list[dict]) -> dict:
     return {"node": node, "workers": workers}
 
 
+def _retransmission_per_iteration(ina: dict | None, tcp_timeouts: list[int], ranks: int, iterations: int,
+                                  dilation: float) -> float:
+    """Real-world time a host waited on lost packets per iteration, on average: INA workers time
+    their waits for a chunk's retransmission timeout (over every iteration, warm-ups included);
+    over TCP, each retransmission timeout of a measured iteration costs at least RTO_MIN_S of wall
+    time (a lower bound: TCP does not say how long it stalled)."""
+    if ina is not None:
+        waited_s = ina["workers"].get("timeout_wait_s", 0.0)
+        return waited_s / ranks / iterations / dilation if ranks and iterations else 0.0
+    if not tcp_timeouts or not ranks:
+        return 0.0
+    return sum(tcp_timeouts) * fidelity.RTO_MIN_S / ranks / len(tcp_timeouts) / dilation
+
+
 def _dark_per_iteration(reconfigurations: list[dict], iterations: int) -> float:
     """Real-world dark time per iteration, from the reconfigurations after the agents started."""
     dark = sum(e["real_measured_dark_s"] for e in reconfigurations if e["requested_s"] >= 0)
@@ -245,7 +259,8 @@ def assemble(prepared: "Prepared", run_dir: Path, measured: dict, outcome: dict)
             "communication_s": mean(comm) if comm else None,
             "reconfiguration_s": _dark_per_iteration(reconfigurations, len(iteration_times_s)
                                                      + scenario.warmups()),
-            "retransmission_s": 0.0,
+            "retransmission_s": _retransmission_per_iteration(ina, timeouts, ranks, count + scenario.warmups(),
+                                                              dilation.dilation),
         },
         "reconfigurations": len(reconfigurations),
         "predicted_breakdown": prediction.breakdown.to_json(),

@@ -150,6 +150,8 @@ class JobClient:
             wait = min(entry[0] for entry in inflight.values()) - now
             got = endpoint.receive(max(wait, 0.0))
             if got is None:
+                # Nothing came back before a chunk's timeout: this wait was the price of a loss.
+                self.counters["timeout_wait_s"] += time.monotonic() - now
                 # a retransmission is the chunk again, flagged, with the worker's current low-water mark
                 self._retransmit(inflight, timer, lambda c: self._packet(
                     c, base + c, flags | RETRANSMIT, exponents, values, base + low))

@@ -49,6 +49,8 @@ def test_ina_sums_stay_exact_under_loss(tmp_path, machine_state, loss_frac):
     node, workers = result["ina"]["node"]["counters"], result["ina"]["workers"]
     assert node["injected_drops"] > 0 and workers["retransmits"] > 0
     assert result["fidelity"]["monitors"]["ina_loss"]["ok"]
+    # Every retransmission followed a wait for the chunk's timeout, which the breakdown shows.
+    assert workers["timeout_wait_s"] > 0 and result["breakdown"]["retransmission_s"] > 0
 
 
 def test_two_jobs_on_shared_slots_keep_their_sums_apart(tmp_path, machine_state):

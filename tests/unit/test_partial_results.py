@@ -79,3 +79,16 @@ def test_a_run_that_completed_no_iteration_says_so_and_is_not_called_faithful(tm
     printed = capsys.readouterr().out
     assert "no iteration completed (no rank finished a round)" in printed
     assert "faithful" not in printed and "emulated/predicted" not in printed
+
+
+def test_time_lost_to_retransmissions_per_iteration_is_in_the_breakdown():
+    from testbed.results import _retransmission_per_iteration
+
+    # INA: 4 workers waited 0.8 s of wall time in all on chunk timeouts over 2 iterations at
+    # dilation 100: 0.8 / 4 / 2 / 100 = 1 ms of real-world time per host and iteration.
+    ina = {"node": {}, "workers": {"retransmits": 12, "timeout_wait_s": 0.8}}
+    assert abs(_retransmission_per_iteration(ina, [0, 0], 4, 2, 100.0) - 1e-3) < 1e-15
+    # TCP: 2 timeouts in the first of 2 measured iterations on 4 hosts, 200 ms each at least:
+    # 2 × 0.2 / 4 / 2 / 100 = 0.5 ms.
+    assert abs(_retransmission_per_iteration(None, [2, 0], 4, 2, 100.0) - 0.5e-3) < 1e-15
+    assert _retransmission_per_iteration(None, [], 4, 0, 100.0) == 0.0
