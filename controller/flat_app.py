@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import os
 import time
 from pathlib import Path
@@ -14,6 +13,7 @@ from os_ken.ofproto import ofproto_v1_3
 
 from controller.flat_plan import plan_flat_flows
 from controller.shim import CONFIG_ENV, clear_tables, fail_loudly
+from testbed.contracts import ControllerConfig, ControllerReady, Topology
 
 
 class FlatFabricApp(app_manager.OSKenApp):
@@ -21,9 +21,9 @@ class FlatFabricApp(app_manager.OSKenApp):
 
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
-        config = json.loads(Path(os.environ[CONFIG_ENV]).read_text())
-        topology = json.loads(Path(config["topology"]).read_text())
-        self.ready_path = Path(config["ready"])
+        config = ControllerConfig.loads(Path(os.environ[CONFIG_ENV]).read_text(), where=os.environ[CONFIG_ENV])
+        topology = Topology.loads(Path(config.topology).read_text(), where=config.topology).as_dict()
+        self.ready_path = Path(config.ready)
         self.plan = plan_flat_flows(topology)
         self.programmed: set[int] = set()
 
@@ -54,7 +54,7 @@ class FlatFabricApp(app_manager.OSKenApp):
             self.programmed.add(ev.msg.datapath.id)
             if self.programmed >= set(self.plan):
                 tmp = self.ready_path.with_suffix(".tmp")
-                tmp.write_text(json.dumps({"switches": sorted(self.programmed), "time": time.time()}))
+                tmp.write_text(ControllerReady(switches=sorted(self.programmed), time=time.time()).dumps())
                 tmp.replace(self.ready_path)
         except Exception:
             fail_loudly("recording readiness")

@@ -20,6 +20,7 @@ from controller import host_shell, optical_plan, reconfig
 from controller.optical_plan import FORWARD_TABLE, PlanError, count_rules, init_lines
 from controller.policy import POLICIES, default_policy, plan_for
 from controller.shim import CONFIG_ENV, clear_tables, fail_loudly, guarded
+from testbed.contracts import ControllerConfig, ControllerReady, Topology
 from testbed.scenario import Fabric
 from testbed.schedule import cut_pairs, traffic_pairs
 from testbed.topology import estimate_period_us, reconfig_us
@@ -35,15 +36,17 @@ class OpticalFabricApp(app_manager.OSKenApp):
 
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
-        config = json.loads(Path(os.environ[CONFIG_ENV]).read_text())
+        config = ControllerConfig.loads(Path(os.environ[CONFIG_ENV]).read_text(), where=os.environ[CONFIG_ENV])
+        if config.dilation is None or config.schedule is None or config.events is None:
+            raise ValueError("a reconfigurable fabric's controller needs the dilation, the schedule and an events file")
         self.run_config = config
-        self.topology = json.loads(Path(config["topology"]).read_text())
-        self.fabric = Fabric(**config["fabric"])
-        self.dilation = float(config["dilation"])
-        self.ready_path = Path(config["ready"])
-        self.events_path = Path(config["events"])
+        self.topology = Topology.loads(Path(config.topology).read_text(), where=config.topology).as_dict()
+        self.fabric = Fabric(**config.fabric)
+        self.dilation = config.dilation
+        self.ready_path = Path(config.ready)
+        self.events_path = Path(config.events)
         self.n = len(self.topology["hosts"])
-        schedule = json.loads(Path(config["schedule"]).read_text())
+        schedule = json.loads(Path(config.schedule).read_text())
         self.schedule_traffic = traffic_pairs(schedule.get("traffic_matrix_bytes"))
         self.recurring = tuple(sorted(self.schedule_traffic))
         self.lock = threading.RLock()
@@ -144,7 +147,7 @@ class OpticalFabricApp(app_manager.OSKenApp):
 
     # ---- hosts ----------------------------------------------------------------------------------
     def _start_hosts(self) -> None:
-        pids_path = Path(self.run_config["host_pids"])
+        pids_path = Path(self.run_config.host_pids)
         while not pids_path.exists():
             time.sleep(0.02)
         pids = json.loads(pids_path.read_text())
@@ -154,7 +157,7 @@ class OpticalFabricApp(app_manager.OSKenApp):
                                   for line in text.split("\n")]
             host_shell.run_once(pid, lines, "tc")
             host_shell.run_once(pid, lines, "ip")
-        self.timer = host_shell.HostTimer(pids, Path(self.run_config["host_logs"]))
+        self.timer = host_shell.HostTimer(pids, Path(self.run_config.host_logs))
         self._start_api()
         self.hosts_ready = True
         threading.Thread(target=guarded, args=("reconfiguring", self._reconfigure_loop), daemon=True).start()
@@ -166,9 +169,9 @@ class OpticalFabricApp(app_manager.OSKenApp):
             if not self.hosts_ready or not self.programmed >= set(self.count_plan) or self.ready_path.exists():
                 return
             tmp = self.ready_path.with_suffix(".tmp")
-            tmp.write_text(json.dumps({"switches": sorted(self.programmed), "time": time.time(),
-                                       "api": f"http://127.0.0.1:{self.api_port}",
-                                       "unreachable": [list(p) for p in self.rendering.unreachable]}))
+            tmp.write_text(ControllerReady(switches=sorted(self.programmed), time=time.time(),
+                                           api=f"http://127.0.0.1:{self.api_port}",
+                                           unreachable=list(self.rendering.unreachable)).dumps())
             tmp.replace(self.ready_path)
 
     def _start_api(self) -> None:

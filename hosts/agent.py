@@ -24,6 +24,7 @@ from hosts.collectives import StepRecord, ring_barrier
 from hosts.data import digest
 from hosts.timing import compute_timing, lower_timer_slack, precise_sleep, wait_until
 from hosts.transport import TcpTransport
+from testbed.contracts import AgentConfig
 
 BARRIER_TAG = 0xF0000000
 WARMUP_DATA_BASE = 1_000_000
@@ -40,16 +41,16 @@ def data_seed(seed: int, group: list[int]) -> int:
 
 
 class Agent:
-    def __init__(self, config: dict, rank: int) -> None:
+    def __init__(self, config: AgentConfig, rank: int) -> None:
         self.config = config
         self.rank = rank
-        self.dilation = float(config["dilation"])
-        self.byte_scale = float(config["byte_scale"])
-        self.epoch = float(config["epoch_monotonic_s"])
-        schedule = json.loads(Path(config["schedule"]).read_text())
+        self.dilation = config.dilation
+        self.byte_scale = config.byte_scale
+        self.epoch = config.epoch_monotonic_s
+        schedule = json.loads(Path(config.schedule).read_text())
         self.hosts = int(schedule["hosts"])
         self.iterations_planned = int(schedule["iterations"])
-        self.warmups = int(config.get("warmup_iterations", 0))
+        self.warmups = config.warmup_iterations
         self.steps = schedule["gpus"][rank]["steps"]
         self.events: list[dict] = []
         self.compute_waits: list[tuple[float, float]] = []  # (target, overshoot) of each compute step
@@ -79,14 +80,15 @@ class Agent:
         """Registers this host's INA jobs with the aggregation node (before anything is timed)."""
         from hosts.ina.client import InaEndpoint, job_ids
 
-        ina = self.config["ina"]
-        addresses = list(self.config["rank_addresses"])
-        self.ina = InaEndpoint(addresses[self.rank], ina["node"], float(ina["rto_s"]), latency_wait=precise_sleep,
-                               min_rto=float(ina["min_rto_s"]))
+        ina = self.config.ina
+        assert ina is not None  # only INA schedules connect
+        addresses = self.config.rank_addresses
+        self.ina = InaEndpoint(addresses[self.rank], ina.node, ina.rto_s, latency_wait=precise_sleep,
+                               min_rto=ina.min_rto_s)
         for group, job in job_ids(self._schedule).items():
             if self.rank in group:
                 self.ina_jobs[group] = self.ina.register(job, group.index(self.rank),
-                                                         tuple(addresses[g] for g in group), int(ina["window"]))
+                                                         tuple(addresses[g] for g in group), ina.window)
 
     def _event(self, kind: str, start: float, end: float, iteration: int, **fields) -> None:
         self.events.append(self._make_event(kind, start, end, iteration, **fields))
@@ -124,7 +126,7 @@ class Agent:
                 buffers[index] = None
                 continue
             elements = ops.elements_for(step["op"], round(step["bytes"] * self.byte_scale), len(group))
-            buffers[index] = ops.make_input(step["op"], data_seed(int(self.config["seed"]), group), iteration,
+            buffers[index] = ops.make_input(step["op"], data_seed(self.config.seed, group), iteration,
                                             group.index(self.rank),
                                             len(group), elements)
         return buffers
@@ -193,11 +195,11 @@ class Agent:
             return {"step_rates_bps": rates, "end_s": end}
         return {"digest": digest(result), "elements": data.size, "step_rates_bps": rates, "end_s": end,
                 "op": step["op"], "group_size": len(group), "pos": group.index(self.rank),
-                "seed": data_seed(int(self.config["seed"]), group)}
+                "seed": data_seed(self.config.seed, group)}
 
     def _run_ina_step(self, step: dict, data: np.ndarray, iteration: int) -> dict:
         group = list(step["group"])
-        latency_s = float(self.config["latency_s"]) * self.dilation
+        latency_s = self.config.latency_s * self.dilation
         start = time.monotonic()
         records = self.ina_jobs[tuple(group)].allreduce(data, latency_s)
         end = time.monotonic()
@@ -209,19 +211,19 @@ class Agent:
                  if r.phase == "sum" and r.end_s - r.start_s > latency_s]
         return {"digest": digest(data), "elements": data.size, "step_rates_bps": rates, "end_s": end,
                 "op": step["op"], "group_size": len(group), "pos": group.index(self.rank),
-                "seed": data_seed(int(self.config["seed"]), group)}
+                "seed": data_seed(self.config.seed, group)}
 
     def run(self) -> dict:
-        addresses = list(self.config["rank_addresses"])
-        latency_s = float(self.config["latency_s"]) * self.dilation
-        transport = TcpTransport(self.rank, addresses, int(self.config["port"]), latency_s=latency_s,
-                                 connect_timeout_s=float(self.config.get("connect_timeout_s", 30.0)))
+        addresses = self.config.rank_addresses
+        latency_s = self.config.latency_s * self.dilation
+        transport = TcpTransport(self.rank, addresses, self.config.port, latency_s=latency_s,
+                                 connect_timeout_s=self.config.connect_timeout_s)
         self.transport = transport
         everyone = list(range(self.hosts))
         # Ring neighbours carry both the barrier and the ring collectives: connect before timing.
         self.position["step"] = "connecting to its ring neighbour"
         transport.connect_all([(self.rank + 1) % self.hosts])
-        if self.config.get("ina"):
+        if self.config.ina is not None:
             self.position["step"] = "registering with the aggregation node"
             self._connect_ina()
         for round_ in range(self.warmups + self.iterations_planned):
@@ -272,8 +274,8 @@ class Agent:
     def _progressed(self, round_: int) -> None:
         """One line per finished round (warm-ups too) from every rank: the runner's watchdog and
         progress bar read them; a short append is one write, so ranks' lines never interleave."""
-        if self.config.get("progress"):
-            with open(self.config["progress"], "a") as progress:
+        if self.config.progress:
+            with open(self.config.progress, "a") as progress:
                 progress.write(f"{self.rank} {round_}\n")
 
     def summary(self) -> dict:
@@ -321,8 +323,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--config", required=True)
     parser.add_argument("--rank", type=int, required=True)
     args = parser.parse_args(argv)
-    config = json.loads(Path(args.config).read_text())
-    out_dir = Path(config["out_dir"])
+    config = AgentConfig.loads(Path(args.config).read_text(), where=args.config)
+    out_dir = Path(config.out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     slack = lower_timer_slack()
     agent = None

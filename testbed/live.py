@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from testbed.contracts import ControllerConfig, ControllerReady, Topology
 from testbed.controller_proc import ControllerProcess
 from testbed.errors import EnvironmentProblem, RunFailed
 from testbed.paths import registry_dir
@@ -130,11 +131,12 @@ def live_fabric(fabric_spec: "Fabric", host_rate_bps: float, work_dir: Path,
         for stale in (ready_path, pids_path, work_dir / "controller_events.jsonl"):
             stale.unlink(missing_ok=True)
         # The topology is known before the network exists: the controller reads it when it starts.
-        topology_path.write_text(json.dumps(topology, indent=1))
-        config = {"topology": str(topology_path.resolve()), "ready": str(ready_path.resolve()),
-                  "host_pids": str(pids_path.resolve()), "host_logs": str((work_dir / "host_config").resolve()),
-                  "fabric": fabric_spec.model_dump(exclude_unset=True), **(controller_extra or {})}
-        (work_dir / "controller_config.json").write_text(json.dumps(config, indent=1))
+        topology_path.write_text(Topology(**topology).dumps())
+        config = ControllerConfig(topology=str(topology_path.resolve()), ready=str(ready_path.resolve()),
+                                  host_pids=str(pids_path.resolve()),
+                                  host_logs=str((work_dir / "host_config").resolve()),
+                                  fabric=fabric_spec.model_dump(exclude_unset=True), **(controller_extra or {}))
+        (work_dir / "controller_config.json").write_text(config.dumps())
         if switched:
             fabric.controller_port = controller.start()
             record.add_process(controller.pid)
@@ -159,4 +161,4 @@ def _wait_ready(controller: ControllerProcess, ready_path: Path) -> dict:
             raise RunFailed(f"the fabric was not programmed within {READY_TIMEOUT_S:.0f} s; "
                             f"see {controller.log_path}")
         time.sleep(0.02)
-    return json.loads(ready_path.read_text())
+    return ControllerReady.loads(ready_path.read_text(), where=str(ready_path)).as_dict()

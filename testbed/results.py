@@ -12,6 +12,7 @@ from hosts import ops
 from hosts.data import digest
 from testbed import fidelity
 from testbed.calibration import load_calibration
+from testbed.contracts import Event, Results
 from testbed.units import us_to_s
 
 if TYPE_CHECKING:
@@ -88,7 +89,7 @@ def _merge_events(hosts_dir: Path, run_dir: Path, extra: list[dict], iterations:
     events.sort(key=lambda e: (e["t_s"], e["host"]))
     with open(run_dir / "events.jsonl", "w") as out:
         for event in events:
-            out.write(json.dumps(event) + "\n")
+            out.write(Event.model_validate(event).model_dump_json() + "\n")
     return events
 
 
@@ -273,7 +274,7 @@ def assemble(prepared: "Prepared", run_dir: Path, measured: dict, outcome: dict)
         result["ina"] = ina
     if faults:
         result["faults"] = faults
-    (run_dir / "results.json").write_text(json.dumps(result, indent=1) + "\n")
+    (run_dir / "results.json").write_text(Results.model_validate(result).dumps() + "\n")
     if events:
         from testbed.plots import plot_run
 

@@ -15,6 +15,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 from testbed import results as results_mod
+from testbed.contracts import AgentConfig
 from testbed.errors import RunFailed
 from testbed.fault_actions import FaultActions
 from testbed.faults import FaultInjector, timeline
@@ -113,27 +114,26 @@ class Runner:
             stale.unlink(missing_ok=True)
         epoch = time.monotonic()
         self.measured["epoch_monotonic_s"] = epoch
-        config = {
-            "rank_addresses": [h["ip"] for h in fabric.topology["hosts"]],
-            "port": AGENT_PORT,
-            "dilation": plan.dilation.dilation,
-            "byte_scale": plan.dilation.byte_scale,
-            "latency_s": us_to_s(scenario.fabric.latency_us),
-            "seed": scenario.seed,
-            "warmup_iterations": scenario.warmups(),
-            "epoch_monotonic_s": epoch,
-            "schedule": str((self.run_dir / "schedule.json").resolve()),
-            "out_dir": str(hosts_dir.resolve()),
-            "progress": str((hosts_dir / "progress").resolve()),
-        }
+        config = AgentConfig(
+            rank_addresses=[h["ip"] for h in fabric.topology["hosts"]],
+            port=AGENT_PORT,
+            dilation=plan.dilation.dilation,
+            byte_scale=plan.dilation.byte_scale,
+            latency_s=us_to_s(scenario.fabric.latency_us),
+            seed=scenario.seed,
+            warmup_iterations=scenario.warmups(),
+            epoch_monotonic_s=epoch,
+            schedule=str((self.run_dir / "schedule.json").resolve()),
+            out_dir=str(hosts_dir.resolve()),
+            progress=str((hosts_dir / "progress").resolve()),
+        )
         self._check_reachable(live.ready.get("unreachable", []))
-        config_path = self.run_dir / "agent_config.json"
-        config_path.write_text(json.dumps(config, indent=1))
         env = dict(os.environ, PYTHONUNBUFFERED="1")
         sides = SideProcesses(live, self.run_dir, env, self.agents_extra)
         if scenario.fabric.kind == "ina":
-            config["ina"] = sides.start_ina_node(self.prepared)
-            config_path.write_text(json.dumps(config, indent=1))
+            config = config.model_copy(update={"ina": sides.start_ina_node(self.prepared)})
+        config_path = self.run_dir / "agent_config.json"
+        config_path.write_text(config.dumps())
         if self.capture_packets > 0:
             sides.start_capture(self.capture_packets)
         cpu_before = results_mod.cpu_times()

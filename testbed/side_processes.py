@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from hosts.ina.protocol import DATA_PORT, FALLBACK_PORT
+from testbed.contracts import InaAgentSettings, InaNodeConfig
 from testbed.errors import RunFailed
 from testbed.units import gbps_to_bps
 from testbed.watched import WatchedProcess
@@ -31,7 +32,7 @@ class SideProcesses:
         self._node_config_path: Path | None = None
         self.node_restarts = 0
 
-    def start_ina_node(self, prepared: "Prepared") -> dict:
+    def start_ina_node(self, prepared: "Prepared") -> InaAgentSettings:
         """The aggregation node program in the node's host; returns the agents' `ina` config."""
         from testbed.ina_fabric import ina_settings
 
@@ -44,17 +45,15 @@ class SideProcesses:
         per_job = len(prepared.schedule.gpus[0].steps[0].collective().group)
         node_config, agent_config = ina_settings(fabric, per_job, plan.host_rate_bps, aggregation_bps,
                                                  scenario.seed, str(self.run_dir.resolve()))
-        node_config["address"] = node_host["ip"]
-        agent_config["node"] = node_host["ip"]
         self._node_config_path = self.run_dir / "ina_node_config.json"
-        self._node_config_path.write_text(json.dumps(node_config, indent=1))
+        self._node_config_path.write_text(InaNodeConfig(**node_config, address=node_host["ip"]).dumps())
         self._launch_node()
-        return agent_config
+        return InaAgentSettings(**agent_config, node=node_host["ip"])
 
     def _launch_node(self) -> None:
         assert self._node_config_path is not None
-        config = json.loads(self._node_config_path.read_text())
-        ready = Path(config["ready"])
+        config = InaNodeConfig.loads(self._node_config_path.read_text())
+        ready = Path(config.ready)
         ready.unlink(missing_ok=True)
         topology = self.live.fabric.topology
         log = open(self.run_dir / "ina_node.log", "ab")

@@ -92,6 +92,7 @@ class JobClient:
     slot_count: int
     next_seq: int = 0
     counters: Counter = field(default_factory=Counter)
+    timeout_wait_s: float = 0.0  # time spent waiting for a lost chunk's retransmission timeout
 
     def allreduce(self, data: np.ndarray, latency_s: float = 0.0) -> list[StepRecord]:
         """Sums `data` (float32 or int32) over the job's workers in place; returns its timing."""
@@ -151,7 +152,7 @@ class JobClient:
             got = endpoint.receive(max(wait, 0.0))
             if got is None:
                 # Nothing came back before a chunk's timeout: this wait was the price of a loss.
-                self.counters["timeout_wait_s"] += time.monotonic() - now
+                self.timeout_wait_s += time.monotonic() - now
                 # a retransmission is the chunk again, flagged, with the worker's current low-water mark
                 self._retransmit(inflight, timer, lambda c: self._packet(
                     c, base + c, flags | RETRANSMIT, exponents, values, base + low))
@@ -310,7 +311,7 @@ class InaEndpoint:
             out.update(client.counters)
         out.update({f"fallback_{k}": v for k, v in self._fallback_counters.items()})
         out.update({f"dropped_{k}": v for k, v in self.dropped.items()})
-        return dict(out)
+        return {**out, "timeout_wait_s": sum(client.timeout_wait_s for client in self.jobs.values())}
 
     def close(self) -> None:
         """Stops the fallback aggregators (collecting their counters) and closes the socket."""

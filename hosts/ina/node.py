@@ -17,6 +17,7 @@ from pathlib import Path
 from hosts.ina.pipeline import Pipeline
 from hosts.ina.protocol import CONTROL_PORT, DATA_PORT
 from hosts.ina.tables import RegistrationError
+from testbed.contracts import InaNodeConfig
 
 SOCKET_BUFFER_BYTES = 16 << 20
 SO_RCVBUFFORCE, SO_SNDBUFFORCE = 33, 32  # Linux; Python's socket module does not name them
@@ -28,23 +29,22 @@ class Stop(Exception):
 
 
 class Node:
-    def __init__(self, config: dict) -> None:
+    def __init__(self, config: InaNodeConfig) -> None:
         self.config = config
-        self.pipeline = Pipeline(int(config["pool_slots"]), config["sharing"], float(config.get("drop_frac", 0.0)),
-                                 int(config.get("seed", 0)))
-        self.aggregation_bps = config.get("aggregation_bps")  # emulated bits/s of input; None: line rate
-        address = config.get("address", "0.0.0.0")
+        self.pipeline = Pipeline(config.pool_slots, config.sharing, config.drop_frac, config.seed)
+        self.aggregation_bps = config.aggregation_bps  # emulated bits/s of input; None: line rate
+        address = config.address
         self.data = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
         for forced, plain in ((SO_RCVBUFFORCE, socket.SO_RCVBUF), (SO_SNDBUFFORCE, socket.SO_SNDBUF)):
             try:
                 self.data.setsockopt(socket.SOL_SOCKET, forced, SOCKET_BUFFER_BYTES)
             except PermissionError:  # not root: up to the system's limit
                 self.data.setsockopt(socket.SOL_SOCKET, plain, SOCKET_BUFFER_BYTES)
-        self.data.bind((address, int(config.get("data_port", DATA_PORT))))
+        self.data.bind((address, config.data_port or DATA_PORT))
         self.data.setblocking(False)
         self.control = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
         self.control.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        self.control.bind((address, int(config.get("control_port", CONTROL_PORT))))
+        self.control.bind((address, config.control_port or CONTROL_PORT))
         self.control.listen(64)
         self.bytes_in = 0
         self.busy_s = 0.0
@@ -128,7 +128,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--config", required=True)
     args = parser.parse_args(argv)
-    config = json.loads(Path(args.config).read_text())
+    config = InaNodeConfig.loads(Path(args.config).read_text(), where=args.config)
 
     def stop(signum, frame):
         raise Stop()
@@ -136,7 +136,7 @@ def main(argv: list[str] | None = None) -> int:
     signal.signal(signal.SIGTERM, stop)
     signal.signal(signal.SIGINT, stop)
     node = Node(config)
-    ready = Path(config["ready"])
+    ready = Path(config.ready)
     ready.with_suffix(".tmp").write_text(json.dumps({"pid": os.getpid()}))
     ready.with_suffix(".tmp").replace(ready)
     try:
@@ -144,7 +144,7 @@ def main(argv: list[str] | None = None) -> int:
     except Stop:
         pass
     finally:
-        Path(config["counters"]).write_text(json.dumps(node.report(), indent=1) + "\n")
+        Path(config.counters).write_text(json.dumps(node.report(), indent=1) + "\n")
     return 0
 
 

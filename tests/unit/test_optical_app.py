@@ -16,6 +16,7 @@ from os_ken.ofproto import ofproto_v1_3, ofproto_v1_3_parser
 
 from controller import optical_app, optical_plan
 from controller.optical_plan import PlanError
+from testbed.contracts import ControllerConfig, Topology
 from testbed.scenario import Fabric, apply_overrides, load_scenario
 from testbed.schedule import cut_pairs
 from testbed.topology import build_topology
@@ -102,14 +103,13 @@ def ocs_app(tmp_path, monkeypatch):
 
 def _app(tmp_path, monkeypatch, fabric: Fabric, schedule):
     topology = build_topology(fabric, "ab12", 40e6, "user")
-    files = {"topology": topology, "schedule": schedule.to_json()}
-    for name, content in files.items():
-        (tmp_path / f"{name}.json").write_text(json.dumps(content))
-    config = {"topology": str(tmp_path / "topology.json"), "schedule": str(tmp_path / "schedule.json"),
-              "ready": str(tmp_path / "controller.ready"), "events": str(tmp_path / "events.jsonl"),
-              "host_pids": str(tmp_path / "never-written.json"), "host_logs": str(tmp_path / "logs"),
-              "fabric": fabric.model_dump(exclude_unset=True), "dilation": 400.0}
-    (tmp_path / "config.json").write_text(json.dumps(config))
+    (tmp_path / "topology.json").write_text(Topology(**topology).dumps())
+    (tmp_path / "schedule.json").write_text(json.dumps(schedule.to_json()))
+    config = ControllerConfig(topology=str(tmp_path / "topology.json"), schedule=str(tmp_path / "schedule.json"),
+                              ready=str(tmp_path / "controller.ready"), events=str(tmp_path / "events.jsonl"),
+                              host_pids=str(tmp_path / "never-written.json"), host_logs=str(tmp_path / "logs"),
+                              fabric=fabric.model_dump(exclude_unset=True), dilation=400.0)
+    (tmp_path / "config.json").write_text(config.dumps())
     monkeypatch.setenv(optical_app.CONFIG_ENV, str(tmp_path / "config.json"))
     monkeypatch.setattr(optical_app, "LEAD_S", 0.0)
     app = optical_app.OpticalFabricApp()  # its host start-up thread waits for PIDs that never come
@@ -224,9 +224,11 @@ def test_the_flat_app_clears_a_reconnecting_switch_and_is_ready_once_every_switc
 
     fabric = Fabric(kind="elect-cluster", hosts=4, gpu_bandwidth_gbps=100, gpus_per_server=2, server_uplink_gbps=100)
     topology = build_topology(fabric, "ab12", 40e6, "user")
-    (tmp_path / "topology.json").write_text(json.dumps(topology))
-    (tmp_path / "config.json").write_text(json.dumps({"topology": str(tmp_path / "topology.json"),
-                                                      "ready": str(tmp_path / "controller.ready")}))
+    (tmp_path / "topology.json").write_text(Topology(**topology).dumps())
+    (tmp_path / "config.json").write_text(ControllerConfig(
+        topology=str(tmp_path / "topology.json"), ready=str(tmp_path / "controller.ready"),
+        host_pids=str(tmp_path / "never-written.json"), host_logs=str(tmp_path / "logs"),
+        fabric=fabric.model_dump(exclude_unset=True)).dumps())
     monkeypatch.setenv(flat_app.CONFIG_ENV, str(tmp_path / "config.json"))
     app = flat_app.FlatFabricApp()
     switches = [FakeDatapath(int(s["dpid"])) for s in topology["switches"]]

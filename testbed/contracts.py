@@ -1,0 +1,158 @@
+"""What crosses a process boundary, as versioned models: the runner, the controller and the host
+agents write these files through them (validated) and read them back through them (parsed).
+
+A file whose `version` a reader does not know is refused with one sentence, not misread: a
+controller or agent from another checkout must not guess at fields.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal, TypeVar
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+VERSION: Literal[1] = 1
+
+C = TypeVar("C", bound="Contract")
+
+
+class ContractError(ValueError):
+    """A file that crossed a process boundary does not match its contract."""
+
+
+class Contract(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    version: Literal[1] = VERSION
+
+    def dumps(self) -> str:
+        return self.model_dump_json(indent=1, exclude_none=True)
+
+    def as_dict(self) -> dict[str, Any]:
+        return self.model_dump(exclude_none=True)
+
+    @classmethod
+    def loads(cls: type[C], text: str, where: str = "") -> C:
+        try:
+            return cls.model_validate_json(text)
+        except ValidationError as error:
+            first = error.errors()[0]
+            field = ".".join(str(part) for part in first["loc"]) or "(the whole file)"
+            raise ContractError(f"{where or cls.__name__}: {field}: {first['msg']} (expected a {cls.__name__} "
+                                f"version {VERSION} as this checkout writes it)") from None
+
+
+class InaAgentSettings(BaseModel):
+    """How a host agent speaks to the aggregation node."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    node: str
+    window: int = Field(gt=0)
+    rto_s: float = Field(gt=0)
+    min_rto_s: float = Field(gt=0)
+
+
+class InaNodeConfig(Contract):
+    """ina_node_config.json: the aggregation node program's slots, sharing, and where it reports."""
+
+    pool_slots: int = Field(gt=0)
+    sharing: Literal["reserved", "shared"]
+    drop_frac: float = Field(default=0.0, ge=0, lt=1)
+    seed: int = 0
+    aggregation_bps: float | None = Field(default=None, gt=0)  # emulated input rate; None: line rate
+    address: str = "0.0.0.0"
+    data_port: int | None = None  # the protocol's ports unless given
+    control_port: int | None = None
+    ready: str
+    counters: str
+
+
+class AgentConfig(Contract):
+    """agent_config.json: what every host agent needs to replay its part of the schedule."""
+
+    rank_addresses: list[str] = Field(min_length=1)
+    port: int = Field(gt=0, lt=65536)
+    dilation: float = Field(gt=0)
+    byte_scale: float = Field(gt=0)
+    latency_s: float = Field(ge=0)
+    seed: int
+    warmup_iterations: int = Field(ge=0)
+    epoch_monotonic_s: float
+    schedule: str  # the path of schedule.json
+    out_dir: str
+    progress: str | None = None  # the file of per-round progress lines the runner watches
+    connect_timeout_s: float = Field(default=30.0, gt=0)
+    ina: InaAgentSettings | None = None
+
+
+class ControllerConfig(Contract):
+    """controller_config.json: where the controller finds the topology and writes what it did."""
+
+    topology: str
+    ready: str
+    host_pids: str
+    host_logs: str
+    fabric: dict[str, Any]  # the scenario's fabric section, validated again by the scenario model
+    dilation: float | None = Field(default=None, gt=0)  # reconfigurable fabrics from here on
+    schedule: str | None = None
+    events: str | None = None
+
+
+class ControllerReady(Contract):
+    """controller.ready: every switch is programmed (and, where hosts are configured, they are)."""
+
+    switches: list[int]
+    time: float
+    api: str | None = None  # the northbound API of a reconfigurable fabric
+    unreachable: list[tuple[int, int]] = []
+
+
+class Topology(Contract):
+    """topology.json: the emulated network, built before it exists (kind-specific sections aside)."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    fabric: str
+    datapath: Literal["user", "kernel"]
+    host_rate_bps: float = Field(gt=0)
+    switches: list[dict[str, Any]]
+    hosts: list[dict[str, Any]] = Field(min_length=1)
+    links: list[dict[str, Any]] = []
+    cluster: dict[str, Any] | None = None  # elect-cluster and ps
+    ring: dict[str, Any] | None = None  # sip-ring
+    ocs: dict[str, Any] | None = None  # sip-ocs
+    ina: dict[str, Any] | None = None  # ina
+
+
+class Event(BaseModel):
+    """One line of events.jsonl: what happened, on which host (-1: the fabric), when (seconds)."""
+
+    model_config = ConfigDict(frozen=True, extra="allow")
+
+    kind: str
+    t_s: float
+    host: int
+
+
+class Results(Contract):
+    """results.json, the run's answer; the fields below are what every run has (see the README)."""
+
+    model_config = ConfigDict(frozen=True, extra="allow")
+
+    name: str
+    status: Literal["ok", "failed", "interrupted"]
+    error: str | None
+    iterations_completed: int = Field(ge=0)
+    iterations_planned: int = Field(ge=0)
+    iteration_times_s: list[float]
+    predicted_iteration_time_s: float
+    emulated_over_predicted: list[float]
+    dilation: float
+    byte_scale: float
+    breakdown: dict[str, float | None]
+    sums_correct: bool
+    fidelity: dict[str, Any]
+
+    def dumps(self) -> str:  # `error` is null on success, and readers rely on the key
+        return self.model_dump_json(indent=1)

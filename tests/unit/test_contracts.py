@@ -1,0 +1,68 @@
+"""The files that cross a process boundary: what a writer builds round-trips, a reader refuses a
+file of another version or with a field missing in one sentence naming the file and the field,
+and every fabric kind's topology fits the contract."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from testbed.contracts import AgentConfig, ContractError, ControllerReady, InaAgentSettings, Results, Topology
+from testbed.scenario import load_scenario
+from testbed.topology import build_topology
+
+from ..conftest import ROOT
+
+
+def agent_config(**changes) -> AgentConfig:
+    fields = dict(rank_addresses=["10.0.0.1", "10.0.0.2"], port=5001, dilation=400.0, byte_scale=0.5,
+                  latency_s=5e-6, seed=1, warmup_iterations=1, epoch_monotonic_s=12.5,
+                  schedule="/run/schedule.json", out_dir="/run/hosts")
+    return AgentConfig(**{**fields, **changes})
+
+
+def test_an_agent_config_round_trips_with_its_version():
+    config = agent_config(ina=InaAgentSettings(node="10.0.0.9", window=64, rto_s=0.01, min_rto_s=0.002))
+    text = config.dumps()
+    assert json.loads(text)["version"] == 1
+    assert AgentConfig.loads(text) == config
+
+
+def test_a_reader_refuses_another_version_and_names_the_file_and_field():
+    text = json.dumps({**json.loads(agent_config().dumps()), "version": 2})
+    with pytest.raises(ContractError, match=r"^run/agent_config.json: version: .*version 1"):
+        AgentConfig.loads(text, where="run/agent_config.json")
+    missing = json.loads(agent_config().dumps())
+    del missing["dilation"]
+    with pytest.raises(ContractError, match="dilation: Field required"):
+        AgentConfig.loads(json.dumps(missing))
+
+
+def test_a_writer_refuses_what_a_reader_could_not_use():
+    with pytest.raises(ValueError):
+        agent_config(dilation=0.0)
+    with pytest.raises(ValueError):
+        agent_config(unknown_field=1)  # a misspelt field is an error, not ignored
+
+
+@pytest.mark.parametrize("name", ["quickstart", "cluster-allreduce", "byteps", "ocs-allreduce", "ring-allreduce",
+                                  "ina-allreduce"])
+def test_every_fabric_kinds_topology_fits_the_contract(name):
+    fabric = load_scenario(ROOT / "scenarios" / f"{name}.yaml").fabric
+    topology = build_topology(fabric, "ab12", 40e6, "user")
+    parsed = Topology.loads(Topology(**topology).dumps()).as_dict()
+    assert {k: v for k, v in parsed.items() if k != "version"} == topology
+
+
+def test_controller_ready_and_results_keep_what_readers_look_up():
+    ready = ControllerReady.loads(ControllerReady(switches=[1, 2], time=1.0, unreachable=[(0, 3)]).dumps())
+    assert ready.as_dict()["unreachable"] == [(0, 3)] and "api" not in ready.as_dict()
+    result = {"name": "x", "status": "ok", "error": None, "iterations_completed": 1, "iterations_planned": 1,
+              "iteration_times_s": [1.0], "predicted_iteration_time_s": 1.0, "emulated_over_predicted": [1.0],
+              "dilation": 10.0, "byte_scale": 1.0, "breakdown": {"compute_s": 0.1, "communication_s": None},
+              "sums_correct": True, "fidelity": {"ok": True}, "notes": []}
+    written = json.loads(Results.model_validate(result).dumps())
+    assert written["error"] is None and written["notes"] == [] and written["version"] == 1
+    with pytest.raises(ValueError):
+        Results.model_validate({**result, "status": "done"})
