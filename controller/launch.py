@@ -6,8 +6,7 @@ import argparse
 import os
 import sys
 
-APPS = {"elect-flat": "controller.flat_app", "elect-cluster": "controller.flat_app", "ps": "controller.flat_app",
-        "sip-ocs": "controller.optical_app", "sip-ring": "controller.optical_app"}
+from testbed.fabric_kinds import CONTROLLER_APPS as APPS
 
 
 def main(argv: list[str] | None = None) -> int:

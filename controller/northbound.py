@@ -96,7 +96,7 @@ class _Handler(BaseHTTPRequestHandler):
                 return self._reply(200, {"events": app.reconfig_events[after:], "next": len(app.reconfig_events)})
             if method == "PUT" and url.path in ("/circuits", "/lightpaths"):
                 kind = url.path[1:]
-                expected = "circuits" if "ocs" in app.topology else "lightpaths"
+                expected = "circuits" if app.topology["fabric"] == "sip-ocs" else "lightpaths"
                 if kind != expected:
                     raise BadRequest(f"this fabric takes {expected}, not {kind}")
                 ident = app.submit(parse_links(kind, self._body()))

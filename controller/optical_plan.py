@@ -65,7 +65,7 @@ def init_lines(topology: dict[str, Any]) -> dict[int, list[str]]:
                 if peer is not host:
                     own.append(f"ip neigh replace {peer['ip']} lladdr {peer['interfaces'][index]['mac']} "
                                f"dev {intf['name']} nud permanent")
-        if "ring" in topology:
+        if topology["fabric"] == "sip-ring":
             dev = host["interfaces"][0]["name"]
             rate = int(line_rate_bps(topology["host_rate_bps"]))
             small = ack_allowance_bps(relayed_payload_bps(topology))
@@ -228,13 +228,13 @@ def render_ring(topology: dict[str, Any], lightpaths: dict[tuple[int, int], int]
 
 
 def render(topology: dict[str, Any], state: dict) -> Rendering:
-    if "ocs" in topology:
+    if topology["fabric"] == "sip-ocs":
         return render_ocs(topology, frozenset(key for key, c in state.items() if c > 0))
     return render_ring(topology, state)
 
 
 def validate(topology: dict[str, Any], state: dict) -> None:
-    if "ocs" in topology:
+    if topology["fabric"] == "sip-ocs":
         validate_circuits(topology, frozenset(key for key, c in state.items() if c > 0))
     else:
         validate_lightpaths(topology, state)

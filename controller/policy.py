@@ -17,7 +17,7 @@ def plan_for(topology: dict[str, Any], fabric: Fabric, traffic: dict[tuple[int, 
              recurring: tuple[tuple[int, int], ...]) -> dict:
     """Link state for a traffic matrix: circuits `(switch, src, dst) -> 1` or lightpaths `(src, dst) -> W`."""
     n = len(topology["hosts"])
-    if "ocs" in topology:
+    if topology["fabric"] == "sip-ocs":
         q = topology["ocs"]["switches"]
         # The job's recurring pairs keep a circuit (or a relay) even when the last period did not
         # use them, as SiP-Ring keeps their lightpaths: a pair planned out would be unreachable

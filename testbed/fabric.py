@@ -11,6 +11,7 @@ from mininet.net import Mininet
 from mininet.node import OVSSwitch, RemoteController
 
 from testbed.errors import RunFailed
+from testbed.fabric_kinds import ROUTED_FABRICS
 from testbed.registry import RunRecord, process_start_ticks
 from testbed.shaping import htb_commands_small_first, offload_command
 from testbed.topology import switch_interfaces
@@ -19,7 +20,6 @@ from testbed.topology import switch_interfaces
 RELAY_SYSCTLS = ("net.ipv4.ip_forward=1", "net.ipv4.conf.all.rp_filter=0", "net.ipv4.conf.default.rp_filter=0",
                  "net.ipv4.conf.all.send_redirects=0", "net.ipv4.conf.all.accept_redirects=0",
                  "net.ipv4.conf.default.send_redirects=0", "net.ipv4.conf.default.accept_redirects=0")
-ROUTED_FABRICS = ("sip-ocs", "sip-ring")
 
 
 class UserspaceOVS(OVSSwitch):

@@ -8,6 +8,7 @@ from typing import Any
 
 from testbed.emulation import MIN_MESSAGE_BYTES
 from testbed.shaping import HTB_IDLE_BURST_BYTES
+from testbed.units import bytes_to_bits
 
 RATE_LOW, RATE_HIGH = 0.85, 1.10
 CPU_SATURATED = 0.97
@@ -67,7 +68,7 @@ def transfer_rates_bps(events: list[dict[str, Any]], dilation: float, alpha_wall
         size = recv["emulated_bytes"]
         if end > start and size >= JUDGED_BURSTS * burst:  # smaller ones: the burst's spread dominates
             # an idle link lets its first ~50 KB through at once: the rest moves at the shaped rate
-            rates.append((recv["peer"], recv["host"], (size - burst) * 8 / (end - start)))
+            rates.append((recv["peer"], recv["host"], bytes_to_bits(size - burst) / (end - start)))
     return rates
 
 

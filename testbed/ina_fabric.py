@@ -10,6 +10,7 @@ from typing import Any
 from hosts.ina.protocol import DATA_PORT, FALLBACK_PORT
 from testbed.scenario import Fabric
 from testbed.shaping import htb_commands_small_first, offload_command
+from testbed.units import bytes_to_bits, transfer_time_s
 
 NODE_SYSCTLS = ("net.ipv4.ip_forward=1", "net.ipv4.conf.all.rp_filter=0", "net.ipv4.conf.default.rp_filter=0",
                 "net.ipv4.conf.all.send_redirects=0", "net.ipv4.conf.default.send_redirects=0")
@@ -68,7 +69,7 @@ def max_worker_rate_bps(workers: int) -> float:
     """The emulated per-worker rate the node program keeps up with when all workers send at once."""
     from hosts.ina.protocol import FRAME_BYTES
 
-    return NODE_LOAD_FRACTION * NODE_PACKETS_PER_S * FRAME_BYTES * 8 / workers
+    return NODE_LOAD_FRACTION * NODE_PACKETS_PER_S * bytes_to_bits(FRAME_BYTES) / workers
 
 
 def ina_window(fabric: Fabric, workers_per_job: int) -> tuple[int, int]:
@@ -115,6 +116,6 @@ def ina_settings(fabric: Fabric, workers_per_job: int, host_rate_bps: float, agg
     if aggregation_bps:  # a node slower than its ports queues every worker's window in front of it
         from hosts.ina.protocol import FRAME_BYTES
 
-        queued_s = window * fabric.hosts * FRAME_BYTES * 8 / aggregation_bps
+        queued_s = transfer_time_s(window * fabric.hosts * FRAME_BYTES, aggregation_bps)
         agents["min_rto_s"] = max(agents["min_rto_s"], 1.5 * queued_s + 2e-3)
     return node, agents

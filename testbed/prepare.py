@@ -10,6 +10,7 @@ from testbed.byteps_schedule import instances
 from testbed.calibration import Calibration, load_calibration
 from testbed.emulation import EmulationPlan, resolve_emulation
 from testbed.errors import InputError
+from testbed.fabric_kinds import EMULATED_FABRICS
 from testbed.fidelity import DARK_TOLERANCE
 from testbed.ina_fabric import collision_fraction, max_worker_rate_bps
 from testbed.oracle.collectives import Prediction, collective_cost
@@ -43,7 +44,6 @@ class Prepared:
     pair_rate_frac: dict[tuple[int, int], float] | None = None
 
 
-EMULATED_FABRICS = ("elect-flat", "elect-cluster", "sip-ocs", "sip-ring", "ps", "ina")
 
 
 def prepare(scenario: Scenario, calibration: Calibration | None = None) -> Prepared:

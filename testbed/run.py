@@ -27,7 +27,7 @@ from testbed.live import (
     live_fabric,
     require_emulation_platform,
 )
-from testbed.prepare import EMULATED_FABRICS, Prepared, prepare  # noqa: F401 (run's public names)
+from testbed.prepare import Prepared, prepare  # noqa: F401 (run's public names)
 from testbed.scenario import Scenario, scenario_to_yaml
 from testbed.schedule import cut_pairs
 from testbed.side_processes import SideProcesses

@@ -19,31 +19,14 @@ from pydantic import (
 
 from hosts.ina.limits import MAX_WORKERS
 from testbed.errors import InputError
+from testbed.fabric_kinds import FabricKind, kind_specific_fields
 
-FabricKind = Literal["elect-flat", "elect-cluster", "sip-ocs", "sip-ring", "ina", "ps"]
 CollectiveOp = Literal["allreduce", "allgather", "reducescatter", "alltoall", "sendrecv", "broadcast"]
 Algorithm = Literal["ring", "halving-doubling", "tree", "ps", "byteps", "ina"]
 
-# Fields that only mean something for one fabric kind; setting them elsewhere is a mistake.
-KIND_SPECIFIC_FIELDS: dict[str, FabricKind | tuple[FabricKind, ...]] = {
-    "gpus_per_server": "elect-cluster",
-    "server_uplink_gbps": "elect-cluster",
-    "ocs_switches": "sip-ocs",
-    "multi_shot": "sip-ocs",
-    "wavelengths": "sip-ring",
-    "wavelength_gbps": "sip-ring",
-    "neighbors": "sip-ring",
-    "estimate_period_us": ("sip-ring", "sip-ocs"),  # sip-ocs: the multi-shot re-planning period
-    "aggregation_gbps": "ina",
-    "slots": "ina",
-    "workers_per_job": "ina",
-    "sharing": "ina",
-    "node_drop_frac": "ina",
-    "link_loss_frac": "ina",
-    "cpu_servers": "ps",
-}
-
-
+# Fields that only mean something for some fabric kinds (the registry's); setting them elsewhere
+# is a mistake.
+KIND_SPECIFIC_FIELDS = kind_specific_fields()
 
 
 class _Strict(BaseModel):
@@ -76,8 +59,7 @@ class Fabric(_Strict):
     def _kind_specific(self) -> "Fabric":
         for field in sorted(self.model_fields_set):
             if not _applies(field, self.kind):
-                owner = KIND_SPECIFIC_FIELDS[field]
-                owners = (owner,) if isinstance(owner, str) else owner
+                owners = KIND_SPECIFIC_FIELDS[field]
                 raise ValueError(f"field '{field}' applies only to kind {' or '.join(owners)}, not {self.kind}")
         if self.kind == "sip-ring" and self.wavelengths is None:
             raise ValueError("kind sip-ring needs 'wavelengths' (W)")
@@ -291,8 +273,8 @@ def apply_overrides(scenario: Scenario, overrides: dict[str, Any]) -> Scenario:
 
 def _applies(field: str, kind: str) -> bool:
     """Whether a fabric field belongs to this kind (fields of every kind do)."""
-    owner = KIND_SPECIFIC_FIELDS.get(field)
-    return owner is None or kind in ((owner,) if isinstance(owner, str) else owner)
+    owners = KIND_SPECIFIC_FIELDS.get(field)
+    return owners is None or kind in owners
 
 
 def scenario_to_yaml(scenario: Scenario, resolved: dict[str, Any] | None = None) -> str:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from testbed.units import bits_to_bytes
+
 MTU_FRAME_BYTES = 1514
 # A full TCP segment carries 1448 payload bytes in a 1514-byte frame (Ethernet 14, IPv4 20, TCP with
 # timestamps 32). The oracle's B is payload bandwidth, so links are shaped to carry B of payload.
@@ -15,7 +17,7 @@ HTB_IDLE_BURST_BYTES = 50_000
 
 
 def burst_bytes(rate_bps: float) -> int:
-    return max(2 * MTU_FRAME_BYTES, int(rate_bps * BURST_WINDOW_S / 8))
+    return max(2 * MTU_FRAME_BYTES, int(bits_to_bytes(rate_bps * BURST_WINDOW_S)))
 
 
 def line_rate_bps(payload_rate_bps: float) -> float:

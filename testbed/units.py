@@ -21,6 +21,14 @@ def s_to_us(duration_s: float) -> float:
     return duration_s * US_PER_S
 
 
+def bytes_to_bits(size_bytes: float) -> float:
+    return size_bytes * BITS_PER_BYTE
+
+
+def bits_to_bytes(size_bits: float) -> float:
+    return size_bits / BITS_PER_BYTE
+
+
 def transfer_time_s(size_bytes: float, rate_bps: float) -> float:
     """Time to serialise size_bytes at rate_bps."""
     return size_bytes * BITS_PER_BYTE / rate_bps

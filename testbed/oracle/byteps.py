@@ -11,7 +11,7 @@ from typing import Any
 from hosts.byteps import chunk_owners, push_window
 from testbed.oracle.fabrics import FlowModel
 from testbed.oracle.flows import Flow, max_min_rates
-from testbed.units import transfer_time_s
+from testbed.units import bytes_to_bits, transfer_time_s
 
 
 @dataclass(frozen=True)
@@ -83,7 +83,7 @@ def simulate_instances(instances: list[Instance], model: FlowModel, latency_s: f
             while st.queue and st.in_flight < st.window:
                 src, dst, size, key = st.queue.pop(0)
                 st.in_flight += 1
-                active.append([Flow(now + latency_s, size, model.resources(src, dst)), size * 8.0, st, key])
+                active.append([Flow(now + latency_s, size, model.resources(src, dst)), bytes_to_bits(size), st, key])
         if not active:
             return finish
         running = [a for a in active if a[0].start_s <= now + 1e-15]
@@ -96,7 +96,7 @@ def simulate_instances(instances: list[Instance], model: FlowModel, latency_s: f
         still = []
         for a in active:
             flow, left, st, key = a
-            if flow.start_s <= now + 1e-15 and left <= 1e-6 * max(1.0, flow.bytes * 8):
+            if flow.start_s <= now + 1e-15 and left <= 1e-6 * max(1.0, bytes_to_bits(flow.bytes)):
                 st.in_flight -= 1
                 finish = max(finish, now)
                 if key[0] == "push":

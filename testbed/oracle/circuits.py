@@ -16,6 +16,8 @@ from functools import lru_cache
 import numpy as np
 from scipy.optimize import Bounds, LinearConstraint, milp
 
+from testbed.units import transfer_time_s
+
 Pair = tuple[int, int]  # (source GPU, destination GPU)
 Demand = dict[Pair, float]  # bytes per pair
 Circuits = dict[Pair, int]  # circuits per pair
@@ -48,7 +50,7 @@ def _pair_demand(traffic: Demand) -> Demand:
 
 
 def _longest(demand: Demand, circuits: Circuits, link_bps: float) -> float:
-    return max((demand[p] * 8 / (circuits.get(p, 0) * link_bps) if circuits.get(p, 0) else float("inf")
+    return max((transfer_time_s(demand[p], circuits.get(p, 0) * link_bps) if circuits.get(p, 0) else float("inf")
                 for p in demand), default=0.0)
 
 
@@ -110,7 +112,7 @@ def _milp(demand: Demand, ports: int, link_bps: float, nodes: int) -> tuple[Circ
         return None
     circuits = {pair: int(round(result.x[idx])) for idx, pair in enumerate(pairs) if round(result.x[idx]) > 0}
     bound_z = -result.mip_dual_bound if result.mip_dual_bound is not None else result.x[n]
-    bound_s = scale * 8 / (bound_z * link_bps) if bound_z > 0 else float("inf")
+    bound_s = transfer_time_s(scale, bound_z * link_bps) if bound_z > 0 else float("inf")
     return circuits, bound_s
 
 

@@ -102,7 +102,7 @@ def ina_allreduce_cost(n: int, size_bytes: float, rate_bps: float, latency_s: fl
     chunks = math.ceil(size_bytes / PAYLOAD_BYTES)
     exponent_packets = math.ceil(chunks / ELEMENTS_PER_PACKET)
     # The link carries rate·1514/1448 bits/s of frames; INA frames are FRAME_BYTES per chunk.
-    wire_s = (chunks + exponent_packets) * FRAME_BYTES * 8 / (rate * MTU_FRAME_BYTES / TCP_PAYLOAD_BYTES)
+    wire_s = transfer_time_s((chunks + exponent_packets) * FRAME_BYTES, rate * MTU_FRAME_BYTES / TCP_PAYLOAD_BYTES)
     formula = "2·α + (M + M/P)·(INA frame/payload)/B, P elements per packet"
     if collision_frac:
         wire_s *= 1 + collision_frac * (n - 1)

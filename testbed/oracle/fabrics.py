@@ -13,7 +13,7 @@ from testbed.oracle.flows import Resource
 from testbed.oracle.relay import adjacency, relay_path
 from testbed.oracle.wavelengths import WavelengthPlan, plan_wavelengths
 from testbed.scenario import Fabric
-from testbed.units import gbps_to_bps, us_to_s
+from testbed.units import gbps_to_bps, transfer_time_s, us_to_s
 
 
 @dataclass
@@ -145,11 +145,11 @@ def dp_allreduce_s(fabric: Fabric, k: int, l: int, grad_bytes: float, planned_ra
         # Counterparts are k apart: k rings' lightpaths overlap on every segment; both directions used.
         rate = min(B, 2 * B / k) / max(1, math.ceil(k / fabric.neighbors))
     elif kind == "ina":
-        return alpha + grad_bytes * 8 / B  # one round: each worker sends M and receives M
+        return alpha + transfer_time_s(grad_bytes, B)  # one round: each worker sends M and receives M
     elif kind == "ps":
         # BytePS with k CPU machines: 2(n-1)·M / ((n+k)·B); k=0 is all-reduce, k=n a classic PS.
         n, cpus = l, fabric.cpu_servers
-        return 2 * (n - 1) * alpha + 2 * (n - 1) * grad_bytes * 8 / ((n + cpus) * B)
+        return 2 * (n - 1) * alpha + transfer_time_s(2 * (n - 1) * grad_bytes, (n + cpus) * B)
     else:
         raise ValueError(f"no DP model for fabric {kind}")
     return ring_allreduce_time_s(l, grad_bytes, rate, alpha)

@@ -7,6 +7,8 @@ from typing import Any
 
 import numpy as np
 
+from testbed.units import bytes_to_bits
+
 Resource = tuple[Any, ...]  # any hashable name, e.g. ("out", 3)
 FREEZE_TOLERANCE = 0.01
 
@@ -49,7 +51,7 @@ def completion_times(flows: list[Flow], capacity_bps: dict[Resource, float]) -> 
     if not flows:
         return []
     starts = np.array([f.start_s for f in flows])
-    left = np.array([f.bytes * 8.0 for f in flows])
+    left = np.array([bytes_to_bits(f.bytes) for f in flows])
     done = np.where(left <= 0, starts, np.inf)
     arrivals = np.unique(starts)
     now = arrivals[0]

@@ -14,7 +14,7 @@ from testbed.oracle.fabrics import FlowModel, mp_flow_model
 from testbed.oracle.flows import Flow, max_min_rates
 from testbed.scenario import Fabric
 from testbed.schedule import collective_traffic, traffic_pairs
-from testbed.units import us_to_s
+from testbed.units import bytes_to_bits, us_to_s
 
 
 def simulate_schedule(schedule: dict[str, Any], fabric: Fabric) -> Prediction:
@@ -44,7 +44,7 @@ def simulate_schedule(schedule: dict[str, Any], fabric: Fabric) -> Prediction:
                 compute[g] += duration
             elif kind == "send":
                 flows.append((step["tag"], Flow(now, step["bytes"], model.resources(g, step["peer"])),
-                              step["bytes"] * 8.0))
+                              bytes_to_bits(step["bytes"])))
             elif kind == "recv":
                 if arrived.get(step["tag"], math.inf) > now:
                     return

@@ -8,6 +8,8 @@ import heapq
 from collections import defaultdict
 from dataclasses import dataclass
 
+from testbed.units import transfer_time_s
+
 
 @dataclass(frozen=True)
 class Lightpath:
@@ -102,7 +104,7 @@ def plan_wavelengths(traffic: dict[tuple[int, int], float], nodes: int, waveleng
         if try_add(pair):
             heapq.heappush(heap, (-demand[pair] / len(assigned[pair]), pair))
     lightpaths = {pair: Lightpath(pair[0], pair[1], chosen[pair][0], tuple(w)) for pair, w in assigned.items()}
-    longest = max((demand[p] * 8 / (len(w) * wavelength_bps) if (w := assigned.get(p)) else float("inf")
+    longest = max((transfer_time_s(demand[p], len(w) * wavelength_bps) if (w := assigned.get(p)) else float("inf")
                    for p in demand if demand[p] > 0), default=0.0)
     load: dict[tuple[int, int], float] = defaultdict(float)
     for pair, (dirn, segs) in chosen.items():
@@ -112,5 +114,6 @@ def plan_wavelengths(traffic: dict[tuple[int, int], float], nodes: int, waveleng
     for (s, d), size in demand.items():
         node_load[("tx", s)] += size
         node_load[("rx", d)] += size
-    bound = max(list(load.values()) + list(node_load.values()), default=0.0) * 8 / (wavelengths * wavelength_bps)
+    bound = transfer_time_s(max(list(load.values()) + list(node_load.values()), default=0.0),
+                            wavelengths * wavelength_bps)
     return WavelengthPlan(lightpaths, longest, bound)

@@ -10,6 +10,7 @@ from dataclasses import dataclass
 
 from testbed.errors import InputError
 from testbed.placer.balance import BalancedOp, inputs_of
+from testbed.units import US_PER_S, bits_to_bytes, gbps_to_bps
 
 MAX_FIX_PASSES = 200
 # Mixed-precision Adam keeps fp16 weights and gradients plus fp32 master weights, momentum and
@@ -170,7 +171,7 @@ def memory_need(op: BalancedOp) -> float:
 def place_mp_group(ops: list[BalancedOp], k: int, radius: int, gpu_bandwidth_gbps: float = 1000.0,
                    memory_limit_bytes: float = float("inf")) -> MpPlacement:
     """Place one MP group. `gpu_bandwidth_gbps` only estimates transfer times while choosing GPUs."""
-    bytes_per_us = gpu_bandwidth_gbps * 1e9 / 8 / 1e6
+    bytes_per_us = bits_to_bytes(gbps_to_bps(gpu_bandwidth_gbps)) / US_PER_S
     placer = _Placer(ops, k, radius, bytes_per_us, memory_limit_bytes)
     placer.place()
     return placer.timed()
