@@ -1,5 +1,6 @@
-"""Pure flow planning for switched fabrics (Elect-Flat, Elect-Cluster): forward by destination along
-the tree of switches, nothing else."""
+"""Pure flow planning for switched fabrics (Elect-Flat, Elect-Cluster, Elect-Fattree): forward by
+destination along the shortest path of switches; on a leaf-spine, each pair of hosts on different
+leaves leaves its leaf towards the spine its hash picks (ECMP)."""
 
 from __future__ import annotations
 
@@ -8,8 +9,11 @@ from typing import Any
 
 import networkx as nx
 
+from testbed.topology import ecmp_spine
+
 ETH_TYPE_ARP = 0x0806
 PRIORITY_FORWARD = 100
+PRIORITY_ECMP = 110  # a pair's uplink over its destination's default path
 
 
 @dataclass(frozen=True)
@@ -53,4 +57,23 @@ def plan_flat_flows(topology: dict[str, Any]) -> dict[int, list[FlowRule]]:
             rules[int(sw["dpid"])].append(FlowRule(PRIORITY_FORWARD, (("eth_dst", host["mac"]),), port))
             rules[int(sw["dpid"])].append(
                 FlowRule(PRIORITY_FORWARD, (("eth_type", ETH_TYPE_ARP), ("arp_tpa", host["ip"])), port))
+    if topology["fabric"] == "elect-fattree":
+        for dpid, pair_rules in ecmp_rules(topology, graph).items():
+            rules[dpid].extend(pair_rules)
+    return rules
+
+
+def ecmp_rules(topology: dict[str, Any], graph: nx.Graph) -> dict[int, list[FlowRule]]:
+    """Per leaf, a rule for each local source and remote destination: out of the uplink to the
+    spine `ecmp_spine` picks for the pair (the spines forward by destination alone)."""
+    spines = [sw["name"] for sw in topology["switches"] if sw["role"] == "spine"]
+    rules: dict[int, list[FlowRule]] = {}
+    for leaf in (sw for sw in topology["switches"] if sw["role"] == "leaf"):
+        local = [h for h in topology["hosts"] if h["switch"] == leaf["name"]]
+        remote = [h for h in topology["hosts"] if h["switch"] != leaf["name"]]
+        rules[int(leaf["dpid"])] = [
+            FlowRule(PRIORITY_ECMP, (("eth_src", src["mac"]), ("eth_dst", dst["mac"])),
+                     graph.edges[leaf["name"], spines[ecmp_spine(src["rank"], dst["rank"], len(spines))]]["ports"][
+                         leaf["name"]])
+            for src in local for dst in remote]
     return rules

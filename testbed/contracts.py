@@ -120,6 +120,7 @@ class Topology(Contract):
     hosts: list[dict[str, Any]] = Field(min_length=1)
     links: list[dict[str, Any]] = []
     cluster: dict[str, Any] | None = None  # elect-cluster and ps
+    fattree: dict[str, Any] | None = None  # elect-fattree
     ring: dict[str, Any] | None = None  # sip-ring
     ocs: dict[str, Any] | None = None  # sip-ocs
     ina: dict[str, Any] | None = None  # ina

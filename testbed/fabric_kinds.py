@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
-FabricKind = Literal["elect-flat", "elect-cluster", "sip-ocs", "sip-ring", "ina", "ps"]
+FabricKind = Literal["elect-flat", "elect-cluster", "elect-fattree", "sip-ocs", "sip-ring", "ina", "ps"]
 
 
 @dataclass(frozen=True)
@@ -28,6 +28,8 @@ KINDS: dict[str, KindSpec] = {spec.name: spec for spec in (
     KindSpec("elect-flat", "one non-blocking electrical switch"),
     KindSpec("elect-cluster", "servers of GPUs on a fast local switch, joined by uplinks",
              fields=("gpus_per_server", "server_uplink_gbps")),
+    KindSpec("elect-fattree", "a two-tier leaf-spine: leaf switches of GPUs, each wired to every spine, "
+             "flows hashed over the spines (ECMP)", fields=("leaf_hosts", "spines", "oversubscription")),
     KindSpec("ps", "GPUs and CPU machines of a parameter server (BytePS) on one switch",
              fields=("cpu_servers",)),
     KindSpec("sip-ocs", "silicon-photonic interfaces into optical circuit switches",

@@ -54,6 +54,10 @@ class Fabric(_Strict):
     node_drop_frac: float = Field(default=0.0, ge=0, lt=1)  # ina: loss injected in the node's pipeline
     link_loss_frac: float = Field(default=0.0, ge=0, lt=1)  # ina: loss of INA packets on every link
     cpu_servers: int = Field(default=0, ge=0)
+    leaf_hosts: int = Field(default=4, ge=1)  # elect-fattree: GPUs per leaf switch
+    spines: int = Field(default=2, ge=1)  # elect-fattree: spine switches, each wired to every leaf
+    # elect-fattree: a leaf's GPU bandwidth over its uplinks' (1: non-blocking; 4: uplinks carry a quarter)
+    oversubscription: float = Field(default=1.0, ge=1.0)
 
     @model_validator(mode="after")
     def _kind_specific(self) -> "Fabric":
@@ -61,6 +65,8 @@ class Fabric(_Strict):
             if not _applies(field, self.kind):
                 owners = KIND_SPECIFIC_FIELDS[field]
                 raise ValueError(f"field '{field}' applies only to kind {' or '.join(owners)}, not {self.kind}")
+        if self.kind == "elect-fattree" and self.hosts % self.leaf_hosts:
+            raise ValueError(f"leaf_hosts ({self.leaf_hosts}) must divide hosts ({self.hosts}): every leaf is full")
         if self.kind == "sip-ring" and self.wavelengths is None:
             raise ValueError("kind sip-ring needs 'wavelengths' (W)")
         if self.kind == "ina":

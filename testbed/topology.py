@@ -4,6 +4,7 @@ emulated rates, for every fabric kind. Pure: the Mininet shim builds it, the con
 from __future__ import annotations
 
 import math
+import zlib
 from typing import Any
 
 from testbed.scenario import Fabric
@@ -34,12 +35,20 @@ def ocs_switches(fabric: Fabric) -> int:
     return fabric.ocs_switches or DEFAULT_OCS_SWITCHES
 
 
+def ecmp_spine(src_rank: int, dst_rank: int, spines: int) -> int:
+    """The spine an elect-fattree flow from `src_rank` to `dst_rank` crosses: a hash of the pair, as
+    a switch hashes a flow's headers over equal-cost uplinks. The controller installs it and the
+    oracle charges it, so both agree on which uplinks collide."""
+    return zlib.crc32(f"{src_rank}>{dst_rank}".encode()) % spines
+
+
 def build_topology(fabric: Fabric, tag: str, host_rate_bps: float, datapath: str) -> dict[str, Any]:
     """Topology of `fabric` with each GPU's emulated rate `host_rate_bps` (the dilated B).
 
     elect-flat: one switch. elect-cluster: a switch per server, each with one uplink to a core
-    switch. sip-ocs: Q switches, each GPU has one interface of B/Q on each. sip-ring: one switch
-    standing for the fibre ring, whose rules are the lightpaths; each GPU has one interface of B.
+    switch. elect-fattree: leaf switches of `leaf_hosts` GPUs, each linked to every spine.
+    sip-ocs: Q switches, each GPU has one interface of B/Q on each. sip-ring: one switch standing
+    for the fibre ring, whose rules are the lightpaths; each GPU has one interface of B.
     """
     kind = fabric.kind
     # A ps fabric's CPU machines are hosts after the GPUs, on the same switch at the same rate.
@@ -84,6 +93,21 @@ def build_topology(fabric: Fabric, tag: str, host_rate_bps: float, datapath: str
                           "peer_port": server + 1, "payload_rate_bps": uplink_bps,
                           "line_rate_bps": line_rate_bps(uplink_bps), "shaped_on": "switch"})
         extra["cluster"] = {"gpus_per_server": per, "servers": servers, "uplink_rate_bps": uplink_bps}
+    elif kind == "elect-fattree":
+        per, leaves = fabric.leaf_hosts, n // fabric.leaf_hosts
+        # Each leaf's GPUs share its uplinks: B·leaf_hosts/oversubscription, split over the spines.
+        uplink_bps = host_rate_bps * per / fabric.oversubscription / fabric.spines
+        spines = [add_switch("spine", leaves) for _ in range(fabric.spines)]
+        for leaf in range(leaves):
+            switch = add_switch("leaf", per + fabric.spines)
+            for local in range(per):
+                hosts.append({"interfaces": [host_link(leaf * per + local, 0, switch, local + 1, host_rate_bps)]})
+            for index, spine in enumerate(spines):
+                links.append({"switch": switch["name"], "port": per + 1 + index, "peer_switch": spine["name"],
+                              "peer_port": leaf + 1, "payload_rate_bps": uplink_bps,
+                              "line_rate_bps": line_rate_bps(uplink_bps), "shaped_on": "switch"})
+        extra["fattree"] = {"leaf_hosts": per, "leaves": leaves, "spines": fabric.spines,
+                            "oversubscription": fabric.oversubscription, "uplink_rate_bps": uplink_bps}
     elif kind == "ina":
         # No switch: the aggregation node owns one port per worker (a direct link, shaped at B on
         # both ends), sums INA packets in its pipeline and forwards all other traffic in its kernel.

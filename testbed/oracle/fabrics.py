@@ -13,6 +13,7 @@ from testbed.oracle.flows import Resource
 from testbed.oracle.relay import adjacency, relay_path
 from testbed.oracle.wavelengths import WavelengthPlan, plan_wavelengths
 from testbed.scenario import Fabric
+from testbed.topology import ecmp_spine
 from testbed.units import gbps_to_bps, transfer_time_s, us_to_s
 
 
@@ -76,6 +77,8 @@ def mp_flow_model(fabric: Fabric, k: int, l: int, traffic: dict[tuple[int, int],
             return (("out", s), ("up", s // per), ("down", d // per), ("in", d))
 
         return FlowModel(caps, default=path)
+    if kind == "elect-fattree":
+        return fattree_flow_model(fabric, k, B)
     if kind == "sip-ocs":
         switches = fabric.ocs_switches or 16
         link = B / switches
@@ -99,6 +102,25 @@ def mp_flow_model(fabric: Fabric, k: int, l: int, traffic: dict[tuple[int, int],
     if kind == "sip-ring":
         return ring_flow_model(fabric, k, ring_plan(fabric, k, traffic, tuple(sorted(traffic))))
     raise ValueError(f"no flow model for fabric {kind}")
+
+
+def fattree_flow_model(fabric: Fabric, k: int, B: float) -> FlowModel:
+    """Leaf-spine: a pair on different leaves crosses its leaf's uplink to the spine its hash picks
+    and that spine's downlink to the other leaf, each B·leaf_hosts/oversubscription/spines."""
+    caps = _nic(B, k)
+    per, spines = fabric.leaf_hosts, fabric.spines
+    uplink = B * per / fabric.oversubscription / spines
+    for leaf in range(math.ceil(k / per)):
+        for spine in range(spines):
+            caps[("up", leaf, spine)] = caps[("down", spine, leaf)] = uplink
+
+    def path(s: int, d: int) -> tuple[Resource, ...]:
+        if s // per == d // per:
+            return (("out", s), ("in", d))
+        spine = ecmp_spine(s, d, spines)
+        return (("out", s), ("up", s // per, spine), ("down", spine, d // per), ("in", d))
+
+    return FlowModel(caps, default=path)
 
 
 def ring_plan(fabric: Fabric, k: int, traffic: dict[tuple[int, int], float],
@@ -137,6 +159,11 @@ def dp_allreduce_s(fabric: Fabric, k: int, l: int, grad_bytes: float, planned_ra
         per = fabric.gpus_per_server
         crosses = k * l > per
         rate = min(B, gbps_to_bps(fabric.server_uplink_gbps) / min(k, per)) if crosses else B
+    elif kind == "elect-fattree":
+        # Counterparts k apart: up to min(k, leaf_hosts) of a leaf's GPUs leave it at once, sharing
+        # its uplinks (evenly, were the hash perfect).
+        per = fabric.leaf_hosts
+        rate = min(B, B * per / fabric.oversubscription / min(k, per)) if k * l > per else B
     elif kind == "sip-ocs":
         rate = planned_rate_bps if planned_rate_bps is not None else B / (fabric.ocs_switches or 16)
         if rate <= 0:
@@ -165,9 +192,9 @@ def forwarding_load_factor(fabric: Fabric, traffic: dict[tuple[int, int], float]
     on the way back. Elect-Flat is 1; a ring all-reduce on one-way OCS circuits with N=8 is 3."""
     n = fabric.hosts
     pairs = {p: v for p, v in traffic.items() if v > 0 and p[0] != p[1]}
-    if fabric.kind == "elect-cluster" and pairs:
-        # Between servers a packet crosses three switches (server, core, server), within one.
-        per = fabric.gpus_per_server
+    if fabric.kind in ("elect-cluster", "elect-fattree") and pairs:
+        # Between servers (leaves) a packet crosses three switches (server, core, server), within one.
+        per = fabric.gpus_per_server if fabric.kind == "elect-cluster" else fabric.leaf_hosts
         crossings = sum(v * (3 if s // per != d // per else 1) for (s, d), v in pairs.items())
         return crossings / sum(pairs.values())
     if fabric.kind not in ("sip-ocs", "sip-ring") or not pairs:

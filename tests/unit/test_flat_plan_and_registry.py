@@ -9,6 +9,7 @@ from testbed.registry import RunRecord, orphan_records, process_alive, process_s
 
 def topology(n):
     return {
+        "fabric": "elect-flat",
         "switches": [{"name": "s", "dpid": 7}],
         "hosts": [{"name": f"h{i}", "ip": f"10.0.0.{i}", "mac": f"02:00:00:00:00:{i:02x}", "switch": "s", "port": i}
                   for i in range(1, n + 1)],
