@@ -68,6 +68,6 @@ case "$action" in
     .venv/bin/testbed run scenarios/quickstart.yaml
     ;;
   test)
-    .venv/bin/python -m pytest -q tests
+    .venv/bin/python -m pytest -q --durations=20 tests
     ;;
 esac
