@@ -38,9 +38,36 @@ class KernelOVS(OVSSwitch):
 
 def run_checked(node: Any, command: str, doing: str) -> None:
     """Run a shell command in a Mininet node; RunFailed naming it and what it said if it fails."""
-    out = node.cmd(command + " ; echo rc=$?").strip()
-    if not out.endswith("rc=0"):
-        raise RunFailed(f"{doing} failed: `{command}` said {out}")
+    run_all_checked(node, [command], doing)
+
+
+MARK = "@@testbed-rc@@"  # separates each command's output from its exit status
+# A Mininet node's shell reads through a terminal, whose lines stop at 4,095 bytes.
+MAX_LINE_BYTES = 3000
+
+
+def run_all_checked(node: Any, commands: list[str], doing: str) -> None:
+    """Run shell commands in a Mininet node in as few round trips as its terminal allows (each
+    costs milliseconds per host); RunFailed naming the first that failed and what it said."""
+    batch: list[str] = []
+    for command in commands:
+        if batch and len("; ".join(batch + [command])) + 32 * (len(batch) + 1) > MAX_LINE_BYTES:
+            _run_batch(node, batch, doing)
+            batch = []
+        batch.append(command)
+    if batch:
+        _run_batch(node, batch, doing)
+
+
+def _run_batch(node: Any, commands: list[str], doing: str) -> None:
+    out = node.cmd("; ".join(f"{command} 2>&1; echo {MARK}$?" for command in commands))
+    pieces = out.split(MARK)  # [output 0, "status 0\noutput 1", ..., "status n-1\n"]
+    for index, command in enumerate(commands):
+        said = pieces[index].strip() if index < len(pieces) else out.strip()
+        status, _, rest = pieces[index + 1].partition("\n") if index + 1 < len(pieces) else ("missing", "", "")
+        if status.strip() != "0":
+            raise RunFailed(f"{doing} failed: `{command}` said {said or 'nothing'} (exit status {status.strip()})")
+        pieces[index + 1] = rest  # the next command's output follows this one's status line
 
 
 @dataclass
@@ -116,8 +143,7 @@ class MininetFabric:
                         commands.append(f"ip addr add {host['ip']}/32 dev {intf['name']}")
             if routed:  # no path until the controller plans one: drop the subnet route
                 commands.append(f"ip route del 10.0.0.0/8 dev {host['interfaces'][0]['name']}")
-            for command in commands:
-                run_checked(node, command, f"configuring {node.name}")
+            run_all_checked(node, commands, f"configuring {node.name}")
         for link in topo["links"]:
             if "peer_switch" in link:  # switch-to-switch links are shaped at both switch ports
                 for end in (f"{link['switch']}-eth{link['port']}", f"{link['peer_switch']}-eth{link['peer_port']}"):
@@ -135,14 +161,12 @@ class MininetFabric:
         assert self.net is not None
         for name, commands in ina_host_commands(self.topology, self.link_loss_frac).items():
             node = self.net.get(name)
-            for command in commands:
-                run_checked(node, command, f"configuring {name}")
+            run_all_checked(node, commands, f"configuring {name}")
 
     def _root_cmd(self, commands: list[str]) -> None:
         assert self.net is not None
         switch = self.net.switches[0]  # switches run in the root namespace
-        for command in commands:
-            run_checked(switch, command, "configuring the fabric")
+        run_all_checked(switch, commands, "configuring the fabric")
 
     def host(self, rank: int):
         assert self.net is not None

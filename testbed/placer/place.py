@@ -40,14 +40,19 @@ def circular_distance(a: int, b: int, k: int) -> int:
 
 
 def mp_radius(degree: int | None, k: int, dp_groups: int) -> int:
-    """Largest circular distance MP traffic may span: the DP ring takes one of the D peers."""
+    """Largest circular distance MP traffic may span: the DP ring takes one of the D peers.
+
+    A radius r reaches min(k - 1, 2r) peers; a budget of k - 1 peers or more is the full mesh,
+    radius k // 2, even where 2·(k // 2) exceeds the budget (k even: the peer k/2 away is one)."""
     if degree is None:
         return k // 2
     budget = degree - (1 if dp_groups > 1 else 0)
     if budget < 1 and k > 1:
         raise PlacementError(f"degree {degree} leaves no peer for model parallelism after the DP ring; "
                              f"raise the degree or use mp=1")
-    return min(k // 2, budget // 2) if k > 1 else 0
+    if k <= 1:
+        return 0
+    return k // 2 if budget >= k - 1 else min(k // 2, budget // 2)
 
 
 class _Placer:

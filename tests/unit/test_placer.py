@@ -32,6 +32,33 @@ def test_paper_running_example_two_mp_peers_and_one_dp_peer():
         assert plan.dp_peer(g) == g + 4
 
 
+@pytest.mark.parametrize("degree,k,dp_groups,radius", [
+    (16, 16, 2, 8),  # 15 MP peers + 1 DP peer = 16: the full mesh (radius 8 reaches all 15)
+    (15, 16, 1, 8),  # no DP ring: 15 peers, the full mesh
+    (15, 16, 2, 7),  # 14 peers left: radius 7 reaches 14
+    (4, 4, 2, 2),  # the paper's k = 4 with a DP ring and D = 4: 3 MP peers, everyone
+    (3, 4, 2, 1),  # the paper's running example: 2 MP peers, radius 1
+    (3, 8, 2, 1),
+    (5, 9, 1, 2),  # an odd budget below k - 1: 2r ≤ 5, radius 2
+])
+def test_a_degree_allows_the_full_mesh_whenever_it_has_a_peer_for_every_gpu(degree, k, dp_groups, radius):
+    from testbed.placer.place import mp_radius
+
+    assert mp_radius(degree, k, dp_groups) == radius
+
+
+@given(k=st.integers(1, 64), degree=st.integers(1, 70), dp=st.booleans())
+def test_the_radius_never_spans_more_peers_than_the_degree_allows(k, degree, dp):
+    from testbed.placer.place import mp_radius
+
+    budget = degree - (1 if dp else 0)
+    if budget < 1 and k > 1:
+        return
+    peers = min(k - 1, 2 * mp_radius(degree, k, 2 if dp else 1))  # what a window of that radius reaches
+    assert peers <= budget or k == 1
+    assert peers == min(k - 1, budget - budget % 2) or peers == k - 1  # nothing the budget allows is left out
+
+
 def test_infeasible_inputs_get_clear_errors():
     with pytest.raises(InputError, match="needs .* GB on one GPU"):
         make_plan(MODELS["megatron"](), device("v100"), 1, 8, 1024, None)
