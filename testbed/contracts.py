@@ -111,8 +111,6 @@ class ControllerReady(Contract):
 class Topology(Contract):
     """topology.json: the emulated network, built before it exists (kind-specific sections aside)."""
 
-    model_config = ConfigDict(frozen=True, extra="forbid")
-
     fabric: str
     datapath: Literal["user", "kernel"]
     host_rate_bps: float = Field(gt=0)

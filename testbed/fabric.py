@@ -49,25 +49,25 @@ MAX_LINE_BYTES = 3000
 def run_all_checked(node: Any, commands: list[str], doing: str) -> None:
     """Run shell commands in a Mininet node in as few round trips as its terminal allows (each
     costs milliseconds per host); RunFailed naming the first that failed and what it said."""
-    batch: list[str] = []
-    for command in commands:
-        if batch and len("; ".join(batch + [command])) + 32 * (len(batch) + 1) > MAX_LINE_BYTES:
-            _run_batch(node, batch, doing)
-            batch = []
-        batch.append(command)
-    if batch:
-        _run_batch(node, batch, doing)
+    pieces = [f"{command} 2>&1; echo {MARK}$?" for command in commands]
+    start, length = 0, 0
+    for end, piece in enumerate(pieces):
+        if end > start and length + 2 + len(piece) > MAX_LINE_BYTES:
+            _run_batch(node, commands[start:end], pieces[start:end], doing)
+            start, length = end, 0
+        length += len(piece) + (2 if end > start else 0)
+    if start < len(pieces):
+        _run_batch(node, commands[start:], pieces[start:], doing)
 
 
-def _run_batch(node: Any, commands: list[str], doing: str) -> None:
-    out = node.cmd("; ".join(f"{command} 2>&1; echo {MARK}$?" for command in commands))
-    pieces = out.split(MARK)  # [output 0, "status 0\noutput 1", ..., "status n-1\n"]
+def _run_batch(node: Any, commands: list[str], pieces: list[str], doing: str) -> None:
+    out = node.cmd("; ".join(pieces)).split(MARK)  # [output 0, "status 0\noutput 1", ..., "status n-1\n"]
     for index, command in enumerate(commands):
-        said = pieces[index].strip() if index < len(pieces) else out.strip()
-        status, _, rest = pieces[index + 1].partition("\n") if index + 1 < len(pieces) else ("missing", "", "")
+        said = out[index].strip() if index < len(out) else ""
+        status, _, rest = out[index + 1].partition("\n") if index + 1 < len(out) else ("missing", "", "")
         if status.strip() != "0":
             raise RunFailed(f"{doing} failed: `{command}` said {said or 'nothing'} (exit status {status.strip()})")
-        pieces[index + 1] = rest  # the next command's output follows this one's status line
+        out[index + 1] = rest  # the next command's output follows this one's status line
 
 
 @dataclass
@@ -144,16 +144,17 @@ class MininetFabric:
             if routed:  # no path until the controller plans one: drop the subnet route
                 commands.append(f"ip route del 10.0.0.0/8 dev {host['interfaces'][0]['name']}")
             run_all_checked(node, commands, f"configuring {node.name}")
+        shaping: list[str] = []
         for link in topo["links"]:
             if "peer_switch" in link:  # switch-to-switch links are shaped at both switch ports
                 for end in (f"{link['switch']}-eth{link['port']}", f"{link['peer_switch']}-eth{link['peer_port']}"):
                     # Acknowledgements of the other direction's flow share this queue: small first.
-                    self._root_cmd([offload_command(end) + " >/dev/null 2>&1"] +
-                                   htb_commands_small_first(end, link["payload_rate_bps"]))
-        for switch in switches.values():
-            for intf in switch.intfList():
-                if intf.name != "lo":
-                    switch.cmd(offload_command(intf.name) + " >/dev/null 2>&1")
+                    shaping += [offload_command(end) + " >/dev/null 2>&1"] + \
+                        htb_commands_small_first(end, link["payload_rate_bps"])
+        # Switch ports whose offloads cannot change are left as they are (hence `|| true`).
+        shaping += [offload_command(intf.name) + " >/dev/null 2>&1 || true"
+                    for switch in switches.values() for intf in switch.intfList() if intf.name != "lo"]
+        self._root_cmd(shaping)
 
     def _configure_ina(self) -> None:
         from testbed.ina_fabric import ina_host_commands

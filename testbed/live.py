@@ -51,38 +51,28 @@ def _unused_tag() -> str:
 
 
 class SignalGuard:
-    """Turns SIGTERM and SIGHUP into RunInterrupted so cleanup runs; `shield=True` (for the cleanup
-    itself) ignores SIGINT, SIGTERM and SIGHUP until it is done. Restores the handlers on exit."""
+    """Turns SIGTERM and SIGHUP into RunInterrupted so cleanup runs. `shield=True` (for the cleanup
+    itself) ignores SIGINT, SIGTERM and SIGHUP until it is done; `hold=True` (while a run directory
+    is written, so it is written whole: a signal raised inside a C extension such as matplotlib's
+    renderer surfaces as an unrelated error) keeps them and raises the first on exit,
+    KeyboardInterrupt for SIGINT. Restores the handlers on exit."""
 
-    def __init__(self, shield: bool = False) -> None:
-        self.shield = shield
+    def __init__(self, shield: bool = False, hold: bool = False) -> None:
+        self.shield, self.hold = shield, hold
+        self.held: list[int] = []
 
     def __enter__(self):
         def raise_interrupt(signum, frame):
             raise RunInterrupted(signal.Signals(signum).name)
 
-        signals = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP) if self.shield else (signal.SIGTERM, signal.SIGHUP)
-        handler = signal.SIG_IGN if self.shield else raise_interrupt
+        every = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+        if self.hold:
+            signals, handler = every, lambda signum, frame: self.held.append(signum)
+        elif self.shield:
+            signals, handler = every, signal.SIG_IGN
+        else:
+            signals, handler = (signal.SIGTERM, signal.SIGHUP), raise_interrupt
         self._old = {sig: signal.signal(sig, handler) for sig in signals}
-        return self
-
-    def __exit__(self, *exc):
-        for sig, handler in self._old.items():
-            signal.signal(sig, handler)
-        return False
-
-
-class DeferredSignals:
-    """Holds SIGINT, SIGTERM and SIGHUP while a run directory is written, so that it is written
-    whole (a signal raised inside a C extension, e.g. matplotlib's renderer, surfaces as an
-    unrelated error); on exit the first signal held is raised: KeyboardInterrupt for SIGINT,
-    RunInterrupted for the others."""
-
-    SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
-
-    def __enter__(self):
-        self.held: list[int] = []
-        self._old = {sig: signal.signal(sig, lambda signum, frame: self.held.append(signum)) for sig in self.SIGNALS}
         return self
 
     def __exit__(self, *exc):

@@ -20,7 +20,6 @@ from testbed.errors import RunFailed
 from testbed.fault_actions import FaultActions
 from testbed.faults import FaultInjector, timeline
 from testbed.live import (
-    DeferredSignals,
     LiveFabric,
     RunInterrupted,
     SignalGuard,
@@ -89,7 +88,7 @@ class Runner:
         measured = dict(self.measured)
         if self.injector is not None:
             measured["faults"] = self.injector.applied
-        with DeferredSignals():  # a Ctrl-C now stops what follows this run, not its run directory
+        with SignalGuard(hold=True):  # a Ctrl-C now stops what follows this run, not its run directory
             return results_mod.assemble(self.prepared, self.run_dir, measured, outcome)
 
     def _controller_extra(self) -> dict:

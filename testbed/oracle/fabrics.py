@@ -65,20 +65,9 @@ def mp_flow_model(fabric: Fabric, k: int, l: int, traffic: dict[tuple[int, int],
     kind = fabric.kind
     if kind in ("elect-flat", "ina", "ps"):
         return FlowModel(_nic(B, k), default=lambda s, d: (("out", s), ("in", d)))
-    if kind == "elect-cluster":
-        caps = _nic(B, k)
-        per = fabric.gpus_per_server
-        for server in range(math.ceil(k / per)):
-            caps[("up", server)] = caps[("down", server)] = gbps_to_bps(fabric.server_uplink_gbps)
-
-        def path(s: int, d: int) -> tuple[Resource, ...]:
-            if s // per == d // per:
-                return (("out", s), ("in", d))
-            return (("out", s), ("up", s // per), ("down", d // per), ("in", d))
-
-        return FlowModel(caps, default=path)
-    if kind == "elect-fattree":
-        return fattree_flow_model(fabric, k, B)
+    tiers = two_tier(fabric)
+    if tiers is not None:
+        return leaf_spine_flow_model(k, B, *tiers)
     if kind == "sip-ocs":
         switches = fabric.ocs_switches or 16
         link = B / switches
@@ -104,15 +93,24 @@ def mp_flow_model(fabric: Fabric, k: int, l: int, traffic: dict[tuple[int, int],
     raise ValueError(f"no flow model for fabric {kind}")
 
 
-def fattree_flow_model(fabric: Fabric, k: int, B: float) -> FlowModel:
-    """Leaf-spine: a pair on different leaves crosses its leaf's uplink to the spine its hash picks
-    and that spine's downlink to the other leaf, each B·leaf_hosts/oversubscription/spines."""
+def two_tier(fabric: Fabric) -> tuple[int, float, int] | None:
+    """(GPUs per leaf, a leaf's uplink bandwidth in all, spines) of a two-tier electrical fabric:
+    Elect-Cluster is a server switch per server under one core switch; None for other kinds."""
+    if fabric.kind == "elect-cluster":
+        return fabric.gpus_per_server, gbps_to_bps(fabric.server_uplink_gbps), 1
+    if fabric.kind == "elect-fattree":
+        B = gbps_to_bps(fabric.gpu_bandwidth_gbps)
+        return fabric.leaf_hosts, B * fabric.leaf_hosts / fabric.oversubscription, fabric.spines
+    return None
+
+
+def leaf_spine_flow_model(k: int, B: float, per: int, uplink_bps: float, spines: int) -> FlowModel:
+    """A pair on different leaves crosses its leaf's uplink to the spine its hash picks and that
+    spine's downlink to the other leaf, each a spine's share of the leaf's uplink bandwidth."""
     caps = _nic(B, k)
-    per, spines = fabric.leaf_hosts, fabric.spines
-    uplink = B * per / fabric.oversubscription / spines
     for leaf in range(math.ceil(k / per)):
         for spine in range(spines):
-            caps[("up", leaf, spine)] = caps[("down", spine, leaf)] = uplink
+            caps[("up", leaf, spine)] = caps[("down", spine, leaf)] = uplink_bps / spines
 
     def path(s: int, d: int) -> tuple[Resource, ...]:
         if s // per == d // per:
@@ -155,15 +153,11 @@ def dp_allreduce_s(fabric: Fabric, k: int, l: int, grad_bytes: float, planned_ra
     kind = fabric.kind
     if kind == "elect-flat":
         rate = B
-    elif kind == "elect-cluster":
-        per = fabric.gpus_per_server
-        crosses = k * l > per
-        rate = min(B, gbps_to_bps(fabric.server_uplink_gbps) / min(k, per)) if crosses else B
-    elif kind == "elect-fattree":
-        # Counterparts k apart: up to min(k, leaf_hosts) of a leaf's GPUs leave it at once, sharing
-        # its uplinks (evenly, were the hash perfect).
-        per = fabric.leaf_hosts
-        rate = min(B, B * per / fabric.oversubscription / min(k, per)) if k * l > per else B
+    elif (tiers := two_tier(fabric)) is not None:
+        # Counterparts k apart: up to min(k, per) of a leaf's GPUs leave it at once, sharing its
+        # uplinks (evenly over a fat tree's spines, were the hash perfect).
+        per, uplink_bps, _ = tiers
+        rate = min(B, uplink_bps / min(k, per)) if k * l > per else B
     elif kind == "sip-ocs":
         rate = planned_rate_bps if planned_rate_bps is not None else B / (fabric.ocs_switches or 16)
         if rate <= 0:
@@ -192,9 +186,10 @@ def forwarding_load_factor(fabric: Fabric, traffic: dict[tuple[int, int], float]
     on the way back. Elect-Flat is 1; a ring all-reduce on one-way OCS circuits with N=8 is 3."""
     n = fabric.hosts
     pairs = {p: v for p, v in traffic.items() if v > 0 and p[0] != p[1]}
-    if fabric.kind in ("elect-cluster", "elect-fattree") and pairs:
-        # Between servers (leaves) a packet crosses three switches (server, core, server), within one.
-        per = fabric.gpus_per_server if fabric.kind == "elect-cluster" else fabric.leaf_hosts
+    tiers = two_tier(fabric)
+    if tiers is not None and pairs:
+        # Between leaves a packet crosses three switches (leaf, spine, leaf), within one.
+        per = tiers[0]
         crossings = sum(v * (3 if s // per != d // per else 1) for (s, d), v in pairs.items())
         return crossings / sum(pairs.values())
     if fabric.kind not in ("sip-ocs", "sip-ring") or not pairs:

@@ -7,13 +7,13 @@ import signal
 
 import pytest
 
-from testbed.live import DeferredSignals, RunInterrupted
+from testbed.live import RunInterrupted, SignalGuard
 
 
 def test_ctrl_c_while_writing_is_raised_after_the_block_completes():
     written = []
     with pytest.raises(KeyboardInterrupt):
-        with DeferredSignals():
+        with SignalGuard(hold=True):
             os.kill(os.getpid(), signal.SIGINT)
             written.append("results.json")
     assert written == ["results.json"]
@@ -22,10 +22,10 @@ def test_ctrl_c_while_writing_is_raised_after_the_block_completes():
 
 def test_sigterm_while_writing_is_raised_as_an_interrupted_run():
     with pytest.raises(RunInterrupted, match="SIGTERM"):
-        with DeferredSignals():
+        with SignalGuard(hold=True):
             os.kill(os.getpid(), signal.SIGTERM)
 
 
 def test_nothing_is_raised_when_no_signal_arrives():
-    with DeferredSignals():
+    with SignalGuard(hold=True):
         pass
