@@ -152,6 +152,10 @@ class Agent:
             self.position["step"] = step["id"]
             began = time.monotonic()
             if kind == "compute":
+                if round_ < self.warmups:
+                    # A warm-up round is for connections, TCP windows and page faults: its messages
+                    # and collectives run, its compute is not waited out (it would only cost wall time).
+                    continue
                 target = step["compute_us"] * 1e-6 * self.dilation
                 self.compute_waits.append((target, precise_sleep(target)))
                 self._event("compute", began, time.monotonic(), iteration, step=step["id"],

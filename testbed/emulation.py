@@ -50,6 +50,7 @@ def resolve_emulation(
     calibration: Calibration,
     min_dilation: float = 0.0,
     max_host_rate_bps: float | None = None,
+    warmup_iteration_s: float | None = None,
 ) -> EmulationPlan:
     """Pick dilation s and byte scale v.
 
@@ -93,7 +94,9 @@ def resolve_emulation(
             v = s * max_host_rate_bps / rate_bps
     dilation = Dilation(dilation=s, byte_scale=v)
     host_rate_bps = dilation.emulated_rate_bps(rate_bps)
-    expected_wall_s = (iterations + scenario.warmups()) * dilation.emulated_time_s(predicted_iteration_s)
+    # Warm-up rounds skip compute (the agents only warm connections and windows), so they are shorter.
+    warmup_s = predicted_iteration_s if warmup_iteration_s is None else warmup_iteration_s
+    expected_wall_s = dilation.emulated_time_s(iterations * predicted_iteration_s + scenario.warmups() * warmup_s)
     if host_rate_bps * concurrent_senders > calibration.capacity_bps:
         notes.append(
             f"emulated traffic {host_rate_bps * concurrent_senders / 1e6:.0f} Mb/s exceeds the calibrated "

@@ -92,7 +92,8 @@ def _prepare_schedule(scenario: Scenario, calibration: Calibration) -> Prepared:
     # Without point-to-point messages, judge against what a link carries in an average step.
     median = float(sizes[len(sizes) // 2]) if sizes else \
         max(1.0, average_step * gbps_to_bps(scenario.fabric.gpu_bandwidth_gbps) / BITS_PER_BYTE)
-    plan = _emulation_plan(scenario, schedule, prediction, calibration, average_step, median)
+    plan = _emulation_plan(scenario, schedule, prediction, calibration, average_step, median,
+                           warmup_iteration_s=_warmup_iteration_s(scenario, schedule, prediction))
     return Prepared(scenario, schedule, prediction, plan, average_step, _bulk_smallest(sizes, median),
                     pair_rate_frac=_pair_rate_fractions(scenario, schedule))
 
@@ -168,12 +169,14 @@ def _prepare_byteps(scenario: Scenario, schedule: Schedule, prediction: Predicti
 
 def _emulation_plan(scenario: Scenario, schedule: Schedule, prediction: Prediction, calibration: Calibration,
                     shortest_event_s: float, smallest_message_bytes: float,
-                    max_host_rate_bps: float | None = None) -> EmulationPlan:
+                    max_host_rate_bps: float | None = None,
+                    warmup_iteration_s: float | None = None) -> EmulationPlan:
     """Dilation and byte scale for this schedule: every rank (GPUs and CPU machines) may send at
     once, relaying fabrics forward some packets several times."""
     return resolve_emulation(
         scenario,
         predicted_iteration_s=prediction.iteration_time_s,
+        warmup_iteration_s=warmup_iteration_s,
         shortest_event_s=shortest_event_s,
         smallest_message_bytes=smallest_message_bytes,
         concurrent_senders=schedule.hosts * _load_factor(scenario, schedule),
@@ -181,6 +184,17 @@ def _emulation_plan(scenario: Scenario, schedule: Schedule, prediction: Predicti
         min_dilation=min_dilation_for(scenario.fabric),
         max_host_rate_bps=max_host_rate_bps,
     )
+
+
+def _warmup_iteration_s(scenario: Scenario, schedule: Schedule, prediction: Prediction) -> float:
+    """A warm-up round runs the messages and collectives but not the compute (the agents skip
+    it): the same schedule simulated without its compute steps."""
+    steps = schedule.to_json()
+    for gpu in steps["gpus"]:
+        for step in gpu["steps"]:
+            if step["kind"] == "compute":
+                step["compute_us"] = 0.0
+    return min(prediction.iteration_time_s, simulate_schedule(steps, scenario.fabric).iteration_time_s)
 
 
 def _load_factor(scenario: Scenario, schedule: Schedule) -> float:

@@ -168,7 +168,7 @@ class Runner:
         expected round time), which is reported as who waits on whom."""
         scenario, plan = self.prepared.scenario, self.prepared.plan
         total, warmups, ranks = scenario.workload.iterations, scenario.warmups(), self.prepared.schedule.hosts
-        round_wall_s = plan.expected_wall_s / (total + warmups)
+        round_wall_s = plan.dilation.emulated_time_s(self.prepared.prediction.iteration_time_s)
         lossy = scenario.fabric.link_loss_frac + scenario.fabric.node_drop_frac > 0
         limit_s = 60.0 + 4 * plan.expected_wall_s
         deadline = time.monotonic() + limit_s

@@ -1,3 +1,4 @@
+import json
 import math
 
 import pytest
@@ -7,6 +8,7 @@ from hypothesis import strategies as st
 from testbed.calibration import Calibration
 from testbed.emulation import MIN_MESSAGE_BYTES, resolve_emulation
 from testbed.predict import predict, ring_allreduce_time_s
+from testbed.prepare import prepare
 from testbed.scenario import parse_scenario
 from testbed.schedule import ring_allreduce_traffic
 from testbed.shaping import htb_commands, line_rate_bps
@@ -99,3 +101,22 @@ def test_warmups_default_by_workload_kind_and_honour_the_scenario():
                             "workload": {"kind": "model", "model": {"name": "resnet50", "global_batch": 64,
                                                                     "mp": 1, "dp": 8}}})
     assert model.warmups() == 1
+
+
+def test_warm_up_rounds_of_a_schedule_are_expected_to_skip_compute(tmp_path):
+    """GPU 0 computes 5 ms then sends 1 MB to GPU 1, which then computes 3 ms. At 100 Gb/s and
+    1 µs, an iteration is 5 ms + (1 µs + 80 µs) + 3 ms = 8.081 ms; a warm-up round, which the
+    agents run without compute, is the 81 µs message alone."""
+    trace = {"format": "testbed-schedule/1", "name": "two", "hosts": 2, "iterations": 1, "gpus": [
+        {"rank": 0, "steps": [{"id": "c", "kind": "compute", "compute_us": 5000.0, "deps": []},
+                              {"id": "s", "kind": "send", "peer": 1, "bytes": 1_000_000, "tag": "t", "deps": ["c"]}]},
+        {"rank": 1, "steps": [{"id": "r", "kind": "recv", "peer": 0, "bytes": 1_000_000, "tag": "t", "deps": []},
+                              {"id": "c", "kind": "compute", "compute_us": 3000.0, "deps": ["r"]}]}]}
+    (tmp_path / "two.json").write_text(json.dumps(trace))
+    spec = {"name": "two", "fabric": {"kind": "elect-flat", "hosts": 2, "gpu_bandwidth_gbps": 100, "latency_us": 1},
+            "workload": {"kind": "trace", "trace": str(tmp_path / "two.json"), "iterations": 3},
+            "emulation": {"warmup_iterations": 1}}
+    prepared = prepare(parse_scenario(spec), CALIBRATION)
+    assert prepared.prediction.iteration_time_s == pytest.approx(8.081e-3, rel=1e-3)
+    s = prepared.plan.dilation.dilation
+    assert prepared.plan.expected_wall_s == pytest.approx(s * (3 * 8.081e-3 + 0.081e-3), rel=1e-3)
