@@ -162,19 +162,25 @@ def _assign_switches(circuits: Circuits, switches: int) -> dict[tuple[int, int],
 
 
 def plan_circuits(traffic: Demand, nodes: int, switches: int, link_bps: float,
-                  reserved_ports: int = 0) -> CircuitPlan:
+                  reserved_ports: int = 0, ring_demand: dict[int, float] | None = None) -> CircuitPlan:
     """Circuits for one traffic matrix on `switches` OCSes with `link_bps` per circuit; each GPU
-    keeps `reserved_ports` ports for other uses (the DP ring). Plans are cached: a run plans the
-    same matrix for its prediction and for sizing its dilation, and the MILP can take seconds."""
-    return _plan_cached(tuple(sorted(traffic.items())), nodes, switches, link_bps, reserved_ports)
+    keeps `reserved_ports` ports for other uses. Plans are cached: a run plans the same matrix for
+    its prediction and for sizing its dilation, and the MILP can take seconds.
+
+    `ring_demand` (bytes per GPU) plans a ring through identical copies of this group, the DP ring
+    between counterparts: GPU g sends to g in the next copy and receives from g in the previous
+    one, so its circuits take g's transmit and g's receive ports, as a pair (g, g) does here."""
+    rings = tuple(sorted((ring_demand or {}).items()))
+    return _plan_cached(tuple(sorted(traffic.items())), nodes, switches, link_bps, reserved_ports, rings)
 
 
 @lru_cache(maxsize=256)
 def _plan_cached(traffic_items: tuple[tuple[Pair, float], ...], nodes: int, switches: int, link_bps: float,
-                 reserved_ports: int) -> CircuitPlan:
+                 reserved_ports: int, rings: tuple[tuple[int, float], ...] = ()) -> CircuitPlan:
     traffic = dict(traffic_items)
     ports = switches - reserved_ports
     demand = _pair_demand(traffic)
+    demand.update({(g, g): size for g, size in rings if size > 0})
     if not demand or ports <= 0:
         return CircuitPlan({}, {}, "none", 0.0 if not demand else float("inf"), 0.0)
     greedy = _greedy(demand, ports, link_bps, nodes)

@@ -71,20 +71,18 @@ def mp_flow_model(fabric: Fabric, k: int, l: int, traffic: dict[tuple[int, int],
     if kind == "sip-ocs":
         switches = fabric.ocs_switches or 16
         link = B / switches
-        # The one-shot plan covers the DP ring too: GPU g's counterpart stands in as node k+g, so the
-        # ring gets circuits in proportion to its share of the iteration's bytes.
-        planned = dict(traffic)
-        if l > 1 and dp_bytes > 0:
-            planned.update({(g, k + g): dp_bytes for g in range(k)})
-        plan = plan_circuits(planned, 2 * k if l > 1 else k, switches, link)
+        # The one-shot plan covers the DP ring too, in proportion to its share of the iteration's
+        # bytes; its circuits out to and in from the counterparts take each GPU's own ports.
+        rings = {g: dp_bytes for g in range(k)} if l > 1 and dp_bytes > 0 else None
+        plan = plan_circuits(traffic, k, switches, link, ring_demand=rings)
         caps, links = {}, {}
         for (i, j), count in plan.circuits.items():
-            if j < k:
+            if i != j:
                 caps[("circuit", i, j)] = count * link
                 links[(i, j)] = ("circuit", i, j)
         model = FlowModel(caps, _relay_paths(k, links, traffic))
         if l > 1:
-            model.dp_rate_bps = min(plan.circuits.get((g, k + g), 0) for g in range(k)) * link
+            model.dp_rate_bps = min(plan.circuits.get((g, g), 0) for g in range(k)) * link
         model.notes.append(f"circuits by {plan.method}; longest transfer {plan.longest_s * 1e3:.3f} ms, "
                            f"bound {plan.bound_s * 1e3:.3f} ms")
         return model
@@ -168,12 +166,26 @@ def dp_allreduce_s(fabric: Fabric, k: int, l: int, grad_bytes: float, planned_ra
     elif kind == "ina":
         return alpha + transfer_time_s(grad_bytes, B)  # one round: each worker sends M and receives M
     elif kind == "ps":
-        # BytePS with k CPU machines: 2(n-1)·M / ((n+k)·B); k=0 is all-reduce, k=n a classic PS.
-        n, cpus = l, fabric.cpu_servers
-        return 2 * (n - 1) * alpha + transfer_time_s(2 * (n - 1) * grad_bytes, (n + cpus) * B)
+        # The k MP ranks' DP all-reduces run at once and share the same CPU machines.
+        n = l
+        return 2 * (n - 1) * alpha + transfer_time_s(byteps_bytes_per_machine(n, fabric.cpu_servers / k, grad_bytes), B)
     else:
         raise ValueError(f"no DP model for fabric {kind}")
     return ring_allreduce_time_s(l, grad_bytes, rate, alpha)
+
+
+def byteps_bytes_per_machine(n: int, cpus: float, size_bytes: float) -> float:
+    """Bytes each machine sends (and receives) in BytePS's optimal split of an all-reduce of
+    `size_bytes` among n GPU machines with `cpus` CPU machines of the same bandwidth (Jiang et al.,
+    OSDI 2020): a share x of the data is summed on the CPU machines, the rest on the GPU
+    machines, with x = 2·cpus(n−1)/(n² + cpus·n − 2·cpus) so that both carry
+    2n(n−1)/(n² + cpus·n − 2·cpus)·M. No CPU machine is a ring all-reduce (2(n−1)/n·M); from n
+    CPU machines on, a GPU machine's own push and pull (M) bound it."""
+    if n <= 1:
+        return 0.0
+    if cpus >= n:
+        return size_bytes
+    return 2 * n * (n - 1) * size_bytes / (n * n + cpus * n - 2 * cpus)
 
 
 # TCP acknowledges about every second segment: per data packet, half a (small) packet comes back.

@@ -3,7 +3,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from testbed.oracle.circuits import plan_circuits
-from testbed.oracle.fabrics import dp_allreduce_s
+from testbed.oracle.fabrics import byteps_bytes_per_machine, dp_allreduce_s, mp_flow_model
 from testbed.oracle.flows import Flow, completion_times, max_min_rates
 from testbed.oracle.iteration import predict_plan
 from testbed.oracle.wavelengths import plan_wavelengths, segments
@@ -126,3 +126,51 @@ def test_collectives_in_a_schedule_run_at_what_their_ring_gets_on_the_plan():
     rates = collective_rates_bps(steps, model)
     lightpath = min(model.capacity_bps[("lightpath", g, (g + 2) % 8)] for g in range(8))
     assert all(r == pytest.approx(lightpath) for r in rates.values()) and lightpath <= 50e9
+
+
+@pytest.mark.parametrize("n, cpus, share", [
+    (4, 0, 1.5),        # a ring all-reduce: 2(n-1)/n
+    (4, 2, 1.2),        # 2·4·3 / (16 + 8 - 4) = 24/20
+    (4, 1, 24 / 18),    # 24 / (16 + 4 - 2)
+    (4, 4, 1.0),        # as many CPU machines as GPU machines: a classic PS, M each way
+    (4, 8, 1.0),        # more CPU machines cannot beat a GPU machine's own push and pull
+    (8, 2, 112 / 76),   # 2·8·7 / (64 + 16 - 4)
+])
+def test_byteps_split_carries_what_the_byteps_paper_derives(n, cpus, share):
+    assert byteps_bytes_per_machine(n, cpus, 1.0) == pytest.approx(share)
+
+
+def test_byteps_dp_all_reduce_shares_the_cpu_machines_among_the_mp_ranks():
+    """n = 4 DP ranks, 2 CPU machines, 100 MB at 100 Gb/s, α = 5 µs. With k = 1 each machine
+    carries 1.2·M: 6α + 9.6 ms. With k = 2 MP ranks, two all-reduces share the CPU machines, as if
+    each had one: 24/18·M, 6α + 10.667 ms. Never below M/B = 8 ms."""
+    fabric = Fabric(kind="ps", hosts=8, gpu_bandwidth_gbps=100, latency_us=5, cpu_servers=2)
+    assert dp_allreduce_s(fabric, 1, 4, 100e6) == pytest.approx(30e-6 + 9.6e-3)
+    assert dp_allreduce_s(fabric, 2, 4, 100e6) == pytest.approx(30e-6 + 8e-3 * 24 / 18)
+    assert dp_allreduce_s(fabric.model_copy(update={"cpu_servers": 16}), 1, 4, 100e6) == pytest.approx(30e-6 + 8e-3)
+
+
+def test_a_dp_circuit_takes_a_receive_port_of_its_gpu():
+    """k = 2, Q = 2: GPU 1 sends to GPU 0, and every GPU is in a DP ring. GPU 0 receives the MP
+    circuit and the circuit from its counterpart in the previous group, so it has one port left
+    for each: {(1, 0): 1} and one DP circuit per GPU. (Planned with the counterpart as a separate
+    node, GPU 0's DP ring got two circuits and GPU 0 three receive circuits on two ports.)"""
+    plan = plan_circuits({(1, 0): 10.0}, 2, 2, 1e9, ring_demand={0: 10.0, 1: 10.0})
+    assert plan.circuits == {(1, 0): 1, (0, 0): 1, (1, 1): 1}
+
+
+@pytest.mark.parametrize("switches", [4, 8])
+def test_sip_ocs_plans_fit_every_gpus_ports_with_its_dp_ring(switches):
+    """The Transformer at k = 8, l = 2: MP circuits into a GPU plus its counterpart's DP circuit
+    never exceed its Q receive ports, nor MP out plus DP out its Q transmit ports."""
+    plan = make_plan(MODELS["transformer"](), device("v100"), 8, 2, 32, switches)
+    fabric = Fabric(kind="sip-ocs", hosts=16, gpu_bandwidth_gbps=400, ocs_switches=switches)
+    dp_bytes = 2 * (plan.l - 1) / plan.l * max(plan.grad_bytes)
+    model = mp_flow_model(fabric, plan.k, plan.l, plan.mp_traffic, dp_bytes)
+    link = 400e9 / switches
+    assert model.dp_rate_bps and model.dp_rate_bps >= link
+    dp = round(model.dp_rate_bps / link)
+    for g in range(8):
+        out = sum(round(c / link) for r, c in model.capacity_bps.items() if r[0] == "circuit" and r[1] == g)
+        into = sum(round(c / link) for r, c in model.capacity_bps.items() if r[0] == "circuit" and r[2] == g)
+        assert out + dp <= switches and into + dp <= switches, (g, out, into, dp)
