@@ -9,7 +9,7 @@ from typing import Any
 
 import networkx as nx
 
-from testbed.topology import ecmp_spine
+from testbed.fabrics.leaf_spine import ecmp_spine
 
 ETH_TYPE_ARP = 0x0806
 PRIORITY_FORWARD = 100

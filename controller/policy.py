@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from testbed.fabrics.sip_ring import ring_plan
 from testbed.oracle.circuits import plan_circuits
-from testbed.oracle.fabrics import ring_plan
 from testbed.scenario import Fabric
 from testbed.units import gbps_to_bps
 

@@ -10,7 +10,7 @@ from testbed.byteps_schedule import instances
 from testbed.calibration import Calibration, load_calibration
 from testbed.emulation import EmulationPlan, resolve_emulation
 from testbed.errors import InputError
-from testbed.fabric_kinds import EMULATED_FABRICS
+from testbed.fabric_kinds import EMULATED_FABRICS, KINDS
 from testbed.fidelity import DARK_TOLERANCE
 from testbed.ina_fabric import collision_fraction, max_worker_rate_bps
 from testbed.oracle.collectives import Prediction, collective_cost
@@ -205,6 +205,6 @@ def _load_factor(scenario: Scenario, schedule: Schedule) -> float:
 def min_dilation_for(fabric: Fabric) -> float:
     """Optical fabrics: the dilated dark time must dwarf the controller's own latency."""
     dark_us = reconfig_us(fabric)
-    if fabric.kind not in ("sip-ocs", "sip-ring") or dark_us <= 0:
+    if not KINDS[fabric.kind].reconfigurable or dark_us <= 0:
         return 0.0
     return CONTROL_LATENCY_S / DARK_TOLERANCE / us_to_s(dark_us)

@@ -17,6 +17,7 @@ from pathlib import Path
 from testbed import results as results_mod
 from testbed.contracts import AgentConfig
 from testbed.errors import RunFailed
+from testbed.fabric_kinds import KINDS
 from testbed.fault_actions import FaultActions
 from testbed.faults import FaultInjector, timeline
 from testbed.live import (
@@ -59,7 +60,8 @@ class Runner:
     measured: dict = field(default_factory=dict)  # filled as the run goes, so a stopped run keeps it
 
     def execute(self) -> dict:
-        require_emulation_platform(needs_ovs=self.prepared.scenario.fabric.kind != "ina")
+        # A kind with no switch (INA's node forwards in its own kernel) needs no controller nor OVS.
+        require_emulation_platform(needs_ovs=KINDS[self.prepared.scenario.fabric.kind].controller_app is not None)
         self.run_dir.mkdir(parents=True, exist_ok=True)
         # A controller script started beside this run must not find an earlier run's API here.
         (self.run_dir / "controller.ready").unlink(missing_ok=True)

@@ -8,8 +8,10 @@ from collections import defaultdict
 from collections.abc import Callable
 from typing import Any
 
+from testbed.fabrics.sip_ring import ring_flow_model, ring_plan
 from testbed.oracle.collectives import Breakdown, Prediction
-from testbed.oracle.fabrics import FlowModel, dp_allreduce_s, mp_flow_model, ring_flow_model, ring_plan
+from testbed.oracle.fabrics import dp_allreduce_s, mp_flow_model
+from testbed.oracle.flow_model import FlowModel
 from testbed.oracle.flows import Flow, Resource, completion_times
 from testbed.placer.plan import Plan
 from testbed.scenario import Fabric

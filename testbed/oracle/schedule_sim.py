@@ -10,7 +10,8 @@ from typing import Any
 
 from testbed.errors import InputError
 from testbed.oracle.collectives import Breakdown, Prediction, collective_cost
-from testbed.oracle.fabrics import FlowModel, mp_flow_model
+from testbed.oracle.fabrics import mp_flow_model
+from testbed.oracle.flow_model import FlowModel
 from testbed.oracle.flows import Flow, max_min_rates
 from testbed.scenario import Fabric
 from testbed.schedule import collective_traffic, traffic_pairs

@@ -43,3 +43,18 @@ def test_mypy_finds_nothing():
     # pyproject.toml: every package checked, the pure core strictly (module by module as annotated).
     out = subprocess.run([str(BIN / "mypy")], cwd=ROOT, capture_output=True, text=True, timeout=600)
     assert out.returncode == 0, out.stdout[-3000:]
+
+
+def test_kind_behaviour_lives_in_the_kinds_modules():
+    """The topology builder and the oracle's fabric models ask the kind's module (testbed/fabrics)
+    and compare no kind names themselves; every registered kind has its module."""
+    import re
+
+    from testbed.fabric_kinds import KINDS
+    from testbed.fabrics.all_kinds import BEHAVIOURS
+
+    assert set(BEHAVIOURS) == set(KINDS)
+    for path in ("testbed/topology.py", "testbed/oracle/fabrics.py"):
+        text = (ROOT / path).read_text()
+        found = re.findall(r"kind\s*(?:==|!=|in)\s*[\"'(]", text)
+        assert not found, f"{path} branches on the fabric kind: {found}"

@@ -2,8 +2,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from testbed.fabrics.ps import byteps_bytes_per_machine
 from testbed.oracle.circuits import plan_circuits
-from testbed.oracle.fabrics import byteps_bytes_per_machine, dp_allreduce_s, mp_flow_model
+from testbed.oracle.fabrics import dp_allreduce_s, mp_flow_model
 from testbed.oracle.flows import Flow, completion_times, max_min_rates
 from testbed.oracle.iteration import predict_plan
 from testbed.oracle.wavelengths import plan_wavelengths, segments

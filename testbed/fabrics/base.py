@@ -1,0 +1,110 @@
+"""What every fabric kind's module provides, and the pieces they share: the topology builder (names,
+addresses, shaped links) and the shape of a kind's behaviour."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from testbed.oracle.flow_model import FlowModel, Traffic, relayed_forwarding_factor
+from testbed.scenario import Fabric
+from testbed.shaping import line_rate_bps
+
+
+def host_ip(rank: int) -> str:
+    n = rank + 1
+    return f"10.{(n >> 16) & 255}.{(n >> 8) & 255}.{n & 255}"
+
+
+def host_mac(rank: int, interface: int = 0) -> str:
+    n = rank + 1
+    return "02:%02x:00:%02x:%02x:%02x" % (interface, (n >> 16) & 255, (n >> 8) & 255, n & 255)
+
+
+def switch_name(tag: str, index: int) -> str:
+    return f"tb{tag}s{index + 1}"
+
+
+def switch_dpid(tag: str, index: int) -> int:
+    return int(tag, 16) << 8 | (index + 1)
+
+
+@dataclass
+class TopologyBuilder:
+    """The switches, hosts and links of one topology.json as a kind's `build` adds them."""
+
+    tag: str
+    host_rate_bps: float  # the dilated B: each GPU's emulated rate
+    switches: list[dict[str, Any]] = field(default_factory=list)
+    hosts: list[dict[str, Any]] = field(default_factory=list)
+    links: list[dict[str, Any]] = field(default_factory=list)
+
+    def add_switch(self, role: str, ports: int) -> dict[str, Any]:
+        index = len(self.switches)
+        switch = {"name": switch_name(self.tag, index), "dpid": switch_dpid(self.tag, index), "ports": ports,
+                  "role": role}
+        self.switches.append(switch)
+        return switch
+
+    def host_link(self, rank: int, interface: int, switch: dict[str, Any], port: int,
+                  rate_bps: float) -> dict[str, Any]:
+        """A host interface on a switch port, shaped on the host side; returns the interface."""
+        name = f"h{rank + 1}-eth{interface}"
+        self.links.append({"host": f"h{rank + 1}", "interface": name, "switch": switch["name"], "port": port,
+                           "payload_rate_bps": rate_bps, "line_rate_bps": line_rate_bps(rate_bps),
+                           "shaped_on": "host"})
+        return {"name": name, "mac": host_mac(rank, interface), "switch": switch["name"], "port": port,
+                "payload_rate_bps": rate_bps}
+
+    def switch_link(self, switch: dict[str, Any], port: int, peer: dict[str, Any], peer_port: int,
+                    rate_bps: float) -> None:
+        """A link between two switches, shaped on the switch side (no host owns it)."""
+        self.links.append({"switch": switch["name"], "port": port, "peer_switch": peer["name"],
+                           "peer_port": peer_port, "payload_rate_bps": rate_bps,
+                           "line_rate_bps": line_rate_bps(rate_bps), "shaped_on": "switch"})
+
+    def one_switch(self, role: str, ranks: int) -> dict[str, Any]:
+        """Every rank on one switch at the host rate (port = rank + 1)."""
+        switch = self.add_switch(role, ranks)
+        for rank in range(ranks):
+            self.hosts.append({"interfaces": [self.host_link(rank, 0, switch, rank + 1, self.host_rate_bps)]})
+        return switch
+
+
+def forwarded_once(fabric: Fabric, traffic: Traffic) -> float:
+    """A switched fabric forwards each packet once."""
+    return 1.0
+
+
+@dataclass(frozen=True)
+class FabricBehaviour:
+    """A kind's part in every layer: the topology it emulates, the oracle's flow model of one MP
+    group and of the DP all-reduce between groups, and the forwarding load it puts on the machine.
+
+    build(fabric, builder) adds the kind's switches, hosts and links and returns its own sections of
+    topology.json; flow_model(fabric, k, l, traffic, dp_bytes); dp_allreduce_s(fabric, k, l,
+    grad_bytes, planned_rate_bps); forwarding_load_factor(fabric, traffic)."""
+
+    build: Callable[[Fabric, TopologyBuilder], dict[str, Any]]
+    flow_model: Callable[[Fabric, int, int, Traffic, float], FlowModel]
+    dp_allreduce_s: Callable[[Fabric, int, int, float, float | None], float]
+    forwarding_load_factor: Callable[[Fabric, Traffic], float] = forwarded_once
+    default_reconfig_us: float = 0.0  # a reconfigurable kind's dark time when the scenario sets none
+    # The estimation period, when the scenario sets none, as a multiple of the dark time (None: the
+    # scenario's default period).
+    period_per_reconfig: float | None = None
+
+
+def relayed(build: Callable[[Fabric, TopologyBuilder], dict[str, Any]],
+            flow_model: Callable[[Fabric, int, int, Traffic, float], FlowModel],
+            dp_allreduce_s: Callable[[Fabric, int, int, float, float | None], float],
+            link_kind: str, **reconfiguration: float) -> FabricBehaviour:
+    """The behaviour of a kind whose pairs without a direct `link_kind` link (circuit, lightpath)
+    relay through GPUs: each hop crosses the fabric once, over the same (cached) plan the
+    prediction uses."""
+    def forwarding(fabric: Fabric, traffic: Traffic) -> float:
+        return relayed_forwarding_factor(fabric.hosts, traffic,
+                                         lambda pairs: flow_model(fabric, fabric.hosts, 1, pairs, 0.0), link_kind)
+
+    return FabricBehaviour(build, flow_model, dp_allreduce_s, forwarding, **reconfiguration)

@@ -1,0 +1,62 @@
+"""SiP-OCS: each GPU has one silicon-photonic interface of B/Q into each of Q optical circuit
+switches; circuits are planned from the traffic matrix (once, or every period when multi-shot),
+and pairs without a circuit relay through GPUs."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from testbed.fabrics.base import TopologyBuilder, relayed
+from testbed.oracle.circuits import plan_circuits
+from testbed.oracle.flow_model import FlowModel, Traffic, relay_paths, ring_allreduce_s
+from testbed.scenario import Fabric
+from testbed.units import gbps_to_bps, us_to_s
+
+DEFAULT_OCS_SWITCHES = 16
+
+
+def ocs_switches(fabric: Fabric) -> int:
+    return fabric.ocs_switches or DEFAULT_OCS_SWITCHES
+
+
+def build(fabric: Fabric, builder: TopologyBuilder) -> dict[str, Any]:
+    q = ocs_switches(fabric)
+    ocs = [builder.add_switch("ocs", fabric.hosts) for _ in range(q)]
+    per_circuit = builder.host_rate_bps / q
+    for rank in range(fabric.hosts):
+        builder.hosts.append({"interfaces": [builder.host_link(rank, i, ocs[i], rank + 1, per_circuit)
+                                             for i in range(q)]})
+    return {"ocs": {"switches": q, "circuit_rate_bps": per_circuit}}
+
+
+def flow_model(fabric: Fabric, k: int, l: int, traffic: Traffic, dp_bytes: float) -> FlowModel:
+    switches = ocs_switches(fabric)
+    link = gbps_to_bps(fabric.gpu_bandwidth_gbps) / switches
+    # The one-shot plan covers the DP ring too, in proportion to its share of the iteration's
+    # bytes; its circuits out to and in from the counterparts take each GPU's own ports.
+    rings = {g: dp_bytes for g in range(k)} if l > 1 and dp_bytes > 0 else None
+    plan = plan_circuits(traffic, k, switches, link, ring_demand=rings)
+    caps, links = {}, {}
+    for (i, j), count in plan.circuits.items():
+        if i != j:
+            caps[("circuit", i, j)] = count * link
+            links[(i, j)] = ("circuit", i, j)
+    model = FlowModel(caps, relay_paths(k, links, traffic))
+    if l > 1:
+        model.dp_rate_bps = min(plan.circuits.get((g, g), 0) for g in range(k)) * link
+    model.notes.append(f"circuits by {plan.method}; longest transfer {plan.longest_s * 1e3:.3f} ms, "
+                       f"bound {plan.bound_s * 1e3:.3f} ms")
+    return model
+
+
+def dp_allreduce_s(fabric: Fabric, k: int, l: int, grad_bytes: float, planned_rate_bps: float | None) -> float:
+    B = gbps_to_bps(fabric.gpu_bandwidth_gbps)
+    rate = planned_rate_bps if planned_rate_bps is not None else B / ocs_switches(fabric)
+    return ring_allreduce_s(l, grad_bytes, rate, us_to_s(fabric.latency_us))
+
+
+# Multi-shot re-plans at most this many reconfiguration times apart, so dark time stays a small
+# share of the period unless the scenario sets estimate_period_us.
+OCS_PERIOD_PER_RECONFIG = 10
+BEHAVIOUR = relayed(build, flow_model, dp_allreduce_s, "circuit", default_reconfig_us=10000.0,
+                    period_per_reconfig=OCS_PERIOD_PER_RECONFIG)

@@ -1,0 +1,57 @@
+"""SiP-Ring: a silicon-photonic micro-ring ring; each GPU tunes W wavelengths of `wavelength_gbps`
+into lightpaths to GPUs within `neighbors` hops, re-planned every estimation period. Emulated as one
+switch standing for the fibre ring, whose rules are the lightpaths."""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+from testbed.fabrics.base import TopologyBuilder, relayed
+from testbed.oracle.flow_model import FlowModel, Traffic, relay_paths, ring_allreduce_s
+from testbed.oracle.wavelengths import WavelengthPlan, plan_wavelengths
+from testbed.scenario import Fabric
+from testbed.units import gbps_to_bps, us_to_s
+
+
+def build(fabric: Fabric, builder: TopologyBuilder) -> dict[str, Any]:
+    assert fabric.wavelengths is not None  # a sip-ring fabric's validation requires it
+    builder.one_switch("ring", fabric.hosts)
+    return {"ring": {"wavelengths": fabric.wavelengths,
+                     "wavelength_rate_bps": builder.host_rate_bps / fabric.wavelengths,
+                     "reach": fabric.neighbors}}
+
+
+def ring_plan(fabric: Fabric, k: int, traffic: Traffic, keep: tuple[tuple[int, int], ...] = ()) -> WavelengthPlan:
+    """The controller's wavelength plan for an estimated traffic matrix: the ring stays connected
+    and the job's recurring lightpaths (`keep`) keep a wavelength; the estimate shares the rest."""
+    assert fabric.wavelengths is not None
+    return plan_wavelengths(traffic, k, fabric.wavelengths, gbps_to_bps(fabric.wavelength_gbps), fabric.neighbors,
+                            keep_ring=True, keep=keep)
+
+
+def ring_flow_model(fabric: Fabric, k: int, plan: WavelengthPlan) -> FlowModel:
+    """Lightpaths as resources; pairs without one relay over lightpaths, hop by hop."""
+    wave_bps = gbps_to_bps(fabric.wavelength_gbps)
+    caps, links = {}, {}
+    for (s, d), path in plan.lightpaths.items():
+        caps[("lightpath", s, d)] = len(path.wavelengths) * wave_bps
+        links[(s, d)] = ("lightpath", s, d)
+    model = FlowModel(caps, relay_paths(k, links, {pair: 1.0 for pair in links}))
+    model.default = lambda s, d: relay_paths(k, links, {(s, d): 1.0})[(s, d)]
+    model.notes.append(f"wavelengths re-planned every {fabric.estimate_period_us:g} µs from the last period's traffic")
+    return model
+
+
+def flow_model(fabric: Fabric, k: int, l: int, traffic: Traffic, dp_bytes: float) -> FlowModel:
+    return ring_flow_model(fabric, k, ring_plan(fabric, k, traffic, tuple(sorted(traffic))))
+
+
+def dp_allreduce_s(fabric: Fabric, k: int, l: int, grad_bytes: float, planned_rate_bps: float | None) -> float:
+    # Counterparts are k apart: k rings' lightpaths overlap on every segment; both directions used.
+    B = gbps_to_bps(fabric.gpu_bandwidth_gbps)
+    rate = min(B, 2 * B / k) / max(1, math.ceil(k / fabric.neighbors))
+    return ring_allreduce_s(l, grad_bytes, rate, us_to_s(fabric.latency_us))
+
+
+BEHAVIOUR = relayed(build, flow_model, dp_allreduce_s, "lightpath", default_reconfig_us=25.0)
