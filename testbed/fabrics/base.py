@@ -90,6 +90,9 @@ class FabricBehaviour:
     flow_model: Callable[[Fabric, int, int, Traffic, float], FlowModel]
     dp_allreduce_s: Callable[[Fabric, int, int, float, float | None], float]
     forwarding_load_factor: Callable[[Fabric, Traffic], float] = forwarded_once
+    # How many GPUs a GPU can reach directly at once (its circuits or lightpaths; None: all), the
+    # degree D the placer plans under.
+    degree: Callable[[Fabric], int | None] = lambda fabric: None
     default_reconfig_us: float = 0.0  # a reconfigurable kind's dark time when the scenario sets none
     # The estimation period, when the scenario sets none, as a multiple of the dark time (None: the
     # scenario's default period).
@@ -99,7 +102,8 @@ class FabricBehaviour:
 def relayed(build: Callable[[Fabric, TopologyBuilder], dict[str, Any]],
             flow_model: Callable[[Fabric, int, int, Traffic, float], FlowModel],
             dp_allreduce_s: Callable[[Fabric, int, int, float, float | None], float],
-            link_kind: str, **reconfiguration: float) -> FabricBehaviour:
+            link_kind: str, degree: Callable[[Fabric], int | None],
+            **reconfiguration: float) -> FabricBehaviour:
     """The behaviour of a kind whose pairs without a direct `link_kind` link (circuit, lightpath)
     relay through GPUs: each hop crosses the fabric once, over the same (cached) plan the
     prediction uses."""
@@ -107,4 +111,4 @@ def relayed(build: Callable[[Fabric, TopologyBuilder], dict[str, Any]],
         return relayed_forwarding_factor(fabric.hosts, traffic,
                                          lambda pairs: flow_model(fabric, fabric.hosts, 1, pairs, 0.0), link_kind)
 
-    return FabricBehaviour(build, flow_model, dp_allreduce_s, forwarding, **reconfiguration)
+    return FabricBehaviour(build, flow_model, dp_allreduce_s, forwarding, degree, **reconfiguration)

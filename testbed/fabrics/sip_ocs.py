@@ -58,5 +58,5 @@ def dp_allreduce_s(fabric: Fabric, k: int, l: int, grad_bytes: float, planned_ra
 # Multi-shot re-plans at most this many reconfiguration times apart, so dark time stays a small
 # share of the period unless the scenario sets estimate_period_us.
 OCS_PERIOD_PER_RECONFIG = 10
-BEHAVIOUR = relayed(build, flow_model, dp_allreduce_s, "circuit", default_reconfig_us=10000.0,
+BEHAVIOUR = relayed(build, flow_model, dp_allreduce_s, "circuit", ocs_switches, default_reconfig_us=10000.0,
                     period_per_reconfig=OCS_PERIOD_PER_RECONFIG)

@@ -54,4 +54,5 @@ def dp_allreduce_s(fabric: Fabric, k: int, l: int, grad_bytes: float, planned_ra
     return ring_allreduce_s(l, grad_bytes, rate, us_to_s(fabric.latency_us))
 
 
-BEHAVIOUR = relayed(build, flow_model, dp_allreduce_s, "lightpath", default_reconfig_us=25.0)
+BEHAVIOUR = relayed(build, flow_model, dp_allreduce_s, "lightpath", lambda fabric: 2 * fabric.neighbors,
+                    default_reconfig_us=25.0)

@@ -6,6 +6,7 @@ from dataclasses import dataclass
 from typing import Callable
 
 from testbed.errors import InputError
+from testbed.fabrics.all_kinds import behaviour
 from testbed.oracle.iteration import predict_plan
 from testbed.placer.accuracy import curve
 from testbed.placer.plan import Plan, make_plan
@@ -28,11 +29,8 @@ class Choice:
 
 
 def fabric_degree(fabric: Fabric) -> int | None:
-    if fabric.kind == "sip-ocs":
-        return fabric.ocs_switches or 16
-    if fabric.kind == "sip-ring":
-        return 2 * fabric.neighbors
-    return None
+    """The degree D a placement on `fabric` must respect (None: any GPU reaches any other)."""
+    return behaviour(fabric.kind).degree(fabric)
 
 
 class PlanCache:
