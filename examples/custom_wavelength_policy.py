@@ -20,6 +20,9 @@ except ModuleNotFoundError:  # run outside the project's environment: the client
     from controller.client import Northbound, NorthboundError
 
 
+START_LIMIT_S = 120.0  # how long to wait for the job's traffic (the fabric's start, the warm-ups)
+
+
 def proportional(traffic: list[list[float]], wavelengths: int, reach: int) -> list[tuple[int, int, int]]:
     n = len(traffic)
     counts = {}
@@ -54,20 +57,31 @@ def main() -> int:
         raise SystemExit("this policy is for sip-ring fabrics")
     settings = api.settings(policy="one-shot")
     period_s = settings["estimate_period_us"] * 1e-6 * api.traffic()["dilation"]
-    applied = refused = 0
+    # Started beside `testbed run`, the script first waits for the job's traffic (the fabric's
+    # start, the warm-ups), then re-plans every period for --periods periods.
+    deadline = time.monotonic() + START_LIMIT_S
+    while not any(map(any, api.traffic()["last_period_bytes"])):
+        if time.monotonic() > deadline:
+            raise SystemExit(f"no traffic on the fabric within {START_LIMIT_S:.0f} s; is the run's job running?")
+        time.sleep(period_s)
+    applied = unchanged = refused = busy = 0
     for _ in range(args.periods):
         time.sleep(period_s)
         traffic = api.traffic()["last_period_bytes"]
         if not any(map(any, traffic)):
             continue
+        busy += 1
         plan = proportional(traffic, topology["ring"]["wavelengths"], topology["ring"]["reach"])
         try:
-            if api.set_lightpaths(plan) is not None:
+            if api.set_lightpaths(plan) is None:
+                unchanged += 1
+            else:
                 applied += 1
         except NorthboundError as why:  # e.g. a segment would carry too many wavelengths
             refused += 1
             print(f"plan refused: {why}")
-    print(f"{applied} plans applied, {refused} refused over {args.periods} periods")
+    print(f"{applied} plans applied, {refused} refused over {args.periods} periods "
+          f"({busy} with traffic, {unchanged} of those already planned so)")
     return 0
 
 
