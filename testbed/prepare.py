@@ -83,7 +83,7 @@ def _prepare_schedule(scenario: Scenario, calibration: Calibration) -> Prepared:
 
     A schedule has hundreds of short steps per GPU, so per-step host overhead is judged against
     the average step (overheads add up along the critical path) rather than the shortest one, and
-    messages are sized by their median."""
+    messages by the smallest of those that carry most of the bytes."""
     schedule = schedule_for(scenario)
     prediction = simulate_schedule(schedule.to_json(), scenario.fabric)
     steps = max(len(gpu.steps) for gpu in schedule.gpus)
@@ -92,9 +92,11 @@ def _prepare_schedule(scenario: Scenario, calibration: Calibration) -> Prepared:
     # Without point-to-point messages, judge against what a link carries in an average step.
     median = float(sizes[len(sizes) // 2]) if sizes else \
         max(1.0, average_step * gbps_to_bps(scenario.fabric.gpu_bandwidth_gbps) / BITS_PER_BYTE)
-    plan = _emulation_plan(scenario, schedule, prediction, calibration, average_step, median,
+    # Size the bytes by the messages the message-size monitor judges (those carrying most bytes).
+    bulk = _bulk_smallest(sizes, median)
+    plan = _emulation_plan(scenario, schedule, prediction, calibration, average_step, bulk,
                            warmup_iteration_s=_warmup_iteration_s(scenario, schedule, prediction))
-    return Prepared(scenario, schedule, prediction, plan, average_step, _bulk_smallest(sizes, median),
+    return Prepared(scenario, schedule, prediction, plan, average_step, bulk,
                     pair_rate_frac=_pair_rate_fractions(scenario, schedule))
 
 

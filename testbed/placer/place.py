@@ -67,6 +67,18 @@ class _Placer:
         else:
             self.window = [sum(1 << ((g + d) % k) for d in range(-radius, radius + 1)) for g in range(k)]
         self.gpu: list[list[int]] = [[-1] * op.parts for op in ops]
+        # Under a degree short of the full mesh the chain of ops can only move a GPU or so per op, and
+        # "earliest available" keeps it where it started (the Transformer at k = 8, D = 3 ran on 4 of 8
+        # GPUs). So each forward op aims at a GPU that walks once around the circle in proportion to
+        # the forward compute before it, parts on consecutive GPUs from there: every GPU gets about
+        # 1/k of the work. None: the full mesh, where earliest available spreads the work by itself.
+        self.target: list[int] | None = None
+        if radius < k // 2:
+            work = [op.part_us * op.parts if op.self_parent is None else 0.0 for op in ops]
+            total, before, self.target = sum(work) or 1.0, 0.0, []
+            for w in work:
+                self.target.append(min(k - 1, int(before / total * k)))
+                before += w
         # Inputs per (op, part), computed once: the fix passes revisit them often.
         self.inputs = [[[(q, p, b) for q in op.parents for p, b in inputs_of(ops[q], op, c)]
                         for c in range(op.parts)] for op in ops]
@@ -114,8 +126,10 @@ class _Placer:
                 elif mask:
                     # Earliest available among candidates with memory to spare (else the emptiest).
                     need = memory_need(op)
+                    aim = None if self.target is None else (self.target[i] + c) % self.k
                     g = min((g for g in range(self.k) if mask >> g & 1),
-                            key=lambda g: (self.memory[g] + need > self.memory_limit, avail[g], g))
+                            key=lambda g: (self.memory[g] + need > self.memory_limit,
+                                           0 if aim is None else circular_distance(g, aim, self.k), avail[g], g))
                 else:
                     g = self._repair(i, c, avail)
                 self.gpu[i][c] = g
