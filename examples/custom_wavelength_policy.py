@@ -46,6 +46,14 @@ def proportional(traffic: list[list[float]], wavelengths: int, reach: int) -> li
     return [(s, d, c) for (s, d), c in sorted(counts.items())]
 
 
+def _last_period(api: Northbound) -> list[list[float]]:
+    """Bytes per GPU pair in the controller's last estimation period; the run's end ends the script."""
+    try:
+        return api.traffic()["last_period_bytes"]
+    except NorthboundError as why:
+        raise SystemExit(f"the run is gone: {why}") from None
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("run_dir")
@@ -60,14 +68,14 @@ def main() -> int:
     # Started beside `testbed run`, the script first waits for the job's traffic (the fabric's
     # start, the warm-ups), then re-plans every period for --periods periods.
     deadline = time.monotonic() + START_LIMIT_S
-    while not any(map(any, api.traffic()["last_period_bytes"])):
+    while not any(map(any, _last_period(api))):
         if time.monotonic() > deadline:
             raise SystemExit(f"no traffic on the fabric within {START_LIMIT_S:.0f} s; is the run's job running?")
         time.sleep(period_s)
     applied = unchanged = refused = busy = 0
     for _ in range(args.periods):
         time.sleep(period_s)
-        traffic = api.traffic()["last_period_bytes"]
+        traffic = _last_period(api)
         if not any(map(any, traffic)):
             continue
         busy += 1

@@ -15,6 +15,7 @@ from testbed.oracle.flow_model import FlowModel
 from testbed.oracle.flows import Flow, Resource, completion_times
 from testbed.placer.plan import Plan
 from testbed.scenario import Fabric
+from testbed.topology import reconfig_us
 from testbed.units import us_to_s
 
 
@@ -27,7 +28,7 @@ class _RingController:
         self.fabric, self.k, self.recurring = fabric, k, recurring
         self._plans: dict[frozenset[tuple[tuple[int, int], int]], FlowModel] = {}
         self.period_s = us_to_s(fabric.estimate_period_us)
-        self.dark_s = us_to_s(fabric.reconfig_us if fabric.reconfig_us is not None else 25.0)
+        self.dark_s = us_to_s(reconfig_us(fabric))
         self.model = steady  # the plan of the iteration's traffic: where the previous iteration ended
         self.window = 0
         self.traffic: dict[int, dict[tuple[int, int], float]] = {}
@@ -65,13 +66,17 @@ class _RingController:
         return self.model, ready
 
 
+def dp_ring_bytes(plan: Plan) -> float:
+    """What each GPU sends in its DP ring all-reduce: 2(l−1)/l of the largest gradient shard."""
+    return 2 * (plan.l - 1) / plan.l * max(plan.grad_bytes) if plan.l > 1 else 0.0
+
+
 def mp_makespan_s(plan: Plan, fabric: Fabric) -> tuple[float, FlowModel]:
     """Critical path of one MP group. The transfers feeding one op share the fabric max-min fairly,
     one flow per GPU pair; transfers feeding different ops do not interact."""
     placement = plan.placement
     ops = placement.ops
-    dp_bytes = 2 * (plan.l - 1) / plan.l * max(plan.grad_bytes) if plan.l > 1 else 0.0
-    model = mp_flow_model(fabric, plan.k, plan.l, plan.mp_traffic, dp_bytes)
+    model = mp_flow_model(fabric, plan.k, plan.l, plan.mp_traffic, dp_ring_bytes(plan))
     ring = _RingController(fabric, plan.k, model, tuple(sorted(plan.mp_traffic))) if fabric.kind == "sip-ring" else None
     alpha = us_to_s(fabric.latency_us)
     by_consumer: dict[int, list[tuple[tuple[int, int, int, int], float]]] = defaultdict(list)

@@ -6,7 +6,7 @@ from testbed.fabrics.ps import byteps_bytes_per_machine
 from testbed.oracle.circuits import plan_circuits
 from testbed.oracle.fabrics import dp_allreduce_s, mp_flow_model
 from testbed.oracle.flows import Flow, completion_times, max_min_rates
-from testbed.oracle.iteration import predict_plan
+from testbed.oracle.iteration import dp_ring_bytes, predict_plan
 from testbed.oracle.wavelengths import plan_wavelengths, segments
 from testbed.placer.plan import make_plan
 from testbed.placer.profiles import device
@@ -166,8 +166,7 @@ def test_sip_ocs_plans_fit_every_gpus_ports_with_its_dp_ring(switches):
     never exceed its Q receive ports, nor MP out plus DP out its Q transmit ports."""
     plan = make_plan(MODELS["transformer"](), device("v100"), 8, 2, 32, switches)
     fabric = Fabric(kind="sip-ocs", hosts=16, gpu_bandwidth_gbps=400, ocs_switches=switches)
-    dp_bytes = 2 * (plan.l - 1) / plan.l * max(plan.grad_bytes)
-    model = mp_flow_model(fabric, plan.k, plan.l, plan.mp_traffic, dp_bytes)
+    model = mp_flow_model(fabric, plan.k, plan.l, plan.mp_traffic, dp_ring_bytes(plan))
     link = 400e9 / switches
     assert model.dp_rate_bps and model.dp_rate_bps >= link
     dp = round(model.dp_rate_bps / link)
