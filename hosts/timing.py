@@ -55,6 +55,8 @@ def compute_timing(waits: list[tuple[float, float]]) -> dict:
     planned_s = sum(target for target, _ in waits)
     errors = [over / target for target, over in waits if target > 0]
     return {"steps": len(waits),
+            "planned_s": planned_s,
+            "overshoot_s": sum(over for _, over in waits),
             "overshoot_frac": sum(over for _, over in waits) / planned_s if planned_s > 0 else 0.0,
             "error_mean_frac": sum(errors) / len(errors) if errors else 0.0,
             "error_p99_frac": float(np.percentile(errors, 99)) if errors else 0.0}

@@ -156,6 +156,7 @@ def assemble(prepared: "Prepared", run_dir: Path, measured: dict, outcome: dict)
                           for line in p.read_text().splitlines() if line.strip() and not line.startswith("Warning")]
 
     iteration_times_s: list[float] = []
+    iterations_wall_s = 0.0
     sums_ok = False
     sum_problems: list[str] = []
     complete = len(per_host) == ranks and all(h.get("ok") for h in per_host)
@@ -167,6 +168,7 @@ def assemble(prepared: "Prepared", run_dir: Path, measured: dict, outcome: dict)
     for it in range(count):
         start = min(h["iterations"][it]["start_s"] for h in per_host)
         end = max(h["iterations"][it]["end_s"] for h in per_host)
+        iterations_wall_s += end - start
         iteration_times_s.append(dilation.real_time_s(end - start))
         retransmits.append(sum(h["iterations"][it].get("tcp_retransmits", 0) for h in per_host))
         timeouts.append(sum(h["iterations"][it].get("tcp_timeouts", 0) for h in per_host))
@@ -197,7 +199,8 @@ def assemble(prepared: "Prepared", run_dir: Path, measured: dict, outcome: dict)
     timings = [h["compute_timing"] for h in per_host if h.get("compute_timing", {}).get("steps")]
     monitors = [
         fidelity.link_rate_monitor(rates, 1.0, loss_injected),
-        fidelity.compute_timing_monitor(max((t["overshoot_frac"] for t in timings), default=None),
+        fidelity.compute_timing_monitor(max((t["overshoot_s"] for t in timings), default=None), iterations_wall_s,
+                                        max((t["overshoot_frac"] for t in timings), default=0.0),
                                         max((t["error_mean_frac"] for t in timings), default=None),
                                         max((t["error_p99_frac"] for t in timings), default=None)),
         fidelity.timer_monitor(overshoot_mean, overshoot_p99, step_emulated_s),
