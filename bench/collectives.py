@@ -16,9 +16,9 @@ from pathlib import Path
 from bench_results import cell, ratio_cells, save_rows
 
 from hosts.ops import SERVICE_ALGORITHMS
-from testbed.run import Runner, prepare
-from testbed.scenario import parse_scenario
-from testbed.schedule import SUPPORTED_COLLECTIVES
+from testbed.core.scenario import parse_scenario
+from testbed.core.schedule import SUPPORTED_COLLECTIVES
+from testbed.emulation.run import Runner, prepare
 
 HERE = Path(__file__).resolve().parent
 

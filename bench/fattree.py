@@ -17,8 +17,8 @@ from pathlib import Path
 
 from bench_results import cell, flagged_monitors, ratio_cells, save_rows
 
-from testbed.run import Runner, prepare
-from testbed.scenario import apply_overrides, load_scenario
+from testbed.core.scenario import apply_overrides, load_scenario
+from testbed.emulation.run import Runner, prepare
 
 SCENARIO = Path(__file__).resolve().parent.parent / "scenarios" / "fattree-allreduce.yaml"
 

@@ -23,9 +23,9 @@ from pathlib import Path
 from bench_results import cell, ratio_cells, save_rows
 
 from hosts.ina.protocol import FRAME_BYTES, PAYLOAD_BYTES
-from testbed.run import Runner, prepare
-from testbed.scenario import apply_overrides, load_scenario
-from testbed.shaping import MTU_FRAME_BYTES, TCP_PAYLOAD_BYTES
+from testbed.core.scenario import apply_overrides, load_scenario
+from testbed.core.shaping import MTU_FRAME_BYTES, TCP_PAYLOAD_BYTES
+from testbed.emulation.run import Runner, prepare
 
 ROOT = Path(__file__).resolve().parent.parent
 PAYLOAD_SHARE = (PAYLOAD_BYTES / FRAME_BYTES) * (MTU_FRAME_BYTES / TCP_PAYLOAD_BYTES)

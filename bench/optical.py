@@ -19,10 +19,10 @@ from pathlib import Path
 
 from bench_results import flagged_monitors
 
-from testbed.probes import optical_fabric, probe
-from testbed.run import Runner, prepare
-from testbed.scenario import apply_overrides, load_scenario
-from testbed.topology import reconfig_us
+from testbed.core.scenario import apply_overrides, load_scenario
+from testbed.core.topology import reconfig_us
+from testbed.emulation.probes import optical_fabric, probe
+from testbed.emulation.run import Runner, prepare
 
 HERE = Path(__file__).resolve().parent
 SCENARIOS = HERE.parent / "scenarios"

@@ -16,12 +16,12 @@ from pathlib import Path
 
 from rich.progress import Progress
 
+from testbed.core.scenario import Fabric
 from testbed.placer.balance import balance
 from testbed.placer.place import mp_radius, place_mp_group
 from testbed.placer.profiles import device
 from testbed.placer.search import PlanCache, search
 from testbed.placer.zoo import MODELS
-from testbed.scenario import Fabric
 
 HERE = Path(__file__).resolve().parent
 BANDWIDTHS_GBPS = (128, 256, 512, 1024, 2048, 4096, 8192)

@@ -15,9 +15,9 @@ import time
 from datetime import datetime, timezone
 from pathlib import Path
 
-from testbed.calibration import load_calibration
-from testbed.run import Runner, prepare
-from testbed.scenario import apply_overrides, load_scenario
+from testbed.core.calibration import load_calibration
+from testbed.core.scenario import apply_overrides, load_scenario
+from testbed.emulation.run import Runner, prepare
 
 HERE = Path(__file__).resolve().parent
 

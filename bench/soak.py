@@ -17,10 +17,10 @@ import time
 from datetime import datetime, timezone
 from pathlib import Path
 
-from testbed.paths import registry_dir
-from testbed.registry import list_bridges
-from testbed.run import Runner, prepare
-from testbed.scenario import apply_overrides, load_scenario
+from testbed.core.paths import registry_dir
+from testbed.core.scenario import apply_overrides, load_scenario
+from testbed.emulation.registry import list_bridges
+from testbed.emulation.run import Runner, prepare
 
 ROOT = Path(__file__).resolve().parent.parent
 OURS = ("hosts.agent", "controller.launch", "mininet:h", "hosts.ina.node")

@@ -14,8 +14,14 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from controller.flat_plan import FlowRule
+from testbed.core.shaping import (
+    SMALL_PACKET_FILTER,
+    ack_allowance_bps,
+    burst_bytes,
+    htb_commands_small_first,
+    line_rate_bps,
+)
 from testbed.oracle.relay import adjacency, relay_path
-from testbed.shaping import SMALL_PACKET_FILTER, ack_allowance_bps, burst_bytes, htb_commands_small_first, line_rate_bps
 
 PRIORITY_LINK = 100
 PRIORITY_COUNT = 100

@@ -5,10 +5,12 @@ from __future__ import annotations
 
 from typing import Any
 
+from testbed.core.scenario import Fabric
+from testbed.core.units import gbps_to_bps
+from testbed.fabrics.all_kinds import behaviour
+from testbed.fabrics.sip_ocs import multi_shot_demand
 from testbed.fabrics.sip_ring import ring_plan
 from testbed.oracle.circuits import plan_circuits
-from testbed.scenario import Fabric
-from testbed.units import gbps_to_bps
 
 POLICIES = ("one-shot", "multi-shot", "periodic")
 
@@ -19,18 +21,16 @@ def plan_for(topology: dict[str, Any], fabric: Fabric, traffic: dict[tuple[int, 
     n = len(topology["hosts"])
     if topology["fabric"] == "sip-ocs":
         q = topology["ocs"]["switches"]
-        # The job's recurring pairs keep a circuit (or a relay) even when the last period did not
-        # use them, as SiP-Ring keeps their lightpaths: a pair planned out would be unreachable
-        # when its turn comes (a DP ring after a period of MP traffic).
-        floor = 1e-6 * max(traffic.values(), default=1.0)
-        demand = {**{pair: floor for pair in recurring}, **traffic}
-        circuits = plan_circuits(demand, n, q, gbps_to_bps(fabric.gpu_bandwidth_gbps) / q)  # as the oracle plans
+        # The job's recurring pairs keep a circuit (or a relay), as SiP-Ring keeps their lightpaths;
+        # the same demand and planner as the oracle's multi-shot re-plans.
+        link_bps = gbps_to_bps(fabric.gpu_bandwidth_gbps) / q
+        circuits = plan_circuits(multi_shot_demand(traffic, recurring), n, q, link_bps)
         return {(switch, i, j): 1 for (i, j), switches in circuits.switch_of.items() for switch in switches}
     lightpaths = ring_plan(fabric, n, traffic, recurring)
     return {pair: len(path.wavelengths) for pair, path in lightpaths.lightpaths.items()}
 
 
 def default_policy(fabric: Fabric) -> str:
-    if fabric.kind == "sip-ring" or (fabric.kind == "sip-ocs" and fabric.multi_shot):
+    if behaviour(fabric.kind).replans(fabric):
         return "multi-shot"
     return "one-shot"

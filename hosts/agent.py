@@ -24,7 +24,7 @@ from hosts.collectives import StepRecord, ring_barrier
 from hosts.data import digest
 from hosts.timing import compute_timing, lower_timer_slack, precise_sleep, wait_until
 from hosts.transport import TcpTransport
-from testbed.contracts import AgentConfig
+from testbed.core.contracts import AgentConfig
 
 BARRIER_TAG = 0xF0000000
 WARMUP_DATA_BASE = 1_000_000

@@ -1,8 +1,8 @@
-"""Every fabric kind's module, by the kind's name in the scenario (the names of testbed.fabric_kinds)."""
+"""Every fabric kind's module, by the kind's name in the scenario (the names of testbed.core.fabric_kinds)."""
 
 from __future__ import annotations
 
-from testbed.fabric_kinds import KINDS
+from testbed.core.fabric_kinds import KINDS
 from testbed.fabrics import elect_cluster, elect_fattree, elect_flat, ina, ps, sip_ocs, sip_ring
 from testbed.fabrics.base import FabricBehaviour
 
@@ -15,7 +15,7 @@ BEHAVIOURS: dict[str, FabricBehaviour] = {
     "sip-ring": sip_ring.BEHAVIOUR,
     "ina": ina.BEHAVIOUR,
 }
-assert set(BEHAVIOURS) == set(KINDS), "every kind in testbed.fabric_kinds needs its module here"
+assert set(BEHAVIOURS) == set(KINDS), "every kind in testbed.core.fabric_kinds needs its module here"
 
 
 def behaviour(kind: str) -> FabricBehaviour:

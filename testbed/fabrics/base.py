@@ -7,9 +7,9 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from testbed.core.scenario import Fabric
+from testbed.core.shaping import line_rate_bps
 from testbed.oracle.flow_model import FlowModel, Traffic, relayed_forwarding_factor
-from testbed.scenario import Fabric
-from testbed.shaping import line_rate_bps
 
 
 def host_ip(rank: int) -> str:
@@ -97,13 +97,17 @@ class FabricBehaviour:
     # The estimation period, when the scenario sets none, as a multiple of the dark time (None: the
     # scenario's default period).
     period_per_reconfig: float | None = None
+    # Whether the controller re-plans every estimation period during a run, and the flow model it
+    # sets for a period's measured traffic, replan(fabric, k, traffic, recurring pairs to keep).
+    replans: Callable[[Fabric], bool] = lambda fabric: False
+    replan: Callable[[Fabric, int, Traffic, tuple[tuple[int, int], ...]], FlowModel] | None = None
 
 
 def relayed(build: Callable[[Fabric, TopologyBuilder], dict[str, Any]],
             flow_model: Callable[[Fabric, int, int, Traffic, float], FlowModel],
             dp_allreduce_s: Callable[[Fabric, int, int, float, float | None], float],
             link_kind: str, degree: Callable[[Fabric], int | None],
-            **reconfiguration: float) -> FabricBehaviour:
+            **reconfiguration: Any) -> FabricBehaviour:
     """The behaviour of a kind whose pairs without a direct `link_kind` link (circuit, lightpath)
     relay through GPUs: each hop crosses the fabric once, over the same (cached) plan the
     prediction uses."""

@@ -7,8 +7,8 @@ import math
 from typing import Any
 
 import testbed.fabrics.leaf_spine as leaf_spine
+from testbed.core.scenario import Fabric
 from testbed.fabrics.base import TopologyBuilder
-from testbed.scenario import Fabric
 
 
 def tiers(fabric: Fabric) -> leaf_spine.TwoTier:

@@ -6,8 +6,8 @@ from __future__ import annotations
 from typing import Any
 
 import testbed.fabrics.leaf_spine as leaf_spine
+from testbed.core.scenario import Fabric
 from testbed.fabrics.base import TopologyBuilder
-from testbed.scenario import Fabric
 
 
 def tiers(fabric: Fabric) -> leaf_spine.TwoTier:

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from typing import Any
 
+from testbed.core.scenario import Fabric
+from testbed.core.units import gbps_to_bps, us_to_s
 from testbed.fabrics.base import FabricBehaviour, TopologyBuilder
 from testbed.oracle.flow_model import FlowModel, Traffic, nic_flow_model, ring_allreduce_s
-from testbed.scenario import Fabric
-from testbed.units import gbps_to_bps, us_to_s
 
 
 def build(fabric: Fabric, builder: TopologyBuilder) -> dict[str, Any]:

@@ -5,11 +5,11 @@ from __future__ import annotations
 
 from typing import Any
 
+from testbed.core.scenario import Fabric
+from testbed.core.shaping import line_rate_bps
+from testbed.core.units import gbps_to_bps, transfer_time_s, us_to_s
 from testbed.fabrics.base import FabricBehaviour, TopologyBuilder, host_mac
 from testbed.oracle.flow_model import FlowModel, Traffic, nic_flow_model
-from testbed.scenario import Fabric
-from testbed.shaping import line_rate_bps
-from testbed.units import gbps_to_bps, transfer_time_s, us_to_s
 
 
 def build(fabric: Fabric, builder: TopologyBuilder) -> dict[str, Any]:

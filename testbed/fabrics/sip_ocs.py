@@ -6,11 +6,11 @@ from __future__ import annotations
 
 from typing import Any
 
+from testbed.core.scenario import Fabric
+from testbed.core.units import gbps_to_bps, us_to_s
 from testbed.fabrics.base import TopologyBuilder, relayed
 from testbed.oracle.circuits import plan_circuits
 from testbed.oracle.flow_model import FlowModel, Traffic, relay_paths, ring_allreduce_s
-from testbed.scenario import Fabric
-from testbed.units import gbps_to_bps, us_to_s
 
 DEFAULT_OCS_SWITCHES = 16
 
@@ -30,11 +30,28 @@ def build(fabric: Fabric, builder: TopologyBuilder) -> dict[str, Any]:
 
 
 def flow_model(fabric: Fabric, k: int, l: int, traffic: Traffic, dp_bytes: float) -> FlowModel:
-    switches = ocs_switches(fabric)
-    link = gbps_to_bps(fabric.gpu_bandwidth_gbps) / switches
     # The one-shot plan covers the DP ring too, in proportion to its share of the iteration's
     # bytes; its circuits out to and in from the counterparts take each GPU's own ports.
     rings = {g: dp_bytes for g in range(k)} if l > 1 and dp_bytes > 0 else None
+    return _circuit_model(fabric, k, l, traffic, rings)
+
+
+def multi_shot_demand(traffic: Traffic, recurring: tuple[tuple[int, int], ...]) -> Traffic:
+    """What a multi-shot re-plan serves: the period's traffic, and the job's recurring pairs kept
+    with a token demand so that each keeps a circuit or a relay (a pair planned out would be
+    unreachable when its turn comes, as a DP ring after a period of MP traffic)."""
+    floor = 1e-6 * max(traffic.values(), default=1.0)
+    return {**{pair: floor for pair in recurring}, **traffic}
+
+
+def replan(fabric: Fabric, k: int, traffic: Traffic, recurring: tuple[tuple[int, int], ...]) -> FlowModel:
+    """The circuits a multi-shot controller sets for a period's measured traffic."""
+    return _circuit_model(fabric, k, 1, multi_shot_demand(traffic, recurring), None)
+
+
+def _circuit_model(fabric: Fabric, k: int, l: int, traffic: Traffic, rings: dict[int, float] | None) -> FlowModel:
+    switches = ocs_switches(fabric)
+    link = gbps_to_bps(fabric.gpu_bandwidth_gbps) / switches
     plan = plan_circuits(traffic, k, switches, link, ring_demand=rings)
     caps, links = {}, {}
     for (i, j), count in plan.circuits.items():
@@ -59,4 +76,5 @@ def dp_allreduce_s(fabric: Fabric, k: int, l: int, grad_bytes: float, planned_ra
 # share of the period unless the scenario sets estimate_period_us.
 OCS_PERIOD_PER_RECONFIG = 10
 BEHAVIOUR = relayed(build, flow_model, dp_allreduce_s, "circuit", ocs_switches, default_reconfig_us=10000.0,
-                    period_per_reconfig=OCS_PERIOD_PER_RECONFIG)
+                    period_per_reconfig=OCS_PERIOD_PER_RECONFIG, replan=replan,
+                    replans=lambda fabric: fabric.multi_shot)

@@ -7,11 +7,11 @@ from __future__ import annotations
 import math
 from typing import Any
 
+from testbed.core.scenario import Fabric
+from testbed.core.units import gbps_to_bps, us_to_s
 from testbed.fabrics.base import TopologyBuilder, relayed
 from testbed.oracle.flow_model import FlowModel, Traffic, relay_paths, ring_allreduce_s
 from testbed.oracle.wavelengths import WavelengthPlan, plan_wavelengths
-from testbed.scenario import Fabric
-from testbed.units import gbps_to_bps, us_to_s
 
 
 def build(fabric: Fabric, builder: TopologyBuilder) -> dict[str, Any]:
@@ -39,7 +39,6 @@ def ring_flow_model(fabric: Fabric, k: int, plan: WavelengthPlan) -> FlowModel:
         links[(s, d)] = ("lightpath", s, d)
     model = FlowModel(caps, relay_paths(k, links, {pair: 1.0 for pair in links}))
     model.default = lambda s, d: relay_paths(k, links, {(s, d): 1.0})[(s, d)]
-    model.notes.append(f"wavelengths re-planned every {fabric.estimate_period_us:g} µs from the last period's traffic")
     return model
 
 
@@ -54,5 +53,10 @@ def dp_allreduce_s(fabric: Fabric, k: int, l: int, grad_bytes: float, planned_ra
     return ring_allreduce_s(l, grad_bytes, rate, us_to_s(fabric.latency_us))
 
 
+def replan(fabric: Fabric, k: int, traffic: Traffic, recurring: tuple[tuple[int, int], ...]) -> FlowModel:
+    """The lightpaths the controller tunes for a period's measured traffic."""
+    return ring_flow_model(fabric, k, ring_plan(fabric, k, traffic, recurring))
+
+
 BEHAVIOUR = relayed(build, flow_model, dp_allreduce_s, "lightpath", lambda fabric: 2 * fabric.neighbors,
-                    default_reconfig_us=25.0)
+                    default_reconfig_us=25.0, replan=replan, replans=lambda fabric: True)

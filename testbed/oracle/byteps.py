@@ -9,9 +9,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from hosts.byteps import chunk_owners, push_window
+from testbed.core.units import bytes_to_bits, transfer_time_s
 from testbed.oracle.flow_model import FlowModel
 from testbed.oracle.flows import Flow, max_min_rates
-from testbed.units import bytes_to_bits, transfer_time_s
 
 
 @dataclass(frozen=True)

@@ -16,7 +16,7 @@ from functools import lru_cache
 import numpy as np
 from scipy.optimize import Bounds, LinearConstraint, milp
 
-from testbed.units import transfer_time_s
+from testbed.core.units import transfer_time_s
 
 Pair = tuple[int, int]  # (source GPU, destination GPU)
 Demand = dict[Pair, float]  # bytes per pair

@@ -5,9 +5,10 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from testbed.errors import InputError
-from testbed.shaping import MTU_FRAME_BYTES, TCP_PAYLOAD_BYTES
-from testbed.units import transfer_time_s
+from hosts.ina.protocol import ELEMENTS_PER_PACKET, FRAME_BYTES, PAYLOAD_BYTES
+from testbed.core.errors import InputError
+from testbed.core.shaping import MTU_FRAME_BYTES, TCP_PAYLOAD_BYTES
+from testbed.core.units import transfer_time_s
 
 
 @dataclass(frozen=True)
@@ -96,8 +97,6 @@ def ina_allreduce_cost(n: int, size_bytes: float, rate_bps: float, latency_s: fl
     node aggregates slower than its ports (aggregation_gbps shared by all workers). With shared
     slots, a share f of the chunks collides and is summed by worker 0: its link then carries
     M·(1 + f·(n−1)) each way, and everyone waits for it."""
-    from hosts.ina.protocol import ELEMENTS_PER_PACKET, FRAME_BYTES, PAYLOAD_BYTES
-
     rate = min(rate_bps, worker_rate_bps) if worker_rate_bps else rate_bps
     chunks = math.ceil(size_bytes / PAYLOAD_BYTES)
     exponent_packets = math.ceil(chunks / ELEMENTS_PER_PACKET)

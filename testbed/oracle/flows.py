@@ -7,7 +7,7 @@ from typing import Any
 
 import numpy as np
 
-from testbed.units import bytes_to_bits
+from testbed.core.units import bytes_to_bits
 
 Resource = tuple[Any, ...]  # any hashable name, e.g. ("out", 3)
 FREEZE_TOLERANCE = 0.01
@@ -45,28 +45,43 @@ def max_min_rates(flows: list[Flow], capacity_bps: dict[Resource, float]) -> lis
     return [float(r) for r in rates]
 
 
-def completion_times(flows: list[Flow], capacity_bps: dict[Resource, float]) -> list[float]:
+@dataclass(frozen=True)
+class DarkWindow:
+    """While a reconfiguration retunes `resources` (start_s to end_s), flows over any of them carry nothing."""
+    start_s: float
+    end_s: float
+    resources: frozenset[Resource]
+
+
+def completion_times(flows: list[Flow], capacity_bps: dict[Resource, float],
+                     dark: tuple[DarkWindow, ...] = ()) -> list[float]:
     """When each flow finishes (absolute seconds), flows joining as they start, rates re-shared at
-    every arrival and departure."""
+    every arrival, departure and edge of a dark window. A flow over a dark resource pauses, whether
+    it started before the window or during it, and leaves its share to the others."""
     if not flows:
         return []
-    starts = np.array([f.start_s for f in flows])
-    left = np.array([bytes_to_bits(f.bytes) for f in flows])
+    starts = np.array([f.start_s for f in flows], dtype=float)
+    left = np.array([bytes_to_bits(f.bytes) for f in flows], dtype=float)
     done = np.where(left <= 0, starts, np.inf)
-    arrivals = np.unique(starts)
-    now = arrivals[0]
+    windows = [w for w in dark if w.end_s > w.start_s]
+    hit = [[any(r in w.resources for r in f.resources) for w in windows] for f in flows]
+    events = np.unique(np.concatenate([starts, [w.start_s for w in windows], [w.end_s for w in windows]]))
+    now = events[0]
     while True:
         active = np.flatnonzero((starts <= now + 1e-15) & np.isinf(done))
-        later = arrivals[arrivals > now + 1e-15]
-        if active.size == 0:
+        later = events[events > now + 1e-15]
+        paused = {i for i in active for j, w in enumerate(windows)
+                  if hit[i][j] and w.start_s <= now + 1e-15 < w.end_s}
+        moving = np.array([i for i in active if i not in paused], dtype=int)
+        if moving.size == 0:
             if later.size == 0:
                 return [float(t) for t in done]
             now = later[0]
             continue
-        rates = np.array(max_min_rates([flows[i] for i in active], capacity_bps))
-        finish = left[active] / rates
+        rates = np.array(max_min_rates([flows[i] for i in moving], capacity_bps))
+        finish = left[moving] / rates
         step = min(finish.min(), later[0] - now if later.size else np.inf)
-        left[active] -= rates * step
+        left[moving] -= rates * step
         now += step
-        finished = active[left[active] <= 1e-6 * np.maximum(1.0, left[active] + rates * step)]
+        finished = moving[left[moving] <= 1e-6 * np.maximum(1.0, left[moving] + rates * step)]
         done[finished] = now

@@ -3,67 +3,17 @@ max-min fairly, then the DP all-reduce."""
 
 from __future__ import annotations
 
-import math
 from collections import defaultdict
-from collections.abc import Callable
 from typing import Any
 
-from testbed.fabrics.sip_ring import ring_flow_model, ring_plan
+from testbed.core.scenario import Fabric
+from testbed.core.units import us_to_s
 from testbed.oracle.collectives import Breakdown, Prediction
 from testbed.oracle.fabrics import dp_allreduce_s, mp_flow_model
 from testbed.oracle.flow_model import FlowModel
-from testbed.oracle.flows import Flow, Resource, completion_times
+from testbed.oracle.flows import DarkWindow, Flow, completion_times
+from testbed.oracle.replanning import PeriodTraffic, period_traffic, plan_replans, replans_during_run
 from testbed.placer.plan import Plan
-from testbed.scenario import Fabric
-from testbed.topology import reconfig_us
-from testbed.units import us_to_s
-
-
-class _RingController:
-    """SiP-Ring's control loop inside the oracle: every estimation period the wavelengths are
-    re-planned from the traffic of the period before, and a lightpath whose wavelengths changed
-    carries nothing until the retuning (reconfig_us) is over."""
-
-    def __init__(self, fabric: Fabric, k: int, steady: FlowModel, recurring: tuple[tuple[int, int], ...]) -> None:
-        self.fabric, self.k, self.recurring = fabric, k, recurring
-        self._plans: dict[frozenset[tuple[tuple[int, int], int]], FlowModel] = {}
-        self.period_s = us_to_s(fabric.estimate_period_us)
-        self.dark_s = us_to_s(reconfig_us(fabric))
-        self.model = steady  # the plan of the iteration's traffic: where the previous iteration ended
-        self.window = 0
-        self.traffic: dict[int, dict[tuple[int, int], float]] = {}
-        self.changed: set[Resource] = set()
-        self.changed_until = 0.0
-        self.dark_total_s = 0.0
-
-    def before_phase(self, pairs: dict[tuple[int, int], tuple[float, float]]
-                     ) -> tuple[FlowModel, Callable[[tuple[Resource, ...]], float]]:
-        start = min(s for s, _ in pairs.values())
-        window = int(start // self.period_s)
-        if window > self.window:
-            last = self.traffic.get(window - 1)
-            if last:
-                # Layers repeat, and so do their periods' traffic: plan each distinct estimate once.
-                key = frozenset((pair, round(math.log2(size))) for pair, size in last.items() if size > 0)
-                model = self._plans.get(key)
-                if model is None:
-                    model = ring_flow_model(self.fabric, self.k, ring_plan(self.fabric, self.k, last, self.recurring))
-                    self._plans[key] = model
-                self.changed = {r for r in set(model.capacity_bps) | set(self.model.capacity_bps)
-                                if model.capacity_bps.get(r) != self.model.capacity_bps.get(r)}
-                if self.changed:
-                    self.changed_until = window * self.period_s + self.dark_s
-                    self.dark_total_s += self.dark_s
-                self.model = model
-            self.window = window
-        for (src, dst), (begin, size) in pairs.items():
-            bucket = self.traffic.setdefault(int(begin // self.period_s), {})
-            bucket[(src, dst)] = bucket.get((src, dst), 0.0) + size
-
-        def ready(resources: tuple[Resource, ...]) -> float:
-            return self.changed_until if any(r in self.changed for r in resources) else 0.0
-
-        return self.model, ready
 
 
 def dp_ring_bytes(plan: Plan) -> float:
@@ -73,11 +23,28 @@ def dp_ring_bytes(plan: Plan) -> float:
 
 def mp_makespan_s(plan: Plan, fabric: Fabric) -> tuple[float, FlowModel]:
     """Critical path of one MP group. The transfers feeding one op share the fabric max-min fairly,
-    one flow per GPU pair; transfers feeding different ops do not interact."""
+    one flow per GPU pair; transfers feeding different ops do not interact. On a fabric whose
+    controller re-plans during the run, the dark windows of testbed.oracle.replanning pause them."""
+    model = mp_flow_model(fabric, plan.k, plan.l, plan.mp_traffic, dp_ring_bytes(plan))
+    if not replans_during_run(fabric):
+        return _critical_path_s(plan, fabric, model, ()), model
+    traffic = period_traffic(fabric)
+    steady_s = _critical_path_s(plan, fabric, model, (), traffic)
+    replans = plan_replans(fabric, plan.k, model, traffic, tuple(sorted(plan.mp_traffic)))
+    makespan = _critical_path_s(plan, fabric, model, replans.windows)
+    assert makespan >= steady_s * (1 - 1e-9)  # pauses only delay
+    model.dark_s = replans.dark_before_s(makespan)
+    model.notes.append(f"re-planned every {replans.period_s * 1e6:g} µs: {len(replans.windows)} of "
+                       f"{replans.count} re-plans retuned links, {model.dark_s * 1e3:.3f} ms dark")
+    return makespan, model
+
+
+def _critical_path_s(plan: Plan, fabric: Fabric, model: FlowModel, dark: tuple[DarkWindow, ...],
+                     traffic: PeriodTraffic | None = None) -> float:
+    """The schedule's makespan over `model`, flows paused in the `dark` windows; records what each
+    pair starts sending per period into `traffic`."""
     placement = plan.placement
     ops = placement.ops
-    model = mp_flow_model(fabric, plan.k, plan.l, plan.mp_traffic, dp_ring_bytes(plan))
-    ring = _RingController(fabric, plan.k, model, tuple(sorted(plan.mp_traffic))) if fabric.kind == "sip-ring" else None
     alpha = us_to_s(fabric.latency_us)
     by_consumer: dict[int, list[tuple[tuple[int, int, int, int], float]]] = defaultdict(list)
     for key, size in plan.messages.items():
@@ -97,13 +64,11 @@ def mp_makespan_s(plan: Plan, fabric: Fabric) -> tuple[float, FlowModel]:
                 pair[0] = min(pair[0], end[q][p])
                 pair[1] += size
                 pair[2].append(key)
-            if ring is not None:
-                model, ready_at = ring.before_phase({pair: (start, size) for pair, (start, size, _) in pairs.items()})
-                flows = [Flow(max(start, ready_at(model.resources(*pair))), size, model.resources(*pair))
-                         for pair, (start, size, _) in pairs.items()]
-            else:
-                flows = [Flow(start, size, model.resources(*pair)) for pair, (start, size, _) in pairs.items()]
-            for (start, _, keys), done in zip(pairs.values(), completion_times(flows, model.capacity_bps)):
+            if traffic is not None:
+                for pair_key, (start, size, _) in pairs.items():
+                    traffic.add(pair_key, start, size)
+            flows = [Flow(start, size, model.resources(*pair)) for pair, (start, size, _) in pairs.items()]
+            for (start, _, keys), done in zip(pairs.values(), completion_times(flows, model.capacity_bps, dark)):
                 for key in keys:
                     arrived[key] = max(done, end[key[0]][key[1]]) + alpha
         gpus = placement.gpu
@@ -114,9 +79,7 @@ def mp_makespan_s(plan: Plan, fabric: Fabric) -> tuple[float, FlowModel]:
                 ready = max(ready, end[q][p] if gpus[q][p] == g else arrived[(q, p, i, g)])
             start = max(ready, avail[g])
             end[i][c] = avail[g] = start + us_to_s(op.part_us)
-    if ring is not None:
-        model.dark_s = ring.dark_total_s
-    return max(avail), model
+    return max(avail)
 
 
 def predict_plan(plan: Plan, fabric: Fabric) -> Prediction:

@@ -8,14 +8,14 @@ import math
 from collections import defaultdict
 from typing import Any
 
-from testbed.errors import InputError
+from testbed.core.errors import InputError
+from testbed.core.scenario import Fabric
+from testbed.core.schedule import collective_traffic, traffic_pairs
+from testbed.core.units import bytes_to_bits, us_to_s
 from testbed.oracle.collectives import Breakdown, Prediction, collective_cost
 from testbed.oracle.fabrics import mp_flow_model
 from testbed.oracle.flow_model import FlowModel
 from testbed.oracle.flows import Flow, max_min_rates
-from testbed.scenario import Fabric
-from testbed.schedule import collective_traffic, traffic_pairs
-from testbed.units import bytes_to_bits, us_to_s
 
 
 def simulate_schedule(schedule: dict[str, Any], fabric: Fabric) -> Prediction:

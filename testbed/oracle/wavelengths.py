@@ -8,7 +8,7 @@ import heapq
 from collections import defaultdict
 from dataclasses import dataclass
 
-from testbed.units import transfer_time_s
+from testbed.core.units import transfer_time_s
 
 
 @dataclass(frozen=True)

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from testbed.errors import InputError
+from testbed.core.errors import InputError
 
 
 @dataclass(frozen=True)

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from collections import defaultdict
 
+from testbed.core.schedule import GpuSchedule, Schedule, Step
 from testbed.placer.balance import inputs_of
 from testbed.placer.plan import Plan
-from testbed.schedule import GpuSchedule, Schedule, Step
 
 
 def _group_steps(plan: Plan) -> list[list[Step]]:

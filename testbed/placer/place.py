@@ -8,9 +8,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from testbed.errors import InputError
+from testbed.core.errors import InputError
+from testbed.core.units import US_PER_S, bits_to_bytes, gbps_to_bps
 from testbed.placer.balance import BalancedOp, inputs_of
-from testbed.units import US_PER_S, bits_to_bytes, gbps_to_bps
 
 MAX_FIX_PASSES = 200
 # Mixed-precision Adam keeps fp16 weights and gradients plus fp32 master weights, momentum and

@@ -5,14 +5,14 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Callable
 
-from testbed.errors import InputError
+from testbed.core.errors import InputError
+from testbed.core.scenario import Fabric
 from testbed.fabrics.all_kinds import behaviour
 from testbed.oracle.iteration import predict_plan
 from testbed.placer.accuracy import curve
 from testbed.placer.plan import Plan, make_plan
 from testbed.placer.profiles import DeviceProfile
 from testbed.placer.zoo import ModelGraph
-from testbed.scenario import Fabric
 
 
 @dataclass(frozen=True)

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from testbed.registry import list_bridges
+from testbed.emulation.registry import list_bridges
 
 RATIO_BAND = (0.85, 1.15)
 

@@ -9,9 +9,9 @@ import time
 
 import pytest
 
-from testbed.probes import optical_fabric, probe
-from testbed.run import Runner, prepare
-from testbed.scenario import Fabric, apply_overrides, load_scenario
+from testbed.core.scenario import Fabric, apply_overrides, load_scenario
+from testbed.emulation.probes import optical_fabric, probe
+from testbed.emulation.run import Runner, prepare
 
 from ..conftest import ROOT
 

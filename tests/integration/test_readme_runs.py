@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pytest
 
-from testbed.watchdog import Progress
+from testbed.core.watchdog import Progress
 
 from ..conftest import ROOT
 from ..readme_commands import readme_commands

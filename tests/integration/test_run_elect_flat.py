@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from testbed.run import Runner, prepare
-from testbed.scenario import apply_overrides, load_scenario
+from testbed.core.scenario import apply_overrides, load_scenario
+from testbed.emulation.run import Runner, prepare
 
 from ..conftest import ROOT
 from .conftest import RATIO_BAND, assert_iterations_match_the_oracle
@@ -51,7 +51,7 @@ def start_long_run(tmp_path: Path, registry: Path) -> tuple[subprocess.Popen, Pa
     scenario.write_text(text)
     out = tmp_path / "run"
     env = dict(os.environ, TESTBED_REGISTRY_DIR=str(registry))
-    process = subprocess.Popen([sys.executable, "-m", "testbed.cli", "run", str(scenario), "--out", str(out)],
+    process = subprocess.Popen([sys.executable, "-m", "testbed", "run", str(scenario), "--out", str(out)],
                                stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=env, text=True)
     progress = out / "hosts" / "progress"
     deadline = time.monotonic() + 90
@@ -80,7 +80,7 @@ def test_sigkilled_run_is_cleaned_by_testbed_clean(tmp_path, machine_state, scra
     process.wait(timeout=10)
     assert list(scratch_registry.glob("*.json")), "a killed run should leave its record behind"
     env = dict(os.environ, TESTBED_REGISTRY_DIR=str(scratch_registry))
-    out = subprocess.run([sys.executable, "-m", "testbed.cli", "clean"], capture_output=True, text=True, env=env,
+    out = subprocess.run([sys.executable, "-m", "testbed", "clean"], capture_output=True, text=True, env=env,
                          timeout=60)
     assert out.returncode == 0, out.stderr
     assert "1 dead run" in out.stdout
@@ -93,7 +93,7 @@ def test_sigkilled_run_is_cleaned_by_testbed_clean(tmp_path, machine_state, scra
     ("broadcast", "tree", 5),
 ])
 def test_other_collectives_give_exact_results_over_mininet(tmp_path, machine_state, collective, algorithm, hosts):
-    from testbed.scenario import parse_scenario
+    from testbed.core.scenario import parse_scenario
 
     scenario = parse_scenario({
         "name": f"it-{collective}", "seed": 7,

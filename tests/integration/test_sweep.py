@@ -21,7 +21,7 @@ def test_sweep_completes_and_resumes_without_rerunning_finished_points(tmp_path,
     scenario.write_text((ROOT / "scenarios" / "quickstart.yaml").read_text()
                         .replace("hosts: 8", "hosts: 4").replace("iterations: 3", "iterations: 2"))
     out = tmp_path / "sweep"
-    command = [sys.executable, "-m", "testbed.cli", "sweep", str(scenario), "--out", str(out),
+    command = [sys.executable, "-m", "testbed", "sweep", str(scenario), "--out", str(out),
                "--set", "fabric.gpu_bandwidth_gbps=100,400,1600", "--set", "fabric.kind=elect-flat,ina"]
     first = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     deadline = time.monotonic() + 300
@@ -47,5 +47,5 @@ def test_sweep_completes_and_resumes_without_rerunning_finished_points(tmp_path,
         by_point.setdefault(point, []).append(float(r["emulated_over_predicted"]))
     for ratios in by_point.values():
         assert all(0.8 <= x <= 1.25 for x in ratios)
-    report = subprocess.run([sys.executable, "-m", "testbed.cli", "report", str(out)], capture_output=True, text=True)
+    report = subprocess.run([sys.executable, "-m", "testbed", "report", str(out)], capture_output=True, text=True)
     assert report.returncode == 0 and (out / "scatter.png").exists()

@@ -10,10 +10,10 @@ from hypothesis import strategies as st
 
 from hosts import byteps, ops
 from hosts.transport import InProcessTransport
-from testbed.errors import InputError
-from testbed.predict import predict, ring_allreduce_time_s
-from testbed.scenario import parse_scenario
-from testbed.workloads import schedule_for
+from testbed.core.errors import InputError
+from testbed.core.predict import predict, ring_allreduce_time_s
+from testbed.core.scenario import parse_scenario
+from testbed.core.workloads import schedule_for
 
 from .test_collectives import run_ranks
 

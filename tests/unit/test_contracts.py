@@ -8,9 +8,9 @@ import json
 
 import pytest
 
-from testbed.contracts import AgentConfig, ContractError, ControllerReady, InaAgentSettings, Results, Topology
-from testbed.scenario import load_scenario
-from testbed.topology import build_topology
+from testbed.core.contracts import AgentConfig, ContractError, ControllerReady, InaAgentSettings, Results, Topology
+from testbed.core.scenario import load_scenario
+from testbed.core.topology import build_topology
 
 from ..conftest import ROOT
 

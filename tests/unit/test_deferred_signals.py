@@ -7,7 +7,7 @@ import signal
 
 import pytest
 
-from testbed.live import RunInterrupted, SignalGuard
+from testbed.emulation.live import RunInterrupted, SignalGuard
 
 
 def test_ctrl_c_while_writing_is_raised_after_the_block_completes():

@@ -6,10 +6,10 @@ from __future__ import annotations
 import pytest
 
 from controller.flat_plan import PRIORITY_ECMP, plan_flat_flows
+from testbed.core.predict import predict_scenario
+from testbed.core.scenario import Fabric, apply_overrides, load_scenario
+from testbed.core.topology import build_topology
 from testbed.fabrics.leaf_spine import ecmp_spine
-from testbed.predict import predict_scenario
-from testbed.scenario import Fabric, apply_overrides, load_scenario
-from testbed.topology import build_topology
 
 from ..conftest import ROOT
 

@@ -3,7 +3,7 @@ it could move) and the retransmission monitor."""
 
 from __future__ import annotations
 
-from testbed.fidelity import transfer_rates_bps
+from testbed.core.fidelity import transfer_rates_bps
 
 
 def event(kind, host, peer, t, duration_wall, tag="a", size=1_000_000, dilation=10.0):
@@ -21,7 +21,7 @@ def test_waiting_for_the_sender_is_not_counted_and_late_receivers_are_left_out()
 
 
 def test_retransmission_timeouts_that_can_cost_over_5_percent_of_an_iteration_are_named():
-    from testbed.fidelity import retransmission_monitor
+    from testbed.core.fidelity import retransmission_monitor
 
     # Each timeout costs at least 200 ms: 1 of them is 2.5% of an 8 s iteration, 3 are 7.5%.
     fast_only = retransmission_monitor([0, 0, 0], [4, 0, 7], [8.0, 8.0, 8.0], loss_injected=False)
@@ -35,7 +35,7 @@ def test_retransmission_timeouts_that_can_cost_over_5_percent_of_an_iteration_ar
 
 def test_compute_timing_is_judged_by_the_time_compute_added_to_the_iterations():
     from hosts.timing import compute_timing
-    from testbed.fidelity import compute_timing_monitor
+    from testbed.core.fidelity import compute_timing_monitor
 
     # 99 steps of 10 ms on time and one 1 ms step preempted for 0.3 ms: 0.3 ms beyond 991 ms planned
     # (0.03%), although the per-step ratios average 0.3% and one step is 30% off.

@@ -3,8 +3,8 @@ import subprocess
 import sys
 
 from controller.flat_plan import plan_flat_flows
-from testbed.controller_proc import listening_inodes, socket_inodes_of
-from testbed.registry import RunRecord, orphan_records, process_alive, process_start_ticks, remove_resources
+from testbed.emulation.controller_proc import listening_inodes, socket_inodes_of
+from testbed.emulation.registry import RunRecord, orphan_records, process_alive, process_start_ticks, remove_resources
 
 
 def topology(n):

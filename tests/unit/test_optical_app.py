@@ -16,11 +16,11 @@ from os_ken.ofproto import ofproto_v1_3, ofproto_v1_3_parser
 
 from controller import optical_app, optical_plan
 from controller.optical_plan import PlanError
-from testbed.contracts import ControllerConfig, Topology
-from testbed.scenario import Fabric, apply_overrides, load_scenario
-from testbed.schedule import cut_pairs
-from testbed.topology import build_topology
-from testbed.workloads import schedule_for
+from testbed.core.contracts import ControllerConfig, Topology
+from testbed.core.scenario import Fabric, apply_overrides, load_scenario
+from testbed.core.schedule import cut_pairs
+from testbed.core.topology import build_topology
+from testbed.core.workloads import schedule_for
 
 from ..conftest import ROOT
 

@@ -10,10 +10,10 @@ from hypothesis import strategies as st
 from controller import reconfig
 from controller.northbound import BadRequest, parse_links
 from controller.optical_plan import PlanError, render, validate
+from testbed.core.scenario import Fabric
+from testbed.core.schedule import cut_pairs
+from testbed.core.topology import build_topology
 from testbed.oracle.fabrics import forwarding_load_factor
-from testbed.scenario import Fabric
-from testbed.schedule import cut_pairs
-from testbed.topology import build_topology
 
 
 def ocs(n=4, q=2):

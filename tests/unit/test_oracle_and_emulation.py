@@ -5,15 +5,15 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from testbed.calibration import Calibration
-from testbed.emulation import MIN_MESSAGE_BYTES, resolve_emulation
-from testbed.predict import predict, ring_allreduce_time_s
-from testbed.prepare import prepare
-from testbed.scenario import parse_scenario
-from testbed.schedule import ring_allreduce_traffic
-from testbed.shaping import htb_commands, line_rate_bps
-from testbed.units import Dilation
-from testbed.workloads import schedule_for
+from testbed.core.calibration import Calibration
+from testbed.core.dilation import MIN_MESSAGE_BYTES, resolve_emulation
+from testbed.core.predict import predict, ring_allreduce_time_s
+from testbed.core.scenario import parse_scenario
+from testbed.core.schedule import ring_allreduce_traffic
+from testbed.core.shaping import htb_commands, line_rate_bps
+from testbed.core.units import Dilation
+from testbed.core.workloads import schedule_for
+from testbed.emulation.prepare import prepare
 
 CALIBRATION = Calibration(capacity_bps=1.2e9, timer_error_s=50e-6, sleep_overshoot_s=80e-6, datapath="user",
                           measured_at="test")
@@ -85,7 +85,7 @@ def test_htb_shapes_payload_rate():
 
 @pytest.mark.parametrize("hosts", [4, 16, 64])
 def test_auto_keeps_the_iteration_long_against_the_ranks_start_spread(hosts):
-    from testbed.emulation import EVENT_TOLERANCE, START_SPREAD_PER_RANK_S
+    from testbed.core.dilation import EVENT_TOLERANCE, START_SPREAD_PER_RANK_S
 
     s = scenario(hosts)
     predicted = predict(s, schedule_for(s)).iteration_time_s

@@ -2,6 +2,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from testbed.core.predict import ring_allreduce_time_s
+from testbed.core.scenario import Fabric
 from testbed.fabrics.ps import byteps_bytes_per_machine
 from testbed.oracle.circuits import plan_circuits
 from testbed.oracle.fabrics import dp_allreduce_s, mp_flow_model
@@ -11,8 +13,6 @@ from testbed.oracle.wavelengths import plan_wavelengths, segments
 from testbed.placer.plan import make_plan
 from testbed.placer.profiles import device
 from testbed.placer.zoo import MODELS
-from testbed.predict import ring_allreduce_time_s
-from testbed.scenario import Fabric
 
 
 def test_max_min_fairness():
@@ -77,10 +77,10 @@ def test_wavelengths_respect_segments_reach_and_interfaces(nodes, waves, reach, 
 
 
 def test_schedule_simulation_agrees_with_the_formulas_and_the_plan_oracle():
+    from testbed.core.scenario import parse_scenario
+    from testbed.core.workloads import schedule_for
     from testbed.oracle.schedule_sim import simulate_schedule
     from testbed.placer.emit import plan_schedule
-    from testbed.scenario import parse_scenario
-    from testbed.workloads import schedule_for
 
     scenario = parse_scenario({"name": "c", "fabric": {"kind": "elect-flat", "hosts": 8, "gpu_bandwidth_gbps": 100,
                                                        "latency_us": 5},
@@ -174,3 +174,54 @@ def test_sip_ocs_plans_fit_every_gpus_ports_with_its_dp_ring(switches):
         out = sum(round(c / link) for r, c in model.capacity_bps.items() if r[0] == "circuit" and r[1] == g)
         into = sum(round(c / link) for r, c in model.capacity_bps.items() if r[0] == "circuit" and r[2] == g)
         assert out + dp <= switches and into + dp <= switches, (g, out, into, dp)
+
+
+def test_a_dark_window_pauses_flows_under_way_and_frees_their_share():
+    from testbed.oracle.flows import DarkWindow
+
+    caps = {"x": 1e6, "y": 1e9}
+    one_s = 125_000  # bytes: 1 Mbit, one second at 1 Mb/s
+    # Under way when its link goes dark from 0.5 s to 0.8 s: 1.0 s of sending ends at 1.3 s.
+    assert completion_times([Flow(0, one_s, ("x",))], caps, (DarkWindow(0.5, 0.8, frozenset({"x"})),)) == \
+        pytest.approx([1.3])
+    # Starting inside the window, it waits for the end: 0.8 + 1.0.
+    assert completion_times([Flow(0.6, one_s, ("x",))], caps, (DarkWindow(0.5, 0.8, frozenset({"x"})),)) == \
+        pytest.approx([1.8])
+    # Two flows share x; the second also crosses y, dark for the first second. The first has x to
+    # itself and is done at 1.0 s; the second then sends its 1 Mbit alone: 2.0 s. Without the
+    # window both share x and finish at 2.0 s.
+    flows = [Flow(0, one_s, ("x",)), Flow(0, one_s, ("x", "y"))]
+    assert completion_times(flows, caps, (DarkWindow(0.0, 1.0, frozenset({"y"})),)) == pytest.approx([1.0, 2.0])
+    assert completion_times(flows, caps) == pytest.approx([2.0, 2.0])
+
+
+@pytest.mark.parametrize("kind, options", [
+    ("sip-ring", {"wavelengths": 16, "estimate_period_us": 1000}),
+    ("sip-ocs", {"ocs_switches": 3, "multi_shot": True, "estimate_period_us": 1000}),
+])
+def test_more_dark_time_never_shortens_an_iteration(kind, options):
+    """SiP-ML §3.3: a retuned lightpath or circuit carries nothing while it retunes. The issue's
+    case: at a 1,000 µs period a 1,000 µs retune predicted less than none."""
+    plan = make_plan(MODELS["transformer"](), device("v100"), 8, 2, 32, 4)
+    times, dark = [], []
+    for reconfig in (0, 25, 250, 500, 1000):
+        fabric = Fabric(kind=kind, hosts=16, gpu_bandwidth_gbps=400, reconfig_us=reconfig, **options)
+        prediction = predict_plan(plan, fabric)
+        times.append(prediction.iteration_time_s)
+        dark.append(prediction.breakdown.reconfiguration_s)
+    assert times == sorted(times) and times[-1] > times[0]
+    assert dark[0] == 0 and dark == sorted(dark) and dark[-1] > 0
+
+
+def test_one_shot_sip_ocs_ignores_the_reconfiguration_time_and_multi_shot_pays_it():
+    plan = make_plan(MODELS["transformer"](), device("v100"), 8, 2, 32, 4)
+    def predicted(**options):
+        return predict_plan(plan, Fabric(kind="sip-ocs", hosts=16, gpu_bandwidth_gbps=400, ocs_switches=3, **options))
+    one_shot = predicted(reconfig_us=10)
+    assert predicted(reconfig_us=10_000).iteration_time_s == one_shot.iteration_time_s
+    assert one_shot.breakdown.reconfiguration_s == 0
+    # Multi-shot holds circuits for its period (by default 10 × the reconfiguration, SiP-ML §3.1's
+    # 90% duty cycle): at 10 µs it re-plans every 100 µs and pays for the retunes it makes.
+    multi = predicted(reconfig_us=10, multi_shot=True)
+    assert multi.breakdown.reconfiguration_s > 0
+    assert multi.iteration_time_s != one_shot.iteration_time_s

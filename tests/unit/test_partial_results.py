@@ -10,9 +10,10 @@ from hosts import ops
 from hosts.agent import data_seed
 from hosts.data import digest
 from hosts.timing import compute_timing
-from testbed import cli, results
-from testbed.prepare import prepare
-from testbed.scenario import apply_overrides, load_scenario
+from testbed.core.scenario import apply_overrides, load_scenario
+from testbed.emulation import results
+from testbed.emulation.prepare import prepare
+from testbed.interface import cli
 
 from ..conftest import ROOT
 
@@ -82,7 +83,7 @@ def test_a_run_that_completed_no_iteration_says_so_and_is_not_called_faithful(tm
 
 
 def test_time_lost_to_retransmissions_per_iteration_is_in_the_breakdown():
-    from testbed.results import _retransmission_per_iteration
+    from testbed.emulation.results import _retransmission_per_iteration
 
     # INA: 4 workers waited 0.8 s of wall time in all on chunk timeouts over 2 iterations at
     # dilation 100: 0.8 / 4 / 2 / 100 = 1 ms of real-world time per host and iteration.

@@ -6,7 +6,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from testbed.errors import InputError
+from testbed.core.errors import InputError
 from testbed.placer.emit import plan_schedule
 from testbed.placer.place import PlacementError
 from testbed.placer.plan import make_plan, verify
@@ -132,14 +132,14 @@ def test_user_profile(tmp_path):
 
 def test_place_and_predict_cli(tmp_path):
     scenario = ROOT / "scenarios" / "placer-example.yaml"
-    out = subprocess.run([sys.executable, "-m", "testbed.cli", "place", str(scenario), "--out", str(tmp_path)],
+    out = subprocess.run([sys.executable, "-m", "testbed", "place", str(scenario), "--out", str(tmp_path)],
                          capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, out.stderr
     schedule = json.loads((tmp_path / "schedule.json").read_text())
     matrix = [[int(v) for v in line.split(",")] for line in (tmp_path / "traffic_matrix.csv").read_text().split()]
     assert schedule["format"] == "testbed-schedule/1" and len(schedule["gpus"]) == 8
     assert matrix == schedule["traffic_matrix_bytes"]
-    out = subprocess.run([sys.executable, "-m", "testbed.cli", "predict", str(scenario), "--json"],
+    out = subprocess.run([sys.executable, "-m", "testbed", "predict", str(scenario), "--json"],
                          capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, out.stderr
     prediction = json.loads(out.stdout)

@@ -9,7 +9,7 @@ import subprocess
 
 import pytest
 
-from testbed.cli import build_parser
+from testbed.interface.cli import build_parser
 
 from ..conftest import ROOT
 from ..readme_commands import readme_commands

@@ -6,8 +6,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from testbed.errors import InputError
-from testbed.scenario import apply_overrides, load_scenario, parse_scenario
+from testbed.core.errors import InputError
+from testbed.core.scenario import apply_overrides, load_scenario, parse_scenario
 
 from ..conftest import ROOT
 
@@ -83,7 +83,7 @@ def test_cli_bad_input_exits_2_with_one_sentence(tmp_path, content, word):
     path = tmp_path / "scenario.yaml"
     path.write_text(content)
     for command in ("check", "predict", "run"):
-        out = subprocess.run([sys.executable, "-m", "testbed.cli", command, str(path)], capture_output=True,
+        out = subprocess.run([sys.executable, "-m", "testbed", command, str(path)], capture_output=True,
                              text=True, timeout=60)
         assert out.returncode == 2, (command, out.stderr)
         assert "Traceback" not in out.stderr + out.stdout
@@ -91,7 +91,7 @@ def test_cli_bad_input_exits_2_with_one_sentence(tmp_path, content, word):
 
 
 def test_cli_missing_file_exits_2(tmp_path):
-    out = subprocess.run([sys.executable, "-m", "testbed.cli", "check", str(tmp_path / "missing.yaml")],
+    out = subprocess.run([sys.executable, "-m", "testbed", "check", str(tmp_path / "missing.yaml")],
                          capture_output=True, text=True, timeout=60)
     assert out.returncode == 2 and "Traceback" not in out.stderr
     assert "missing.yaml" in out.stderr
@@ -117,7 +117,7 @@ def test_parsing_never_crashes(data):
 def test_resolved_scenario_reloads():
     import yaml
 
-    from testbed.scenario import scenario_to_yaml
+    from testbed.core.scenario import scenario_to_yaml
 
     scenario = load_scenario(ROOT / "scenarios" / "quickstart.yaml")
     text = scenario_to_yaml(scenario, {"dilation": 99.5, "byte_scale": 0.1})
@@ -129,7 +129,7 @@ def test_resolved_scenario_reloads():
 def test_resolved_optical_scenarios_keep_their_estimation_period(name):
     import yaml
 
-    from testbed.scenario import apply_overrides, scenario_to_yaml
+    from testbed.core.scenario import apply_overrides, scenario_to_yaml
 
     scenario = apply_overrides(load_scenario(ROOT / "scenarios" / name), {"fabric.estimate_period_us": 500})
     data = yaml.safe_load(scenario_to_yaml(scenario))
@@ -142,7 +142,7 @@ def test_cli_check_refuses_a_combination_no_schedule_can_run(tmp_path):
     path.write_text("name: t\nfabric: {kind: ps, hosts: 4, cpu_servers: 5, gpu_bandwidth_gbps: 100}\n"
                     "workload: {kind: collective, collective: allreduce, algorithm: byteps, bytes: 1000000}\n")
     for command in ("check", "predict"):
-        out = subprocess.run([sys.executable, "-m", "testbed.cli", command, str(path)], capture_output=True,
+        out = subprocess.run([sys.executable, "-m", "testbed", command, str(path)], capture_output=True,
                              text=True, timeout=60)
         assert out.returncode == 2, (command, out.stderr)
         assert "Traceback" not in out.stderr + out.stdout and "cpu_servers" not in out.stdout

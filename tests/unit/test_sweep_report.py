@@ -10,10 +10,10 @@ import sys
 
 import pytest
 
-from testbed.errors import InputError
-from testbed.report import report
-from testbed.scenario import load_scenario
-from testbed.sweep import parse_sets, plan_points, run_sweep
+from testbed.core.errors import InputError
+from testbed.core.scenario import load_scenario
+from testbed.interface.report import report
+from testbed.interface.sweep import parse_sets, plan_points, run_sweep
 
 from ..conftest import ROOT
 
@@ -66,12 +66,12 @@ def test_sweep_resumes_without_rerunning_finished_points(tmp_path):
 
 def test_predict_only_sweep_and_run_report_from_the_command_line(tmp_path):
     out = tmp_path / "sweep"
-    done = subprocess.run([sys.executable, "-m", "testbed.cli", "sweep", str(QUICKSTART), "--predict-only",
+    done = subprocess.run([sys.executable, "-m", "testbed", "sweep", str(QUICKSTART), "--predict-only",
                            "--set", "fabric.hosts=4,8,16", "--out", str(out)], capture_output=True, text=True)
     assert done.returncode == 0, done.stderr
     rows = list(csv.DictReader(open(out / "results.csv")))
     assert [float(r["predicted_s"]) for r in rows] == sorted(float(r["predicted_s"]) for r in rows)
-    bad = subprocess.run([sys.executable, "-m", "testbed.cli", "report", str(tmp_path / "nothing")],
+    bad = subprocess.run([sys.executable, "-m", "testbed", "report", str(tmp_path / "nothing")],
                          capture_output=True, text=True)
     assert bad.returncode == 2 and "not a directory" in bad.stderr
 

@@ -10,10 +10,10 @@ import sys
 
 import pytest
 
-from testbed.errors import InputError
-from testbed.predict import predict_scenario
-from testbed.scenario import load_scenario
-from testbed.trace import schedule_from_json
+from testbed.core.errors import InputError
+from testbed.core.predict import predict_scenario
+from testbed.core.scenario import load_scenario
+from testbed.core.trace import schedule_from_json
 
 from ..conftest import ROOT
 
@@ -58,7 +58,7 @@ def test_bad_traces_are_refused_with_where_and_how(data, hosts, words):
 def test_cli_reports_a_missing_trace_in_one_sentence_with_exit_2(tmp_path):
     scenario = (ROOT / "scenarios" / "trace-pipeline.yaml").read_text().replace("traces/pipeline-4.json", "none.json")
     (tmp_path / "s.yaml").write_text(scenario)
-    done = subprocess.run([sys.executable, "-m", "testbed.cli", "check", str(tmp_path / "s.yaml")],
+    done = subprocess.run([sys.executable, "-m", "testbed", "check", str(tmp_path / "s.yaml")],
                           capture_output=True, text=True)
     assert done.returncode == 2 and "cannot read" in done.stderr and "Traceback" not in done.stderr
 
@@ -67,10 +67,10 @@ def test_predict_checks_a_given_schedule_like_a_trace(tmp_path):
     bad = broken(lambda d: d["gpus"][0]["steps"][1].update(peer=9))
     (tmp_path / "bad.json").write_text(json.dumps(bad))
     scenario = str(ROOT / "scenarios" / "trace-pipeline.yaml")
-    done = subprocess.run([sys.executable, "-m", "testbed.cli", "predict", scenario, "--schedule",
+    done = subprocess.run([sys.executable, "-m", "testbed", "predict", scenario, "--schedule",
                            str(tmp_path / "bad.json")], capture_output=True, text=True)
     assert done.returncode == 2 and "GPU 0 step" in done.stderr and "Traceback" not in done.stderr
-    good = subprocess.run([sys.executable, "-m", "testbed.cli", "predict", scenario, "--json", "--schedule",
+    good = subprocess.run([sys.executable, "-m", "testbed", "predict", scenario, "--json", "--schedule",
                            str(ROOT / "scenarios" / "traces" / "pipeline-4.json")], capture_output=True, text=True)
     assert good.returncode == 0, good.stderr
     assert json.loads(good.stdout)["predicted_iteration_time_s"] == pytest.approx(
@@ -79,8 +79,8 @@ def test_predict_checks_a_given_schedule_like_a_trace(tmp_path):
 
 @pytest.mark.parametrize("algorithm", ["ring", "tree", "halving-doubling"])
 def test_a_traces_collectives_are_in_its_traffic_matrix_and_predict_on_circuits(algorithm):
+    from testbed.core.scenario import apply_overrides
     from testbed.oracle.schedule_sim import simulate_schedule
-    from testbed.scenario import apply_overrides
 
     step = {"id": "ar", "kind": "collective", "op": "allreduce", "algorithm": algorithm, "group": [0, 1, 2, 3],
             "bytes": 4_000_000}

@@ -10,9 +10,9 @@ import subprocess
 import sys
 import time
 
-from testbed.scenario import apply_overrides, load_scenario
-from testbed.watchdog import Progress, describe_stall, stall_bound_s
-from testbed.workloads import schedule_for
+from testbed.core.scenario import apply_overrides, load_scenario
+from testbed.core.watchdog import Progress, describe_stall, stall_bound_s
+from testbed.core.workloads import schedule_for
 
 from ..conftest import ROOT
 

@@ -1,0 +1,50 @@
+"""This machine's measured limits (forwarding capacity, timer precision), stored for `auto` dilation."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+from testbed.core.paths import calibration_path
+
+
+@dataclass(frozen=True)
+class Calibration:
+    capacity_bps: float  # total TCP goodput the datapath forwarded, all pairs together
+    timer_error_s: float  # p99 error of a precise (sleep-then-spin) wait inside a host
+    sleep_overshoot_s: float  # median overshoot of a plain time.sleep inside a host
+    datapath: str
+    measured_at: str
+    measured: bool = True
+
+    def to_json(self) -> dict[str, object]:
+        return asdict(self)
+
+
+# Conservative stand-ins used until `testbed doctor --calibrate` has run (DESIGN §8 figures, halved).
+DEFAULT_CALIBRATION = Calibration(
+    capacity_bps=0.5e9,
+    timer_error_s=200e-6,
+    sleep_overshoot_s=100e-6,
+    datapath="user",
+    measured_at="never",
+    measured=False,
+)
+
+
+def load_calibration(path: Path | None = None) -> Calibration:
+    """The stored calibration, or the conservative defaults if none was measured."""
+    path = path or calibration_path()
+    try:
+        data = json.loads(path.read_text())
+        return Calibration(**data)
+    except (OSError, ValueError, TypeError):
+        return DEFAULT_CALIBRATION
+
+
+def store_calibration(calibration: Calibration, path: Path | None = None) -> Path:
+    path = path or calibration_path()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(calibration.to_json(), indent=2) + "\n")
+    return path

@@ -1,0 +1,117 @@
+"""Resolves `auto` dilation and byte scale (DESIGN §4) from the scenario, its prediction and the calibration."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from testbed.core.calibration import Calibration
+from testbed.core.scenario import Scenario
+from testbed.core.units import Dilation, gbps_to_bps
+
+# Per-message cost of the host programs (thread hand-off, numpy reduce) that the shortest timed
+# event must dwarf; and the share of an event that such costs may take.
+HOST_OVERHEAD_S = 2e-3
+EVENT_TOLERANCE = 0.02
+# Wall time each rank adds to the spread of the ranks' start after a barrier: every agent wakes at
+# once and needs the CPU to start sending (16 ranks on 2 cores started 5-6.6 ms apart). An
+# iteration must be long against that spread, or it runs slow by the spread.
+START_SPREAD_PER_RANK_S = 0.35e-3
+# Messages below this many emulated bytes are dominated by packet granularity, not by rate.
+MIN_MESSAGE_BYTES = 64 * 1024
+
+
+@dataclass(frozen=True)
+class EmulationPlan:
+    """The resolved mapping and what it implies, written to the run directory."""
+
+    dilation: Dilation
+    host_rate_bps: float  # emulated rate each GPU's link is shaped to
+    capacity_bps: float
+    expected_wall_s: float
+    notes: tuple[str, ...] = field(default=())
+
+    def to_json(self) -> dict[str, object]:
+        return {
+            "dilation": self.dilation.dilation,
+            "byte_scale": self.dilation.byte_scale,
+            "host_rate_bps": self.host_rate_bps,
+            "capacity_bps": self.capacity_bps,
+            "expected_wall_s": self.expected_wall_s,
+            "notes": list(self.notes),
+        }
+
+
+def resolve_emulation(
+    scenario: Scenario,
+    predicted_iteration_s: float,
+    shortest_event_s: float,
+    smallest_message_bytes: float,
+    concurrent_senders: float,
+    calibration: Calibration,
+    min_dilation: float = 0.0,
+    max_host_rate_bps: float | None = None,
+    warmup_iteration_s: float | None = None,
+) -> EmulationPlan:
+    """Pick dilation s and byte scale v.
+
+    Constraints: (a) all senders together stay under capacity_fraction of the calibrated capacity;
+    (b) the shortest timed event, dilated, is long enough that timer error and host overhead stay
+    under EVENT_TOLERANCE of it, and the iteration long enough against the ranks' start spread;
+    (c) the smallest message stays above MIN_MESSAGE_BYTES; and the iterations fit in max_wall_s
+    where (a)-(c) allow. Within those, the smallest s wins: shortest run.
+    """
+    emulation = scenario.emulation
+    rate_bps = gbps_to_bps(scenario.fabric.gpu_bandwidth_gbps)
+    iterations = scenario.workload.iterations
+    usable_bps = emulation.capacity_fraction * calibration.capacity_bps
+    # Another component (the INA node's program) may keep up with less than the datapath.
+    max_host_rate_bps = min(usable_bps / max(1, concurrent_senders), max_host_rate_bps or float("inf"))
+    notes: list[str] = []
+    if not calibration.measured:
+        notes.append("no calibration on this machine; run `testbed doctor --calibrate` for accurate auto values")
+
+    event_floor_s = max(calibration.timer_error_s, HOST_OVERHEAD_S) / EVENT_TOLERANCE
+    s_for_timers = event_floor_s / shortest_event_s if shortest_event_s > 0 else 0.0
+    spread_s = START_SPREAD_PER_RANK_S * scenario.fabric.hosts
+    s_for_start = spread_s / EVENT_TOLERANCE / predicted_iteration_s if predicted_iteration_s > 0 else 0.0
+    s_for_timers = max(s_for_timers, s_for_start, min_dilation)  # e.g. dark times the controller must time
+
+    fixed_s = None if emulation.dilation == "auto" else float(emulation.dilation)
+    fixed_v = None if emulation.byte_scale == "auto" else float(emulation.byte_scale)
+    if fixed_s is not None and fixed_v is not None:
+        s, v = fixed_s, fixed_v
+    elif fixed_s is not None:
+        s = fixed_s
+        v = s * max_host_rate_bps / rate_bps
+    else:
+        # v = s·r/B at the largest allowed per-host rate r; raise s until messages are large enough.
+        s_for_bytes = MIN_MESSAGE_BYTES * rate_bps / (max_host_rate_bps * smallest_message_bytes)
+        if fixed_v is not None:
+            s = max(fixed_v * rate_bps / max_host_rate_bps, s_for_timers)
+            v = fixed_v
+        else:
+            s = max(s_for_timers, s_for_bytes)
+            v = s * max_host_rate_bps / rate_bps
+    dilation = Dilation(dilation=s, byte_scale=v)
+    host_rate_bps = dilation.emulated_rate_bps(rate_bps)
+    # Warm-up rounds skip compute (the agents only warm connections and windows), so they are shorter.
+    warmup_s = predicted_iteration_s if warmup_iteration_s is None else warmup_iteration_s
+    expected_wall_s = dilation.emulated_time_s(iterations * predicted_iteration_s + scenario.warmups() * warmup_s)
+    if host_rate_bps * concurrent_senders > calibration.capacity_bps:
+        notes.append(
+            f"emulated traffic {host_rate_bps * concurrent_senders / 1e6:.0f} Mb/s exceeds the calibrated "
+            f"capacity {calibration.capacity_bps / 1e6:.0f} Mb/s; expect an unfaithful run (use dilation: auto)"
+        )
+    if s < s_for_timers:
+        notes.append("dilation is below what this machine's timers need for the shortest event")
+    if expected_wall_s > emulation.max_wall_s:
+        notes.append(
+            f"expected wall time {expected_wall_s:.0f} s exceeds emulation.max_wall_s {emulation.max_wall_s:.0f} s"
+        )
+    return EmulationPlan(
+        dilation=dilation,
+        host_rate_bps=host_rate_bps,
+        capacity_bps=calibration.capacity_bps,
+        expected_wall_s=expected_wall_s,
+        notes=tuple(notes),
+    )

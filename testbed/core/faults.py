@@ -1,0 +1,89 @@
+"""Fault injection during a run: the scenario's `faults:` as a timeline (pure), and the thread
+that applies each fault at its time and undoes timed ones. The actions themselves (iptables in a
+host, killing an agent, restarting the controller or the aggregation node) are the runner's."""
+
+from __future__ import annotations
+
+import threading
+import time
+from dataclasses import dataclass
+from typing import Any, Callable
+
+from testbed.core.scenario import Fault
+
+
+@dataclass(frozen=True)
+class FaultStep:
+    wall_offset_s: float  # after the agents' epoch
+    fault: Fault
+    index: int
+    undo: bool  # the end of a timed fault
+
+
+def describe(fault: Fault) -> str:
+    if fault.kind == "link_loss":
+        what = f"{fault.loss_frac or 0:.0%} loss on GPU {fault.host}'s link"
+    else:
+        what = {"link_down": f"GPU {fault.host}'s link down", "agent_kill": f"GPU {fault.host}'s agent killed",
+                "controller_restart": "controller killed and restarted",
+                "node_restart": "aggregation node killed and restarted"}[fault.kind]
+    until = f" for {fault.duration_ms:g} ms" if fault.duration_ms else ""
+    return f"{fault.kind} ({what}{until}) at {fault.at_ms:g} ms"
+
+
+def timeline(faults: list[Fault], dilation: float) -> list[FaultStep]:
+    """Every start and end, in wall-clock order (real-world milliseconds times the dilation)."""
+    steps = []
+    for index, fault in enumerate(faults):
+        steps.append(FaultStep(fault.at_ms * 1e-3 * dilation, fault, index, False))
+        if fault.duration_ms:
+            steps.append(FaultStep((fault.at_ms + fault.duration_ms) * 1e-3 * dilation, fault, index, True))
+    return sorted(steps, key=lambda s: (s.wall_offset_s, s.undo))
+
+
+class FaultInjector(threading.Thread):
+    """Applies `steps` relative to `epoch_s` with `act(step)`; records what it did, in real-world
+    milliseconds since the epoch. `stop()` undoes timed faults still active, so a run ends clean."""
+
+    def __init__(self, steps: list[FaultStep], epoch_s: float, dilation: float,
+                 act: Callable[[FaultStep], None]) -> None:
+        super().__init__(name="faults", daemon=True)
+        self.steps, self.epoch_s, self.dilation, self.act = steps, epoch_s, dilation, act
+        self.applied: list[dict[str, Any]] = []
+        self.error: str | None = None
+        self._active: dict[int, FaultStep] = {}
+        self._stopping = threading.Event()
+        self._lock = threading.Lock()
+
+    def run(self) -> None:
+        for step in self.steps:
+            if self._stopping.wait(max(0.0, self.epoch_s + step.wall_offset_s - time.monotonic())):
+                return
+            with self._lock:
+                if self._stopping.is_set():
+                    return
+                self._do(step)
+
+    def _do(self, step: FaultStep) -> None:
+        try:
+            self.act(step)
+        except Exception as error:  # reported as the run's failure, naming the fault
+            self.error = f"injecting {describe(step.fault)} failed: {error}"
+            return
+        if step.undo:
+            self._active.pop(step.index, None)
+        elif step.fault.duration_ms:
+            self._active[step.index] = step
+        self.applied.append({"kind": step.fault.kind, "fault": describe(step.fault), "index": step.index,
+                             "phase": "end" if step.undo else "start",
+                             "t_s": (time.monotonic() - self.epoch_s) / self.dilation})
+
+    def stop(self) -> None:
+        self._stopping.set()
+        with self._lock:
+            for index, step in list(self._active.items()):
+                self._do(FaultStep(step.wall_offset_s, step.fault, index, True))
+        self.join(timeout=5)
+
+    def started(self) -> list[str]:
+        return [a["fault"] for a in self.applied if a["phase"] == "start"]

@@ -1,0 +1,211 @@
+"""Fidelity monitors (DESIGN §4): did the machine deliver what the emulation asked of it?"""
+
+from __future__ import annotations
+
+import statistics
+from dataclasses import dataclass
+from typing import Any
+
+from testbed.core.dilation import MIN_MESSAGE_BYTES
+from testbed.core.shaping import HTB_IDLE_BURST_BYTES
+from testbed.core.units import bytes_to_bits
+
+RATE_LOW, RATE_HIGH = 0.85, 1.10
+CPU_SATURATED = 0.97
+TIMER_TOLERANCE = 0.05
+DROP_TOLERANCE = 1e-4
+COMPUTE_TOLERANCE = 0.02
+
+
+@dataclass(frozen=True)
+class Monitor:
+    name: str
+    value: float | None
+    ok: bool
+    detail: str
+    fix: str = ""
+
+    def to_json(self) -> dict[str, object]:
+        return {"value": self.value, "ok": self.ok, "detail": self.detail, "fix": self.fix}
+
+
+def link_rate_monitor(step_rates_bps: list[float], host_rate_bps: float, loss_injected: bool = False) -> Monitor:
+    if not step_rates_bps:
+        return Monitor("link_rate", None, True, "no transfers to judge")
+    ratio = statistics.median(step_rates_bps) / host_rate_bps
+    if loss_injected:  # recovery from the scenario's own loss slows transfers by design
+        return Monitor("link_rate", ratio, True, f"busy links achieved {ratio:.2f} of the configured rate "
+                       f"(median over steps); not judged, the scenario injects loss")
+    ok = RATE_LOW <= ratio <= RATE_HIGH
+    return Monitor("link_rate", ratio, ok,
+                   f"busy links achieved {ratio:.2f} of the configured rate (median over steps)",
+                   "" if ok else "raise the dilation (or lower byte_scale) so the machine can keep up")
+
+
+JUDGED_BURSTS = 10  # messages this many idle bursts long are judged; the burst varies by ±25 KB
+
+
+def transfer_rates_bps(events: list[dict[str, Any]], dilation: float, alpha_wall_s: float,
+                       host_rate_bps: float) -> list[tuple[int, int, float]]:
+    """Rates of a schedule's point-to-point messages whose receiver was already waiting when the
+    message could start moving (send posted, alpha passed): timed from then to the receive's end.
+    A message its receiver asked for later moved partly or wholly into socket buffers unseen, so
+    it says nothing of the link and is left out. Returns (sender, receiver, bits/s) of each."""
+    sends = {(e["host"], e["peer"], e["tag"], e["iteration"]): e for e in events
+             if e.get("kind") == "send" and "tag" in e}
+    burst = HTB_IDLE_BURST_BYTES
+    rates = []
+    for recv in events:
+        if recv.get("kind") != "recv" or "tag" not in recv:
+            continue
+        send = sends.get((recv["peer"], recv["host"], recv["tag"], recv["iteration"]))
+        if send is None:
+            continue
+        start = send["t_emulated_s"] + alpha_wall_s
+        if recv["t_emulated_s"] > start:
+            continue  # the receiver came late: part of the message may already have been buffered
+        end = recv["t_emulated_s"] + recv["duration_s"] * dilation
+        size = recv["emulated_bytes"]
+        if end > start and size >= JUDGED_BURSTS * burst:  # smaller ones: the burst's spread dominates
+            # an idle link lets its first ~50 KB through at once: the rest moves at the shaped rate
+            rates.append((recv["peer"], recv["host"], bytes_to_bits(size - burst) / (end - start)))
+    return rates
+
+
+def timer_monitor(overshoot_mean_s: float, overshoot_p99_s: float, shortest_event_emulated_s: float) -> Monitor:
+    """Mean overshoot against the shortest event: along a chain of events the overshoots add up,
+    so their mean, not a rare tail, is what distorts an iteration's time."""
+    if shortest_event_emulated_s <= 0:
+        return Monitor("timer", None, True, "no timed events")
+    frac = overshoot_mean_s / shortest_event_emulated_s
+    tail = overshoot_p99_s / shortest_event_emulated_s
+    ok = frac <= TIMER_TOLERANCE
+    return Monitor("timer", frac, ok,
+                   f"timed waits overshot by {frac:.1%} of the shortest timed event on average ({tail:.1%} at p99)",
+                   "" if ok else "raise the dilation so timed events are longer, or run fewer hosts")
+
+
+def compute_timing_monitor(overshoot_s: float | None, iterations_wall_s: float, overshoot_of_plan_frac: float,
+                           step_mean_frac: float | None, step_p99_frac: float | None) -> Monitor:
+    """How much the dilated compute steps' lateness, in all on the worst host, could have lengthened
+    the iterations (schedules with compute steps only). A 1 ms step preempted for 0.3 ms is 30% off
+    but adds 0.3 ms to an iteration, so the total is judged, and against the iterations' wall time:
+    one 20 ms preemption is 2% of 1 s of compute but 0.1% of a 20 s iteration that waits on messages."""
+    if overshoot_s is None:
+        return Monitor("compute_timing", None, True, "no compute steps")
+    frac = overshoot_s / iterations_wall_s if iterations_wall_s > 0 else overshoot_of_plan_frac
+    ok = frac <= COMPUTE_TOLERANCE
+    return Monitor("compute_timing", frac, ok,
+                   f"compute steps ran {overshoot_s * 1e3:.1f} ms late in all on the worst host, "
+                   f"{frac:.2%} of the iterations' wall time ({overshoot_of_plan_frac:.2%} of its planned compute; "
+                   f"per step: {step_mean_frac or 0:.2%} on average, {step_p99_frac or 0:.1%} at p99)",
+                   "" if ok else "raise the dilation so compute steps are longer than the host's timer error")
+
+
+def cpu_monitor(busy_frac: float | None) -> Monitor:
+    if busy_frac is None:
+        return Monitor("cpu", None, True, "not measured")
+    ok = busy_frac < CPU_SATURATED
+    return Monitor("cpu", busy_frac, ok, f"CPU busy {busy_frac:.0%} during the iterations",
+                   "" if ok else "fewer hosts or a larger dilation; the host programs were starved")
+
+
+def message_size_monitor(smallest_emulated_bytes: int) -> Monitor:
+    ok = smallest_emulated_bytes >= MIN_MESSAGE_BYTES
+    return Monitor("message_size", float(smallest_emulated_bytes), ok,
+                   f"smallest emulated message {smallest_emulated_bytes} B (floor {MIN_MESSAGE_BYTES} B)",
+                   "" if ok else "raise byte_scale (or use auto) so messages span many packets")
+
+
+def capacity_monitor(offered_bps: float, capacity_bps: float, calibrated: bool) -> Monitor:
+    frac = offered_bps / capacity_bps
+    ok = frac <= 1.0
+    source = "calibrated" if calibrated else "default (uncalibrated)"
+    return Monitor("capacity", frac, ok,
+                   f"offered load is {frac:.0%} of the {source} forwarding capacity",
+                   "" if ok else "use dilation: auto, or a larger dilation")
+
+
+def drop_monitor(counters: dict[str, int] | None) -> Monitor:
+    """Datapath drops during the iterations. TCP recovers a rare loss within a round trip, so up to
+    DROP_TOLERANCE of the packets passes; more means the datapath was overloaded."""
+    if counters is None:
+        return Monitor("drops", None, True, "not measured")
+    frac = counters["dropped"] / max(1, counters["packets"])
+    ok = frac <= DROP_TOLERANCE
+    return Monitor("drops", frac, ok,
+                   f"{counters['dropped']} of {counters['packets']} packets dropped by the switch datapath "
+                   f"({frac:.3%}; the fabric intends none)",
+                   "" if ok else "the datapath was overloaded: raise the dilation")
+
+
+RTO_MIN_S = 0.2  # Linux's shortest TCP retransmission timeout: what each timeout costs at least
+TIMEOUT_TOLERANCE = 0.05  # of an iteration's wall time
+
+
+def retransmission_monitor(timeouts: list[int], retransmits: list[int], iteration_wall_s: list[float],
+                           loss_injected: bool) -> Monitor:
+    """TCP retransmission timeouts in each measured iteration, from the hosts' own counters. A fast
+    retransmit is TCP's ordinary answer to a full queue, as on real links; a timeout means a packet
+    the machine dropped (a queue, the datapath under load) stalled a connection for at least
+    RTO_MIN_S of wall time, which no dilation hides. An iteration whose timeouts can cost more than
+    TIMEOUT_TOLERANCE of its wall time is not faithful."""
+    total = sum(timeouts)
+    segments = f"{sum(retransmits)} segments retransmitted"
+    if loss_injected:
+        return Monitor("retransmissions", float(total), True,
+                       f"{total} retransmission timeouts, {segments}; loss is injected by the scenario")
+    disturbed = [i for i, (n, wall) in enumerate(zip(timeouts, iteration_wall_s))
+                 if n * RTO_MIN_S > TIMEOUT_TOLERANCE * wall]
+    ok = not disturbed
+    where = f"; they cost iteration{'s' if len(disturbed) > 1 else ''} {', '.join(map(str, disturbed))} " \
+            f"more than {TIMEOUT_TOLERANCE:.0%} of its time" if disturbed else ""
+    return Monitor("retransmissions", float(total), ok,
+                   f"{total} TCP retransmission timeouts, {segments} (the fabric intends no timeout){where}",
+                   "" if ok else "the machine dropped packets and those iterations waited out retransmission "
+                                 "timeouts: run on an idle machine, or lower emulation.capacity_fraction")
+
+
+INA_RETRANSMIT_TOLERANCE = 0.01
+
+
+def ina_loss_monitor(ina: dict[str, Any] | None, loss_injected: bool) -> Monitor:
+    """INA packets lost without the scenario asking for it (each costs a retransmission timeout):
+    the node program or a queue could not keep up."""
+    node = (ina or {}).get("node")
+    if ina is None or node is None:
+        return Monitor("ina_loss", None, False, "the aggregation node wrote no counters",
+                       "see ina_node.log in the run directory")
+    received = max(1, node["counters"].get("received", 0))
+    retransmits = ina["workers"].get("retransmits", 0)
+    frac = retransmits / received
+    if loss_injected:
+        return Monitor("ina_loss", frac, True, f"{retransmits} retransmissions for {received} packets at the node "
+                       f"({frac:.2%}); loss is injected by the scenario")
+    ok = frac <= INA_RETRANSMIT_TOLERANCE
+    return Monitor("ina_loss", frac, ok, f"{retransmits} retransmissions for {received} packets at the node "
+                   f"({frac:.2%}; the fabric intends none)",
+                   "" if ok else "the aggregation node or a queue dropped packets: raise the dilation")
+
+
+def verdict(monitors: list[Monitor]) -> dict[str, object]:
+    return {
+        "ok": all(m.ok for m in monitors),
+        "monitors": {m.name: m.to_json() for m in monitors},
+    }
+
+
+DARK_TOLERANCE = 0.10
+
+
+def dark_time_monitor(measured_s: list[float], configured_s: list[float]) -> Monitor:
+    """Reconfigurations: how long the changed links were dark, against the configured dark time."""
+    if not measured_s:
+        return Monitor("dark_time", None, True, "no reconfigurations during the run")
+    ratio = sum(measured_s) / sum(configured_s) if sum(configured_s) > 0 else 1.0
+    each = [m / c for m, c in zip(measured_s, configured_s) if c > 0] or [1.0]
+    ok = abs(ratio - 1) <= DARK_TOLERANCE
+    return Monitor("dark_time", ratio, ok,
+                   f"{len(measured_s)} reconfigurations were dark {ratio:.2f}× the configured time on average "
+                   f"(each {min(each):.2f}-{max(each):.2f}×)",
+                   "" if ok else "raise the dilation so the hosts' switch-over time is small against the dark time")

@@ -1,0 +1,115 @@
+"""Commands that turn an `ina` topology's hosts into a star around the aggregation node: the
+node's kernel forwards ordinary traffic between its ports (a packet switch), its program sums INA
+packets; every port is shaped at B on both ends; optional loss on every link for INA packets
+(iptables' statistic match). Pure: the Mininet shim runs them."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from hosts.ina.client import default_rto_s, min_rto_s
+from hosts.ina.protocol import DATA_PORT, FALLBACK_PORT, FRAME_BYTES
+from testbed.core.errors import InputError
+from testbed.core.scenario import Fabric
+from testbed.core.shaping import htb_commands_small_first, offload_command
+from testbed.core.units import bytes_to_bits, transfer_time_s
+
+NODE_SYSCTLS = ("net.ipv4.ip_forward=1", "net.ipv4.conf.all.rp_filter=0", "net.ipv4.conf.default.rp_filter=0",
+                "net.ipv4.conf.all.send_redirects=0", "net.ipv4.conf.default.send_redirects=0")
+
+
+def _loss_rule(chain: str, loss_frac: float, port: int = DATA_PORT) -> str:
+    # Dropped where a packet arrives: a drop in OUTPUT would fail the sender's call instead.
+    return (f"iptables -A {chain} -p udp --dport {port} -m statistic --mode random "
+            f"--probability {loss_frac:.6f} -j DROP")
+
+
+def ina_host_commands(topology: dict[str, Any], link_loss_frac: float = 0.0) -> dict[str, list[str]]:
+    """Per host name, the commands to run inside it (after Mininet has created the links)."""
+    hosts = topology["hosts"]
+    node = next(h for h in hosts if h["role"] == "aggregator")
+    workers = [h for h in hosts if h["role"] != "aggregator"]
+    commands: dict[str, list[str]] = {}
+    for worker, port in zip(workers, node["interfaces"]):
+        intf = worker["interfaces"][0]["name"]
+        cmds = ["sysctl -qw net.ipv4.tcp_slow_start_after_idle=0", offload_command(intf)]
+        cmds += htb_commands_small_first(intf, worker["interfaces"][0]["payload_rate_bps"])
+        # Everything a worker sends goes to the node's port facing it (the node routes it on).
+        cmds += [f"ip neigh replace {other['ip']} lladdr {port['mac']} dev {intf} nud permanent"
+                 for other in hosts if other is not worker]
+        if link_loss_frac > 0:  # results (and fallback pieces) arriving over the link
+            cmds += [_loss_rule("INPUT", link_loss_frac), _loss_rule("INPUT", link_loss_frac, FALLBACK_PORT)]
+        commands[worker["name"]] = cmds
+    first = node["interfaces"][0]["name"]
+    cmds = ["sysctl -qw " + " ".join(NODE_SYSCTLS), f"ip route del 10.0.0.0/8 dev {first}"]
+    for worker, port in zip(workers, node["interfaces"]):
+        intf = port["name"]
+        cmds += [offload_command(intf), f"sysctl -qw net.ipv4.conf.{intf}.rp_filter=0"]
+        cmds += htb_commands_small_first(intf, port["payload_rate_bps"])
+        if intf != first:
+            cmds.append(f"ip addr add {node['ip']}/32 dev {intf}")
+        cmds += [f"ip route replace {worker['ip']}/32 dev {intf}",
+                 f"ip neigh replace {worker['ip']} lladdr {worker['interfaces'][0]['mac']} dev {intf} nud permanent"]
+    if link_loss_frac > 0:  # workers' packets arriving at the node, and fallback traffic it forwards
+        cmds += [_loss_rule("INPUT", link_loss_frac), _loss_rule("FORWARD", link_loss_frac),
+                 _loss_rule("FORWARD", link_loss_frac, FALLBACK_PORT)]
+    commands[node["name"]] = cmds
+    return commands
+
+
+DEFAULT_POOL_SLOTS = 512
+SHARED_POOL_PER_WINDOW = 8
+SHARED_OCCUPANCY = 1.3  # measured: 14-16% of chunks collided where 2 jobs × 8 chunks held 12.5% of 128 slots
+MAX_WINDOW = 16  # outstanding chunks per worker and job: several times the emulated bandwidth-delay product
+# Packets per second one node program receives and answers while the workers share the 2 cores
+# (bench/ina.py measures it); `auto` keeps the workers' total under NODE_LOAD_FRACTION of it.
+NODE_PACKETS_PER_S = 20_000
+NODE_LOAD_FRACTION = 0.6
+
+
+def max_worker_rate_bps(workers: int) -> float:
+    """The emulated per-worker rate the node program keeps up with when all workers send at once."""
+    return NODE_LOAD_FRACTION * NODE_PACKETS_PER_S * bytes_to_bits(FRAME_BYTES) / workers
+
+
+def ina_window(fabric: Fabric, workers_per_job: int) -> tuple[int, int]:
+    """(the node's pool of slots, each job's window of outstanding chunks)."""
+    jobs = fabric.hosts // workers_per_job
+    pool = fabric.slots or DEFAULT_POOL_SLOTS
+    # Shared slots: the jobs' chunks in flight should fill a small part of the pool, or most
+    # chunks collide; reserved slots: each job's window is its own range.
+    per_job = pool // jobs if fabric.sharing == "reserved" else pool // (SHARED_POOL_PER_WINDOW * jobs)
+    window = min(MAX_WINDOW, per_job)
+    if window < 1:
+        need = jobs if fabric.sharing == "reserved" else SHARED_POOL_PER_WINDOW * jobs
+        raise InputError(f"fabric.slots ({pool}) leaves {jobs} job(s) no slot each with {fabric.sharing} sharing; "
+                         f"raise slots to at least {need}")
+    return pool, window
+
+
+def collision_fraction(fabric: Fabric, workers_per_job: int) -> float:
+    """Shared slots: the share of chunks whose slot another chunk holds, estimated as the slots
+    held over all jobs against the pool: each job's window in flight plus the completed chunks not
+    yet reclaimable (SHARED_OCCUPANCY windows in all). The emulation counts the real figure."""
+    if fabric.sharing != "shared":
+        return 0.0
+    pool, window = ina_window(fabric, workers_per_job)
+    return float(min(1.0, SHARED_OCCUPANCY * window * (fabric.hosts // workers_per_job) / pool))
+
+
+def ina_settings(fabric: Fabric, workers_per_job: int, host_rate_bps: float, aggregation_bps: float | None,
+                 seed: int, run_dir: str) -> tuple[dict[str, Any], dict[str, Any]]:
+    """(node config, the agents' `ina` config) for an ina fabric at the emulated host rate."""
+    pool, window = ina_window(fabric, workers_per_job)
+    node = {"pool_slots": pool, "sharing": fabric.sharing, "drop_frac": fabric.node_drop_frac, "seed": seed,
+            "aggregation_bps": aggregation_bps, "ready": f"{run_dir}/ina_node.ready",
+            "counters": f"{run_dir}/ina_node.json"}
+    agents = {"window": window, "rto_s": default_rto_s(window, fabric.hosts, host_rate_bps, NODE_PACKETS_PER_S),
+              # Shared slots: worker 0's link also carries its job's fallback results, up to a
+              # window from every worker, so its chunks (which everyone waits on) queue longer.
+              "min_rto_s": min_rto_s(window * (1 if fabric.sharing == "reserved" else 1 + workers_per_job),
+                                     host_rate_bps)}
+    if aggregation_bps:  # a node slower than its ports queues every worker's window in front of it
+        queued_s = transfer_time_s(window * fabric.hosts * FRAME_BYTES, aggregation_bps)
+        agents["min_rto_s"] = max(agents["min_rto_s"], 1.5 * queued_s + 2e-3)
+    return node, agents

@@ -1,0 +1,86 @@
+"""tc commands that shape a host's egress to the emulated rate (HTB on the host side of each link)."""
+
+from __future__ import annotations
+
+from testbed.core.units import bits_to_bytes
+
+MTU_FRAME_BYTES = 1514
+# A full TCP segment carries 1448 payload bytes in a 1514-byte frame (Ethernet 14, IPv4 20, TCP with
+# timestamps 32). The oracle's B is payload bandwidth, so links are shaped to carry B of payload.
+TCP_PAYLOAD_BYTES = 1448
+# Bucket depth: about 1 ms at the shaped rate, but never below two full frames.
+BURST_WINDOW_S = 1e-3
+# Measured here (veth, 40-184 Mb/s): whatever burst HTB is given, a TCP message sent after an
+# idle moment gets about this many bytes ahead of the shaped rate (a 116 KB message at 84 Mb/s
+# arrived in 6-7 ms, not 11.6; TBF keeps to its burst but under CPU load delivers 10-30% less).
+HTB_IDLE_BURST_BYTES = 50_000
+
+
+def burst_bytes(rate_bps: float) -> int:
+    return max(2 * MTU_FRAME_BYTES, int(bits_to_bytes(rate_bps * BURST_WINDOW_S)))
+
+
+def line_rate_bps(payload_rate_bps: float) -> float:
+    """Frame rate HTB must allow so that full-sized TCP segments carry payload_rate_bps of payload."""
+    return payload_rate_bps * MTU_FRAME_BYTES / TCP_PAYLOAD_BYTES
+
+
+def htb_commands(interface: str, payload_rate_bps: float) -> list[str]:
+    """Commands (run inside the host) replacing the root qdisc with one HTB class that carries
+    payload_rate_bps of TCP payload."""
+    rate = int(round(line_rate_bps(payload_rate_bps)))
+    burst = burst_bytes(rate)
+    return [
+        f"tc qdisc replace dev {interface} root handle 1: htb default 1",
+        f"tc class replace dev {interface} parent 1: classid 1:1 htb rate {rate}bit ceil {rate}bit "
+        f"burst {burst} cburst {burst}",
+    ]
+
+
+def offload_command(interface: str) -> str:
+    """Userspace OVS forwards TCP only with checksum and segmentation offloads off."""
+    return f"ethtool -K {interface} rx off tx off sg off tso off gso off gro off"
+
+
+# IPv4 total length below 256 bytes: acknowledgements and other control packets.
+SMALL_PACKET_FILTER = "u32 match u16 0x0000 0xff00 at 2"
+# Linux acknowledges about every second full segment with a 66-byte frame (Ethernet 14, IPv4 20,
+# TCP with timestamps 32); headroom for quick-ack phases and a sender's own small packets.
+ACK_FRAME_BYTES = 66
+SEGMENTS_PER_ACK = 2
+ACK_HEADROOM = 2.0
+MIN_SMALL_CLASS_BPS = 8000
+
+
+def ack_allowance_bps(acknowledged_payload_bps: float) -> int:
+    """Frame rate the acknowledgements of `acknowledged_payload_bps` of received payload need."""
+    per_payload_byte = ACK_FRAME_BYTES / (SEGMENTS_PER_ACK * TCP_PAYLOAD_BYTES)
+    return max(MIN_SMALL_CLASS_BPS, int(acknowledged_payload_bps * per_payload_byte * ACK_HEADROOM))
+
+
+def htb_commands_small_first(interface: str, payload_rate_bps: float,
+                             acknowledged_payload_bps: float | None = None) -> list[str]:
+    """Like htb_commands, with small packets (acknowledgements) in a class of their own that rides
+    on top of the link's B and goes ahead of queued data.
+
+    B is the payload bandwidth of the fabric the oracle models, whose transports (RDMA) spend
+    almost nothing on acknowledgements. TCP's take 2-3% of a flow's bytes in the other direction,
+    and on a relaying fabric (one-way OCS circuits) a port carries those of every flow relayed
+    through it: 30% of the data bytes of a 16-GPU ring, measured. So data is held to exactly B
+    (class 1:10) and acknowledgements get their own allowance for `acknowledged_payload_bps` of
+    received payload (class 1:5, by default the link's own rate). Small first, because a host that
+    sends while it receives would otherwise hold the acknowledgements of what it receives behind its
+    own full queue."""
+    rate = int(round(line_rate_bps(payload_rate_bps)))
+    small = ack_allowance_bps(payload_rate_bps if acknowledged_payload_bps is None else acknowledged_payload_bps)
+    burst = burst_bytes(rate)
+    return [
+        f"tc qdisc replace dev {interface} root handle 1: htb default 10",
+        f"tc class replace dev {interface} parent 1: classid 1:1 htb rate {rate + small}bit ceil {rate + small}bit "
+        f"burst {burst} cburst {burst}",
+        f"tc class replace dev {interface} parent 1:1 classid 1:10 htb rate {rate}bit ceil {rate}bit "
+        f"burst {burst} cburst {burst} prio 1",
+        f"tc class replace dev {interface} parent 1:1 classid 1:5 htb rate {small}bit ceil {rate + small}bit "
+        f"burst {burst} cburst {burst} prio 0",
+        f"tc filter replace dev {interface} parent 1: protocol ip prio 1 {SMALL_PACKET_FILTER} classid 1:5",
+    ]

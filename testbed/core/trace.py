@@ -1,0 +1,121 @@
+"""`workload.kind: trace`: a schedule.json written by a user (or kept from an earlier run or
+`testbed place`) replayed as-is. Validated strictly: every problem names the file, the GPU and
+the step, and says what to fix. Pure."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from hosts import ops
+from testbed.core.errors import InputError
+from testbed.core.schedule import SCHEDULE_FORMAT, GpuSchedule, Schedule, Step, collective_traffic
+
+STEP_KINDS = ("compute", "send", "recv", "collective")
+
+
+def load_trace(path: str | Path, hosts: int, iterations: int, base_dir: Path | None = None,
+               given_as: str = "workload.trace") -> Schedule:
+    source = Path(path)
+    if not source.is_absolute() and base_dir is not None:
+        source = base_dir / source
+    try:
+        data = json.loads(source.read_text())
+    except OSError as error:
+        raise InputError(f"{given_as}: cannot read {source} ({error.strerror}); give the path of a schedule.json")
+    except ValueError as error:
+        raise InputError(f"{source}: not JSON ({error}); a trace is a {SCHEDULE_FORMAT} schedule.json") from None
+    return schedule_from_json(data, str(source), hosts, iterations)
+
+
+def _field(where: str, step: dict[str, Any], key: str, kind: type, minimum: float | None = None) -> Any:
+    value = step.get(key)
+    if isinstance(value, bool) or not isinstance(value, kind if kind is not float else (int, float)):
+        raise InputError(f"{where}: '{key}' must be {'a number' if kind is float else 'an integer'} (got {value!r})")
+    if minimum is not None and value < minimum:  # type: ignore[operator]  # a number, checked above
+        raise InputError(f"{where}: '{key}' must be at least {minimum} (got {value})")
+    return value
+
+
+def schedule_from_json(data: Any, source: str, hosts: int, iterations: int) -> Schedule:
+    if not isinstance(data, dict) or data.get("format") != SCHEDULE_FORMAT:
+        raise InputError(f"{source}: 'format' must be \"{SCHEDULE_FORMAT}\"")
+    gpus = data.get("gpus")
+    if not isinstance(gpus, list) or len(gpus) != hosts:
+        count = len(gpus) if isinstance(gpus, list) else "no"
+        raise InputError(f"{source}: the trace has {count} GPUs but fabric.hosts is {hosts}; make them equal")
+    parsed: list[GpuSchedule] = []
+    # (src, dst, tag) -> (bytes, where it was written)
+    sends: dict[tuple[int, int, str], tuple[int, str]] = {}
+    recvs: dict[tuple[int, int, str], tuple[int, str]] = {}
+    for rank, gpu in enumerate(gpus):
+        if not isinstance(gpu, dict) or not isinstance(gpu.get("steps"), list):
+            raise InputError(f"{source}: gpus[{rank}] needs a 'steps' list")
+        steps, ids = [], set()
+        for index, step in enumerate(gpu["steps"]):
+            where = f"{source}: GPU {rank} step {index}"
+            if not isinstance(step, dict):
+                raise InputError(f"{where}: a step is an object with 'id' and 'kind'")
+            step_id, kind = step.get("id"), step.get("kind")
+            if not isinstance(step_id, str) or not step_id or step_id in ids:
+                raise InputError(f"{where}: 'id' must be a non-empty string unique on this GPU (got {step_id!r})")
+            where = f"{source}: GPU {rank} step '{step_id}'"
+            if kind not in STEP_KINDS:
+                raise InputError(f"{where}: 'kind' must be one of {', '.join(STEP_KINDS)} (got {kind!r})")
+            deps = step.get("deps", [])
+            if not isinstance(deps, list) or any(d not in ids for d in deps):
+                raise InputError(f"{where}: 'deps' must list ids of earlier steps on the same GPU")
+            fields: dict[str, Any] = {"id": step_id, "kind": kind, "deps": tuple(deps)}
+            if kind == "compute":
+                fields["compute_us"] = float(_field(where, step, "compute_us", float, 0))
+            elif kind in ("send", "recv"):
+                peer = _field(where, step, "peer", int, 0)
+                if peer >= hosts or peer == rank:
+                    raise InputError(f"{where}: 'peer' must be another GPU, 0..{hosts - 1} (got {peer})")
+                tag = step.get("tag")
+                if not isinstance(tag, str) or not tag:
+                    raise InputError(f"{where}: 'tag' must be a non-empty string that pairs the send with its recv")
+                size = _field(where, step, "bytes", int, 1)
+                fields.update(peer=peer, tag=tag, bytes=size)
+                (sends if kind == "send" else recvs)[(rank, peer, tag) if kind == "send" else (peer, rank, tag)] = (
+                    size, where)
+            else:
+                op, algorithm = step.get("op"), step.get("algorithm", "ring")
+                known = isinstance(op, str) and isinstance(algorithm, str) and ops.supported(op, algorithm)
+                if not known or algorithm in ops.SERVICE_ALGORITHMS:
+                    raise InputError(f"{where}: collective {op!r} with algorithm {algorithm!r} cannot run in a "
+                                     f"trace; use allreduce, reducescatter, allgather, broadcast, alltoall or "
+                                     f"sendrecv with ring (tree, halving-doubling for allreduce)")
+                group = step.get("group")
+                if (not isinstance(group, list) or len(group) < 2 or len(set(group)) != len(group)
+                        or any(not isinstance(g, int) or not 0 <= g < hosts for g in group) or rank not in group):
+                    raise InputError(f"{where}: 'group' must list 2+ distinct GPUs in 0..{hosts - 1}, "
+                                     f"this one included")
+                fields.update(op=op, algorithm=algorithm, group=tuple(group),
+                              bytes=_field(where, step, "bytes", int, 1))
+            ids.add(step_id)
+            steps.append(Step(**fields))
+        parsed.append(GpuSchedule(rank=rank, steps=tuple(steps)))
+    for key, (size, where) in sends.items():
+        if key not in recvs:
+            raise InputError(f"{where}: no GPU {key[1]} recv has tag '{key[2]}' from GPU {key[0]}; "
+                             f"every send needs one")
+        if recvs[key][0] != size:
+            raise InputError(f"{where}: sends {size} bytes but its recv expects {recvs[key][0]}")
+    for key, (_, where) in recvs.items():
+        if key not in sends:
+            raise InputError(f"{where}: no GPU {key[0]} send has tag '{key[2]}' to GPU {key[1]}; it would wait forever")
+    matrix = [[0] * hosts for _ in range(hosts)]
+    for (src, dst, _), (size, _) in sends.items():
+        matrix[src][dst] += size
+    # Collectives' own traffic too, once per step and group: optical fabrics plan circuits and
+    # wavelengths from this matrix.
+    collectives = {(s.id, s.group): s.collective() for gpu in parsed for s in gpu.steps if s.kind == "collective"}
+    for step in collectives.values():
+        block = collective_traffic(step.op, step.algorithm, len(step.group), step.bytes)
+        for i, src in enumerate(step.group):
+            for j, dst in enumerate(step.group):
+                matrix[src][dst] += block[i][j]
+    return Schedule(name=str(data.get("name", Path(source).stem)), hosts=hosts, iterations=iterations,
+                    gpus=tuple(parsed), traffic_matrix_bytes=tuple(tuple(row) for row in matrix))

@@ -1,0 +1,94 @@
+"""`testbed doctor --calibrate`: measures forwarding capacity and in-host timer precision here."""
+
+from __future__ import annotations
+
+import json
+import re
+import sys
+import tempfile
+import time
+from datetime import datetime, timezone
+from pathlib import Path
+
+from testbed.core.calibration import Calibration
+from testbed.core.errors import RunFailed
+from testbed.core.scenario import Fabric
+from testbed.emulation.live import live_fabric, require_emulation_platform
+from testbed.emulation.platform import datapath
+
+PAIRS = 4
+IPERF_SECONDS = 4
+UNSHAPED_BPS = 10e9  # far above what the datapath forwards, so the datapath is the limit
+
+TIMER_PROBE = """
+import json, time
+from hosts.timing import lower_timer_slack, precise_sleep
+lower_timer_slack()
+precise = sorted(precise_sleep(1e-3) for _ in range(1500))
+plain = []
+for _ in range(300):
+    t = time.monotonic(); time.sleep(1e-3); plain.append(time.monotonic() - t - 1e-3)
+plain.sort()
+print(json.dumps({"precise_p99_s": precise[int(0.99 * len(precise))], "plain_median_s": plain[len(plain) // 2]}))
+"""
+
+
+def _wait_listening(host, port: int, timeout_s: float = 10.0) -> None:
+    deadline = time.monotonic() + timeout_s
+    while f":{port} " not in host.cmd(f"ss -ltnH 'sport = :{port}'") + " ":
+        if time.monotonic() > deadline:
+            raise RunFailed(f"iperf3 did not start listening in {host.name} during calibration")
+        time.sleep(0.02)
+
+
+def _iperf_pairs(fabric) -> float:
+    """Total receiver goodput of PAIRS simultaneous iperf3 TCP streams, in bit/s."""
+    servers, clients = [], []
+    try:
+        for pair in range(PAIRS):
+            server = fabric.host(2 * pair + 1)
+            servers.append(server.popen(["iperf3", "-s", "-1", "-p", "5201"]))
+        for pair in range(PAIRS):
+            _wait_listening(fabric.host(2 * pair + 1), 5201)
+        for pair in range(PAIRS):
+            client, server_ip = fabric.host(2 * pair), fabric.topology["hosts"][2 * pair + 1]["ip"]
+            clients.append(client.popen(["iperf3", "-c", server_ip, "-p", "5201", "-t", str(IPERF_SECONDS),
+                                         "-J", "--connect-timeout", "5000"], stdout=-1, stderr=-1, text=True))
+        total = 0.0
+        for process in clients:
+            out, err = process.communicate(timeout=IPERF_SECONDS + 30)
+            try:
+                total += json.loads(out)["end"]["sum_received"]["bits_per_second"]
+            except (ValueError, KeyError) as error:
+                raise RunFailed(f"iperf3 gave no result during calibration: {err.strip() or error}") from None
+        return total
+    finally:
+        for process in servers + clients:
+            if process.poll() is None:
+                process.kill()
+                process.wait()
+
+
+def _timer_probe(fabric) -> dict:
+    process = fabric.host(0).popen([sys.executable, "-c", TIMER_PROBE], stdout=-1, stderr=-1, text=True)
+    out, err = process.communicate(timeout=60)
+    match = re.search(r"\{.*\}", out)
+    if process.returncode != 0 or match is None:
+        raise RunFailed(f"the timer probe failed inside a host: {err.strip()[-200:]}")
+    return json.loads(match.group(0))
+
+
+def calibrate() -> Calibration:
+    require_emulation_platform()
+    with tempfile.TemporaryDirectory(prefix="testbed-calibrate-") as work:
+        fabric = Fabric(kind="elect-flat", hosts=2 * PAIRS, gpu_bandwidth_gbps=UNSHAPED_BPS / 1e9)
+        with live_fabric(fabric, UNSHAPED_BPS, Path(work)) as live:
+            timers = _timer_probe(live.fabric)
+            capacity = _iperf_pairs(live.fabric)
+    return Calibration(
+        capacity_bps=capacity,
+        timer_error_s=timers["precise_p99_s"],
+        sleep_overshoot_s=timers["plain_median_s"],
+        datapath=datapath(),
+        measured_at=datetime.now(timezone.utc).isoformat(timespec="seconds"),
+    )

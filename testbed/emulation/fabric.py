@@ -1,0 +1,193 @@
+"""Mininet shim: builds any fabric of testbed.core.topology (switches, hosts with one or more shaped
+interfaces, switch-to-switch links), records what it creates, and tears it down."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from mininet.log import setLogLevel
+from mininet.net import Mininet
+from mininet.node import OVSSwitch, RemoteController
+
+from testbed.core.errors import RunFailed
+from testbed.core.fabric_kinds import KINDS, ROUTED_FABRICS
+from testbed.core.ina_fabric import ina_host_commands
+from testbed.core.shaping import htb_commands_small_first, offload_command
+from testbed.core.topology import switch_interfaces
+from testbed.emulation.registry import RunRecord, process_start_ticks
+
+# Hosts of fabrics with relaying (GPUs forward for each other) route by the controller's plan only.
+RELAY_SYSCTLS = ("net.ipv4.ip_forward=1", "net.ipv4.conf.all.rp_filter=0", "net.ipv4.conf.default.rp_filter=0",
+                 "net.ipv4.conf.all.send_redirects=0", "net.ipv4.conf.all.accept_redirects=0",
+                 "net.ipv4.conf.default.send_redirects=0", "net.ipv4.conf.default.accept_redirects=0")
+
+
+class UserspaceOVS(OVSSwitch):
+    """OVS with the netdev datapath; a class (not a lambda) so Mininet's batch start-up is used."""
+
+    def __init__(self, name, **params):
+        params.update(datapath="user", failMode="secure", protocols="OpenFlow13")
+        super().__init__(name, **params)
+
+
+class KernelOVS(OVSSwitch):
+    def __init__(self, name, **params):
+        params.update(datapath="kernel", failMode="secure", protocols="OpenFlow13")
+        super().__init__(name, **params)
+
+
+def run_checked(node: Any, command: str, doing: str) -> None:
+    """Run a shell command in a Mininet node; RunFailed naming it and what it said if it fails."""
+    run_all_checked(node, [command], doing)
+
+
+MARK = "@@testbed-rc@@"  # separates each command's output from its exit status
+# A Mininet node's shell reads through a terminal, whose lines stop at 4,095 bytes.
+MAX_LINE_BYTES = 3000
+
+
+def run_all_checked(node: Any, commands: list[str], doing: str) -> None:
+    """Run shell commands in a Mininet node in as few round trips as its terminal allows (each
+    costs milliseconds per host); RunFailed naming the first that failed and what it said."""
+    pieces = [f"{command} 2>&1; echo {MARK}$?" for command in commands]
+    start, length = 0, 0
+    for end, piece in enumerate(pieces):
+        if end > start and length + 2 + len(piece) > MAX_LINE_BYTES:
+            _run_batch(node, commands[start:end], pieces[start:end], doing)
+            start, length = end, 0
+        length += len(piece) + (2 if end > start else 0)
+    if start < len(pieces):
+        _run_batch(node, commands[start:], pieces[start:], doing)
+
+
+def _run_batch(node: Any, commands: list[str], pieces: list[str], doing: str) -> None:
+    out = node.cmd("; ".join(pieces)).split(MARK)  # [output 0, "status 0\noutput 1", ..., "status n-1\n"]
+    for index, command in enumerate(commands):
+        said = out[index].strip() if index < len(out) else ""
+        status, _, rest = out[index + 1].partition("\n") if index + 1 < len(out) else ("missing", "", "")
+        if status.strip() != "0":
+            raise RunFailed(f"{doing} failed: `{command}` said {said or 'nothing'} (exit status {status.strip()})")
+        out[index + 1] = rest  # the next command's output follows this one's status line
+
+
+@dataclass
+class MininetFabric:
+    """Builds the network of a topology; records what it creates in the run's record."""
+
+    topology: dict[str, Any]
+    controller_port: int
+    record: RunRecord
+    link_loss_frac: float = 0.0  # ina: INA packets dropped on every link (loss injection)
+    net: Mininet | None = None
+
+    @property
+    def switch_names(self) -> list[str]:
+        return [switch["name"] for switch in self.topology["switches"]]
+
+    def start(self) -> None:
+        setLogLevel("error")
+        topo = self.topology
+        switch_cls = KernelOVS if topo["datapath"] == "kernel" else UserspaceOVS
+        # Recorded before creation: a crash half-way still leaves a record naming them.
+        self.record.bridges.extend(self.switch_names)
+        self.record.links.extend(switch_interfaces(topo))
+        self.record.save()
+        net = Mininet(topo=None, switch=switch_cls, controller=None, build=False, autoSetMacs=False,
+                      autoStaticArp=False, waitConnected=False, ipBase="10.0.0.0/8")
+        self.net = net
+        if topo["switches"]:
+            net.addController(RemoteController("c0", ip="127.0.0.1", port=self.controller_port))
+        switches = {sw["name"]: net.addSwitch(sw["name"], dpid="%016x" % sw["dpid"]) for sw in topo["switches"]}
+        nodes = {}
+        for host in topo["hosts"]:
+            node = nodes[host["name"]] = net.addHost(host["name"], ip=f"{host['ip']}/8", mac=host["mac"])
+            for intf in host["interfaces"]:
+                if "switch" in intf:
+                    net.addLink(node, switches[intf["switch"]], port2=intf["port"], intfName1=intf["name"],
+                                addr1=intf["mac"])
+        macs = {intf["name"]: intf["mac"] for host in topo["hosts"] for intf in host["interfaces"]}
+        for link in topo["links"]:
+            if "peer_switch" in link:
+                net.addLink(switches[link["switch"]], switches[link["peer_switch"]], port1=link["port"],
+                            port2=link["peer_port"])
+            elif "peer_host" in link:  # a direct host-to-host link (the ina fabric's node ports)
+                net.addLink(nodes[link["host"]], nodes[link["peer_host"]], intfName1=link["interface"],
+                            intfName2=link["peer_interface"], addr1=macs[link["interface"]],
+                            addr2=macs[link["peer_interface"]])
+        net.build()
+        for node in net.hosts:
+            self.record.processes.append((node.pid, process_start_ticks(node.pid)))
+        self.record.save()
+        net.start()
+        if KINDS[topo["fabric"]].aggregation_node:
+            self._configure_ina()
+            return
+        routed = topo["fabric"] in ROUTED_FABRICS
+        if not routed:
+            net.staticArp()
+        for host, node in zip(topo["hosts"], net.hosts):
+            # The alpha-beta model has no slow start: a connection idle since the last iteration
+            # (every all-to-all peer, every pipeline stage) would start each message in it.
+            commands = ["sysctl -qw net.ipv4.tcp_slow_start_after_idle=0"]
+            if routed:
+                commands.append("sysctl -qw " + " ".join(RELAY_SYSCTLS))
+            for intf in host["interfaces"]:
+                commands.append(offload_command(intf["name"]))
+                # Acknowledgements of the flows this host receives leave through the same queue as
+                # its own data: small packets first, or a host that sends and receives at once
+                # (every collective but a broadcast) throttles what it receives.
+                commands += htb_commands_small_first(intf["name"], intf["payload_rate_bps"])
+                if routed:
+                    commands.append(f"sysctl -qw net.ipv4.conf.{intf['name'].replace('.', '/')}.rp_filter=0")
+                    if intf is not host["interfaces"][0]:
+                        commands.append(f"ip addr add {host['ip']}/32 dev {intf['name']}")
+            if routed:  # no path until the controller plans one: drop the subnet route
+                commands.append(f"ip route del 10.0.0.0/8 dev {host['interfaces'][0]['name']}")
+            run_all_checked(node, commands, f"configuring {node.name}")
+        shaping: list[str] = []
+        for link in topo["links"]:
+            if "peer_switch" in link:  # switch-to-switch links are shaped at both switch ports
+                for end in (f"{link['switch']}-eth{link['port']}", f"{link['peer_switch']}-eth{link['peer_port']}"):
+                    # Acknowledgements of the other direction's flow share this queue: small first.
+                    shaping += [offload_command(end) + " >/dev/null 2>&1"] + \
+                        htb_commands_small_first(end, link["payload_rate_bps"])
+        # Switch ports whose offloads cannot change are left as they are (hence `|| true`).
+        shaping += [offload_command(intf.name) + " >/dev/null 2>&1 || true"
+                    for switch in switches.values() for intf in switch.intfList() if intf.name != "lo"]
+        self._root_cmd(shaping)
+
+    def _configure_ina(self) -> None:
+        assert self.net is not None
+        for name, commands in ina_host_commands(self.topology, self.link_loss_frac).items():
+            node = self.net.get(name)
+            run_all_checked(node, commands, f"configuring {name}")
+
+    def _root_cmd(self, commands: list[str]) -> None:
+        assert self.net is not None
+        switch = self.net.switches[0]  # switches run in the root namespace
+        run_all_checked(switch, commands, "configuring the fabric")
+
+    def host(self, rank: int):
+        assert self.net is not None
+        return self.net.hosts[rank]
+
+    def host_pids(self) -> list[int]:
+        assert self.net is not None
+        return [node.pid for node in self.net.hosts]
+
+    def interact(self) -> None:
+        """Mininet's command line on the live fabric (for `testbed run --cli`); returns on exit."""
+        from mininet.cli import CLI
+
+        assert self.net is not None
+        setLogLevel("output")  # the CLI prints command output at this level
+        try:
+            CLI(self.net)
+        finally:
+            setLogLevel("error")
+
+    def stop(self) -> None:
+        if self.net is not None:
+            net, self.net = self.net, None
+            net.stop()

@@ -1,0 +1,44 @@
+"""What each fault does to a live run (the shim beside testbed.core.faults): loss or a dead link as
+iptables rules in a GPU's host (both directions, loopback untouched), SIGKILL of an agent, a
+controller killed and restarted on its own port, an aggregation node killed and restarted."""
+
+from __future__ import annotations
+
+import subprocess
+from typing import TYPE_CHECKING
+
+from testbed.core.faults import FaultStep
+from testbed.emulation.fabric import run_checked
+
+if TYPE_CHECKING:
+    from testbed.emulation.live import LiveFabric
+    from testbed.emulation.side_processes import SideProcesses
+
+
+def link_rules(step: FaultStep) -> list[str]:
+    """iptables commands (inside the GPU's host) that start or end the fault."""
+    fault = step.fault
+    match = "" if fault.kind == "link_down" else f"-m statistic --mode random --probability {fault.loss_frac:.6f} "
+    verb = "-D" if step.undo else "-I"
+    return [f"iptables {verb} INPUT ! -i lo {match}-j DROP", f"iptables {verb} OUTPUT ! -o lo {match}-j DROP"]
+
+
+class FaultActions:
+    def __init__(self, live: "LiveFabric", agents: list[subprocess.Popen], sides: "SideProcesses") -> None:
+        self.live, self.agents, self.sides = live, agents, sides
+
+    def apply(self, step: FaultStep) -> None:
+        fault = step.fault
+        rank = fault.host if fault.host is not None else -1  # link and agent faults name one (validated)
+        if fault.kind in ("link_loss", "link_down"):
+            host = self.live.fabric.host(rank)
+            for command in link_rules(step):
+                run_checked(host, command, f"injecting {fault.kind} on GPU {rank}")
+        elif fault.kind == "agent_kill":
+            self.agents[rank].kill()
+        elif fault.kind == "controller_restart":
+            controller = self.live.controller
+            controller.restart()
+            self.live.record.add_process(controller.pid)
+        elif fault.kind == "node_restart":
+            self.sides.restart_ina_node()

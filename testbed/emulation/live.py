@@ -1,0 +1,154 @@
+"""A live fabric: Mininet hosts and Open vSwitch programmed by the controller, and everything it
+made removed on exit, even on Ctrl-C or SIGTERM."""
+
+from __future__ import annotations
+
+import json
+import secrets
+import signal
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from testbed.core.contracts import ControllerConfig, ControllerReady, Topology
+from testbed.core.errors import EnvironmentProblem, RunFailed
+from testbed.core.paths import registry_dir
+from testbed.core.topology import build_topology
+from testbed.emulation.controller_proc import ControllerProcess
+from testbed.emulation.platform import datapath, is_root, mininet_available, ovs_running
+from testbed.emulation.registry import RunRecord, clean_orphans, list_bridges, remove_resources
+
+if TYPE_CHECKING:
+    from testbed.core.scenario import Fabric
+    from testbed.emulation.fabric import MininetFabric
+
+READY_TIMEOUT_S = 30.0
+
+
+class RunInterrupted(Exception):
+    """Ctrl-C or SIGTERM during a run."""
+
+
+def require_emulation_platform(needs_ovs: bool = True) -> None:
+    if not is_root():
+        raise EnvironmentProblem("testbed run needs root (Mininet creates namespaces and links); use sudo")
+    if not mininet_available():
+        raise EnvironmentProblem("Mininet is not importable or mnexec is missing; run the set-up script")
+    if needs_ovs and not ovs_running():
+        raise EnvironmentProblem("Open vSwitch is not running; start it (the set-up script does) and retry")
+
+
+def _unused_tag() -> str:
+    existing = list_bridges()
+    taken = {p.stem for p in registry_dir().glob("*.json")} if registry_dir().is_dir() else set()
+    while True:
+        tag = secrets.token_hex(2)
+        if not any(b.startswith(f"tb{tag}s") for b in existing) and tag not in taken:
+            return tag
+
+
+class SignalGuard:
+    """Turns SIGTERM and SIGHUP into RunInterrupted so cleanup runs. `shield=True` (for the cleanup
+    itself) ignores SIGINT, SIGTERM and SIGHUP until it is done; `hold=True` (while a run directory
+    is written, so it is written whole: a signal raised inside a C extension such as matplotlib's
+    renderer surfaces as an unrelated error) keeps them and raises the first on exit,
+    KeyboardInterrupt for SIGINT. Restores the handlers on exit."""
+
+    def __init__(self, shield: bool = False, hold: bool = False) -> None:
+        self.shield, self.hold = shield, hold
+        self.held: list[int] = []
+
+    def __enter__(self):
+        def raise_interrupt(signum, frame):
+            raise RunInterrupted(signal.Signals(signum).name)
+
+        every = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+        if self.hold:
+            signals, handler = every, lambda signum, frame: self.held.append(signum)
+        elif self.shield:
+            signals, handler = every, signal.SIG_IGN
+        else:
+            signals, handler = (signal.SIGTERM, signal.SIGHUP), raise_interrupt
+        self._old = {sig: signal.signal(sig, handler) for sig in signals}
+        return self
+
+    def __exit__(self, *exc):
+        for sig, handler in self._old.items():
+            signal.signal(sig, handler)
+        if self.held and exc[0] is None:
+            if self.held[0] == signal.SIGINT:
+                raise KeyboardInterrupt
+            raise RunInterrupted(signal.Signals(self.held[0]).name)
+        return False
+
+
+@dataclass
+class LiveFabric:
+    fabric: "MininetFabric"
+    controller: ControllerProcess
+    record: RunRecord
+    ready: dict
+
+
+@contextmanager
+def live_fabric(fabric_spec: "Fabric", host_rate_bps: float, work_dir: Path,
+                controller_extra: dict | None = None) -> Iterator[LiveFabric]:
+    """A programmed fabric with its controller; everything it made is removed on exit.
+
+    Cleanup runs on success, on exceptions, on Ctrl-C and (through SignalGuard) on SIGTERM; what a
+    SIGKILLed runner leaves is in its registry record for the next run or `testbed clean`.
+    `controller_extra` adds to the controller's configuration (optical fabrics need the schedule,
+    the dilation and where to write events).
+    """
+    from testbed.emulation.fabric import MininetFabric  # Mininet only where an emulation needs it (not `predict`)
+
+    clean_orphans()
+    tag = _unused_tag()
+    record = RunRecord.new(tag, str(work_dir.resolve()))
+    controller = ControllerProcess(work_dir / "controller_config.json", work_dir / "controller.log",
+                                   fabric=fabric_spec.kind)
+    topology = build_topology(fabric_spec, tag, host_rate_bps, datapath())
+    fabric = MininetFabric(topology=topology, controller_port=0, record=record,
+                           link_loss_frac=fabric_spec.link_loss_frac)
+    switched = bool(topology["switches"])  # an ina fabric has no switch, so no controller either
+    try:
+        topology_path = work_dir / "topology.json"
+        ready_path = work_dir / "controller.ready"
+        pids_path = work_dir / "host_pids.json"
+        for stale in (ready_path, pids_path, work_dir / "controller_events.jsonl"):
+            stale.unlink(missing_ok=True)
+        # The topology is known before the network exists: the controller reads it when it starts.
+        topology_path.write_text(Topology(**topology).dumps())
+        config = ControllerConfig(topology=str(topology_path.resolve()), ready=str(ready_path.resolve()),
+                                  host_pids=str(pids_path.resolve()),
+                                  host_logs=str((work_dir / "host_config").resolve()),
+                                  fabric=fabric_spec.model_dump(exclude_unset=True), **(controller_extra or {}))
+        (work_dir / "controller_config.json").write_text(config.dumps())
+        if switched:
+            fabric.controller_port = controller.start()
+            record.add_process(controller.pid)
+        fabric.start()
+        pids_path.write_text(json.dumps(fabric.host_pids()))
+        ready = _wait_ready(controller, ready_path) if switched else {}
+        yield LiveFabric(fabric, controller, record, ready)
+    finally:
+        with SignalGuard(shield=True):
+            # The controller first: a controller still reconfiguring while the hosts go away would
+            # log errors for interfaces that no longer exist.
+            controller.stop()
+            fabric.stop()
+            remove_resources(record)
+
+
+def _wait_ready(controller: ControllerProcess, ready_path: Path) -> dict:
+    deadline = time.monotonic() + READY_TIMEOUT_S
+    while not ready_path.exists():
+        controller.check_alive()
+        if time.monotonic() > deadline:
+            raise RunFailed(f"the fabric was not programmed within {READY_TIMEOUT_S:.0f} s; "
+                            f"see {controller.log_path}")
+        time.sleep(0.02)
+    return ControllerReady.loads(ready_path.read_text(), where=str(ready_path)).as_dict()

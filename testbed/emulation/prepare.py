@@ -1,0 +1,212 @@
+"""Everything decided before an emulation starts, with no root and no I/O but the calibration it
+is given (or reads once): the schedule, the oracle's prediction, dilation and byte scale."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from hosts.ina.protocol import FRAME_BYTES, PAYLOAD_BYTES
+from testbed.core.byteps_schedule import instances
+from testbed.core.calibration import Calibration, load_calibration
+from testbed.core.dilation import EmulationPlan, resolve_emulation
+from testbed.core.errors import InputError
+from testbed.core.fabric_kinds import EMULATED_FABRICS, KINDS
+from testbed.core.fidelity import DARK_TOLERANCE
+from testbed.core.ina_fabric import collision_fraction, max_worker_rate_bps
+from testbed.core.predict import predict
+from testbed.core.scenario import Fabric, Scenario
+from testbed.core.schedule import Schedule
+from testbed.core.shaping import MTU_FRAME_BYTES, TCP_PAYLOAD_BYTES
+from testbed.core.topology import reconfig_us
+from testbed.core.units import BITS_PER_BYTE, gbps_to_bps, transfer_time_s, us_to_s
+from testbed.core.workloads import schedule_for
+from testbed.oracle.collectives import Prediction, collective_cost
+from testbed.oracle.fabrics import forwarding_load_factor, mp_flow_model
+from testbed.oracle.schedule_sim import simulate_schedule
+
+# A reconfiguration's rule changes and their barrier take about a millisecond here (DESIGN §8);
+# dark time must be accurate to the dark_time monitor's DARK_TOLERANCE.
+CONTROL_LATENCY_S = 1e-3
+
+
+@dataclass
+class Prepared:
+    """Everything decided before any root-only work: pure, so `predict` and tests share it."""
+
+    scenario: Scenario
+    schedule: Schedule
+    prediction: Prediction
+    plan: EmulationPlan
+    shortest_event_s: float  # real-world: the shortest message exchange (alpha plus its bytes)
+    smallest_message_bytes: float
+    expected_rate_bps: float | None = None  # emulated rate a busy transfer should get (None: the host rate)
+    # Schedules: the share of B each GPU pair's path carries alone.
+    pair_rate_frac: dict[tuple[int, int], float] | None = None
+
+
+
+
+def prepare(scenario: Scenario, calibration: Calibration | None = None) -> Prepared:
+    """What a run of `scenario` needs decided first; `calibration` is this machine's (the stored one
+    when not given)."""
+    calibration = calibration or load_calibration()
+    if scenario.fabric.kind not in EMULATED_FABRICS:
+        raise InputError(
+            f"{scenario.name}: testbed run emulates {', '.join(EMULATED_FABRICS)} so far (this is "
+            f"{scenario.fabric.kind}); model workloads can be placed and predicted on every fabric with "
+            f"`testbed place` and `testbed predict`"
+        )
+    if scenario.workload.kind in ("model", "trace"):
+        return _prepare_schedule(scenario, calibration)
+    schedule = schedule_for(scenario)
+    prediction = predict(scenario, schedule)
+    workload, fabric = scenario.workload, scenario.fabric
+    if workload.algorithm in ("byteps", "ps"):
+        return _prepare_byteps(scenario, schedule, prediction, calibration)
+    assert workload.bytes is not None and workload.collective is not None
+    if workload.algorithm == "ina":
+        return _prepare_ina(scenario, schedule, prediction, calibration)
+    cost = collective_cost(workload.collective, workload.algorithm, fabric.hosts, workload.bytes,
+                           gbps_to_bps(fabric.gpu_bandwidth_gbps), us_to_s(fabric.latency_us))
+    shortest = us_to_s(fabric.latency_us) + transfer_time_s(cost.smallest_message_bytes,
+                                                             gbps_to_bps(fabric.gpu_bandwidth_gbps))
+    cap = _ina_rate_cap(scenario) if KINDS[fabric.kind].aggregation_node else None
+    plan = _emulation_plan(scenario, schedule, prediction, calibration, shortest, cost.smallest_message_bytes, cap)
+    # On fabrics slower than Elect-Flat (a share of circuits, wavelengths, uplinks) busy transfers
+    # should see the host rate scaled by how much slower the oracle says the collective is.
+    expected = plan.host_rate_bps * min(1.0, cost.time_s / prediction.iteration_time_s)
+    return Prepared(scenario, schedule, prediction, plan, shortest, cost.smallest_message_bytes, expected)
+
+
+def _prepare_schedule(scenario: Scenario, calibration: Calibration) -> Prepared:
+    """A placed model's schedule: predicted by simulating the same steps the agents will replay.
+
+    A schedule has hundreds of short steps per GPU, so per-step host overhead is judged against
+    the average step (overheads add up along the critical path) rather than the shortest one, and
+    messages by the smallest of those that carry most of the bytes."""
+    schedule = schedule_for(scenario)
+    prediction = simulate_schedule(schedule.to_json(), scenario.fabric)
+    steps = max(len(gpu.steps) for gpu in schedule.gpus)
+    sizes = sorted(step.message_bytes() for gpu in schedule.gpus for step in gpu.steps if step.kind == "send")
+    average_step = prediction.iteration_time_s / max(1, steps)
+    # Without point-to-point messages, judge against what a link carries in an average step.
+    median = float(sizes[len(sizes) // 2]) if sizes else \
+        max(1.0, average_step * gbps_to_bps(scenario.fabric.gpu_bandwidth_gbps) / BITS_PER_BYTE)
+    # Size the bytes by the messages the message-size monitor judges (those carrying most bytes).
+    bulk = _bulk_smallest(sizes, median)
+    plan = _emulation_plan(scenario, schedule, prediction, calibration, average_step, bulk,
+                           warmup_iteration_s=_warmup_iteration_s(scenario, schedule, prediction))
+    return Prepared(scenario, schedule, prediction, plan, average_step, bulk,
+                    pair_rate_frac=_pair_rate_fractions(scenario, schedule))
+
+
+BULK_SHARE = 0.9  # the message-size monitor judges the messages that carry this share of the bytes
+
+
+def _bulk_smallest(sizes: list[int], default: float) -> float:
+    """The smallest of the messages that carry BULK_SHARE of a schedule's bytes: a few tiny
+    messages (biases, small activations) take α, not bandwidth, and distort little when scaled."""
+    if not sizes:
+        return default
+    ignorable, skipped = (1 - BULK_SHARE) * sum(sizes), 0
+    for size in sizes:  # ascending
+        if skipped + size > ignorable:
+            return size
+        skipped += size
+    return sizes[-1]
+
+
+def _pair_rate_fractions(scenario: Scenario, schedule: Schedule) -> dict[tuple[int, int], float]:
+    """Per GPU pair with traffic, its path's bottleneck capacity over B in the oracle's plan."""
+    traffic = schedule.traffic()
+    try:
+        model = mp_flow_model(scenario.fabric, schedule.hosts, 1, traffic)
+    except ValueError:
+        return {}
+    rate = gbps_to_bps(scenario.fabric.gpu_bandwidth_gbps)
+    fractions = {}
+    for pair in traffic:
+        try:
+            fractions[pair] = min(model.capacity_bps[r] for r in model.resources(*pair)) / rate
+        except (KeyError, ValueError):
+            continue
+    return fractions
+
+
+def _ina_rate_cap(scenario: Scenario) -> float:
+    return max_worker_rate_bps(scenario.fabric.hosts)
+
+
+def _prepare_ina(scenario: Scenario, schedule: Schedule, prediction: Prediction, calibration: Calibration) -> Prepared:
+    """INA all-reduce: one round of M each way per worker, in packets the node program must keep
+    up with, so the emulated rate is also capped by the node's packet rate. A busy worker receives
+    results at the rate its port carries INA payload."""
+    fabric, size = scenario.fabric, float(schedule.gpus[0].steps[0].collective().bytes)
+    shortest = prediction.iteration_time_s / 2  # the data round; the exponent round is about α
+    plan = _emulation_plan(scenario, schedule, prediction, calibration, shortest, size, _ina_rate_cap(scenario))
+    payload_share = (PAYLOAD_BYTES / FRAME_BYTES) * (MTU_FRAME_BYTES / TCP_PAYLOAD_BYTES)
+    expected = plan.host_rate_bps * payload_share
+    if fabric.aggregation_gbps:
+        share = fabric.aggregation_gbps / fabric.hosts / fabric.gpu_bandwidth_gbps
+        expected = min(expected, plan.host_rate_bps * share)
+    workers = len(schedule.gpus[0].steps[0].collective().group)
+    expected /= 1 + collision_fraction(fabric, workers) * (workers - 1)  # everyone waits on the fallback host
+    return Prepared(scenario, schedule, prediction, plan, shortest, size, expected)
+
+
+def _prepare_byteps(scenario: Scenario, schedule: Schedule, prediction: Prediction,
+                    calibration: Calibration) -> Prepared:
+    """BytePS/PS: its messages are the chunks; a busy link should see the share of the iteration
+    that its node's bytes take at the full rate (the load split keeps that share equal)."""
+    fabric = scenario.fabric
+    rate_bps = gbps_to_bps(fabric.gpu_bandwidth_gbps)
+    chunk = min(i.size_bytes / i.chunks for i in instances(scenario))
+    shortest = us_to_s(fabric.latency_us) + transfer_time_s(chunk, rate_bps)
+    plan = _emulation_plan(scenario, schedule, prediction, calibration, shortest, chunk)
+    # Only the busiest machines report a rate (hosts/byteps.py): they receive the most.
+    received = max(sum(column) for column in zip(*schedule.traffic_matrix_bytes))
+    busy_s = transfer_time_s(received, rate_bps) / max(1e-12, prediction.breakdown.communication_s)
+    return Prepared(scenario, schedule, prediction, plan, shortest, chunk, plan.host_rate_bps * min(1.0, busy_s))
+
+
+def _emulation_plan(scenario: Scenario, schedule: Schedule, prediction: Prediction, calibration: Calibration,
+                    shortest_event_s: float, smallest_message_bytes: float,
+                    max_host_rate_bps: float | None = None,
+                    warmup_iteration_s: float | None = None) -> EmulationPlan:
+    """Dilation and byte scale for this schedule: every rank (GPUs and CPU machines) may send at
+    once, relaying fabrics forward some packets several times."""
+    return resolve_emulation(
+        scenario,
+        predicted_iteration_s=prediction.iteration_time_s,
+        warmup_iteration_s=warmup_iteration_s,
+        shortest_event_s=shortest_event_s,
+        smallest_message_bytes=smallest_message_bytes,
+        concurrent_senders=schedule.hosts * _load_factor(scenario, schedule),
+        calibration=calibration,
+        min_dilation=min_dilation_for(scenario.fabric),
+        max_host_rate_bps=max_host_rate_bps,
+    )
+
+
+def _warmup_iteration_s(scenario: Scenario, schedule: Schedule, prediction: Prediction) -> float:
+    """A warm-up round runs the messages and collectives but not the compute (the agents skip
+    it): the same schedule simulated without its compute steps."""
+    steps = schedule.to_json()
+    for gpu in steps["gpus"]:
+        for step in gpu["steps"]:
+            if step["kind"] == "compute":
+                step["compute_us"] = 0.0
+    return min(prediction.iteration_time_s, simulate_schedule(steps, scenario.fabric).iteration_time_s)
+
+
+def _load_factor(scenario: Scenario, schedule: Schedule) -> float:
+    """Relaying fabrics forward packets several times: leave the machine capacity for that."""
+    return forwarding_load_factor(scenario.fabric, schedule.traffic())
+
+
+def min_dilation_for(fabric: Fabric) -> float:
+    """Optical fabrics: the dilated dark time must dwarf the controller's own latency."""
+    dark_us = reconfig_us(fabric)
+    if not KINDS[fabric.kind].reconfigurable or dark_us <= 0:
+        return 0.0
+    return CONTROL_LATENCY_S / DARK_TOLERANCE / us_to_s(dark_us)

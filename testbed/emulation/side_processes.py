@@ -1,0 +1,129 @@
+"""Processes a run starts beside the host agents, inside the fabric's hosts: the INA aggregation
+node program and tcpdump. Each is recorded for cleanup, polled for readiness, stopped with
+SIGTERM (the node then writes its counters) and can be restarted (a fault)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from hosts.ina.protocol import DATA_PORT, FALLBACK_PORT
+from testbed.core.contracts import InaAgentSettings, InaNodeConfig
+from testbed.core.errors import RunFailed
+from testbed.core.units import gbps_to_bps
+from testbed.emulation.watched import WatchedProcess
+
+if TYPE_CHECKING:
+    from testbed.emulation.live import LiveFabric
+    from testbed.emulation.prepare import Prepared
+
+READY_TIMEOUT_S = 30.0
+
+
+class SideProcesses:
+    def __init__(self, live: "LiveFabric", run_dir: Path, env: dict, processes: list[subprocess.Popen]) -> None:
+        self.live, self.run_dir, self.env = live, run_dir, env
+        self.processes = processes  # the runner's list: it kills what is still running at the end
+        self.watched_node = WatchedProcess("the aggregation node", run_dir / "ina_node.log")
+        self._node_config_path: Path | None = None
+        self.node_restarts = 0
+
+    def start_ina_node(self, prepared: "Prepared") -> InaAgentSettings:
+        """The aggregation node program in the node's host; returns the agents' `ina` config."""
+        from testbed.core.ina_fabric import ina_settings
+
+        scenario, plan = prepared.scenario, prepared.plan
+        fabric = scenario.fabric
+        topology = self.live.fabric.topology
+        node_host = topology["hosts"][topology["ina"]["node_rank"]]
+        aggregation_bps = (plan.dilation.emulated_rate_bps(gbps_to_bps(fabric.aggregation_gbps))
+                           if fabric.aggregation_gbps else None)
+        per_job = len(prepared.schedule.gpus[0].steps[0].collective().group)
+        node_config, agent_config = ina_settings(fabric, per_job, plan.host_rate_bps, aggregation_bps,
+                                                 scenario.seed, str(self.run_dir.resolve()))
+        self._node_config_path = self.run_dir / "ina_node_config.json"
+        self._node_config_path.write_text(InaNodeConfig(**node_config, address=node_host["ip"]).dumps())
+        self._launch_node()
+        return InaAgentSettings(**agent_config, node=node_host["ip"])
+
+    def _launch_node(self) -> None:
+        assert self._node_config_path is not None
+        config = InaNodeConfig.loads(self._node_config_path.read_text())
+        ready = Path(config.ready)
+        ready.unlink(missing_ok=True)
+        topology = self.live.fabric.topology
+        log = open(self.run_dir / "ina_node.log", "ab")
+        process = self.live.fabric.host(topology["ina"]["node_rank"]).popen(
+            [sys.executable, "-m", "hosts.ina.node", "--config", str(self._node_config_path.resolve())],
+            stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env=self.env)
+        log.close()
+        self.live.record.add_process(process.pid)
+        self.processes.append(process)
+        self.watched_node.process = process
+        deadline = time.monotonic() + READY_TIMEOUT_S
+        while not ready.exists():
+            if process.poll() is not None:
+                raise RunFailed(f"the aggregation node exited with code {process.returncode} at start; see "
+                                f"{self.run_dir / 'ina_node.log'}")
+            if time.monotonic() > deadline:
+                raise RunFailed(f"the aggregation node did not start within {READY_TIMEOUT_S:.0f} s")
+            time.sleep(0.02)
+
+    def restart_ina_node(self) -> None:
+        """A crash and a restart: SIGKILL (no counters written), then a node with empty tables."""
+        with self.watched_node.restarting():
+            assert self.node is not None
+            self.node.kill()
+            self.node.wait(timeout=5)
+            self.node_restarts += 1
+            self._launch_node()
+
+    @property
+    def node(self) -> subprocess.Popen[bytes] | None:
+        return self.watched_node.process
+
+    def check_alive(self) -> None:
+        self.watched_node.check_alive()
+
+    def stop_ina_node(self) -> dict | None:
+        """SIGTERM makes the node write its counters; they go into results.json."""
+        process = self.watched_node.process
+        if process is None:
+            return None
+        self.watched_node.process = None
+        process.terminate()
+        try:
+            process.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait(timeout=5)
+        try:
+            report = json.loads((self.run_dir / "ina_node.json").read_text())
+        except (OSError, ValueError):
+            return None
+        report["restarts"] = self.node_restarts
+        return report
+
+    def start_capture(self, packets: int) -> None:
+        """tcpdump in the aggregation node's host (every port) or GPU 0's; stopped with the agents."""
+        topology = self.live.fabric.topology
+        rank = topology["ina"]["node_rank"] if "ina" in topology else 0
+        out = (self.run_dir / "capture.pcap").resolve()
+        log_path = self.run_dir / "capture.log"
+        log = open(log_path, "wb")
+        process = self.live.fabric.host(rank).popen(
+            ["tcpdump", "-i", "any", "-y", "LINUX_SLL", "-U", "-c", str(packets), "-w", str(out)]
+            + (["udp", "portrange", f"{DATA_PORT}-{FALLBACK_PORT}"] if "ina" in topology else ["ip"]),
+            stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env=self.env)
+        log.close()
+        self.live.record.add_process(process.pid)
+        self.processes.append(process)
+        deadline = time.monotonic() + 10.0
+        while b"listening" not in log_path.read_bytes():
+            if process.poll() is not None or time.monotonic() > deadline:
+                raise RunFailed(f"tcpdump did not start; see {log_path}")
+            time.sleep(0.02)

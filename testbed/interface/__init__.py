@@ -1,0 +1,1 @@
+"""The user interface: the `testbed` command, sweeps and reports."""

@@ -1,0 +1,402 @@
+"""The `testbed` command: doctor, check, place, search, predict, run, sweep, report, clean."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import signal
+import sys
+from pathlib import Path
+
+from rich.console import Console
+from rich.table import Table
+
+from testbed.core.errors import EnvironmentProblem, InputError, TestbedError
+
+console = Console()
+err_console = Console(stderr=True)
+
+
+def cmd_doctor(args: argparse.Namespace) -> int:
+    from testbed.core.calibration import load_calibration, store_calibration
+    from testbed.core.paths import calibration_path
+    from testbed.emulation.platform import inspect_platform
+
+    if args.calibrate:
+        from testbed.emulation.calibrate import calibrate
+
+        with console.status("calibrating: forwarding capacity and timer precision inside a host ..."):
+            measured = calibrate()
+        path = store_calibration(measured)
+        console.print(f"calibration stored in {path}")
+    report = inspect_platform()
+    calibration = load_calibration()
+    if args.json:
+        print(json.dumps({**report.to_json(), "calibration": calibration.to_json()}, indent=1))
+        return 0
+    table = Table(title="What this machine can emulate", show_header=False)
+    yes = lambda flag: "[green]yes[/]" if flag else "[red]no[/]"  # noqa: E731
+    table.add_row("root", yes(report.root))
+    version = f" ({report.ovs_version})" if report.ovs_version else ""
+    table.add_row("Open vSwitch running", yes(report.ovs_running) + version)
+    table.add_row("datapath", "kernel" if report.datapath == "kernel" else "userspace (netdev; no kernel module)")
+    table.add_row("netem (kernel delay/loss)", yes(report.netem))
+    table.add_row("Mininet + mnexec", yes(report.mininet))
+    table.add_row("cores", str(report.cores))
+    if calibration.measured:
+        table.add_row("calibration", f"capacity {calibration.capacity_bps / 1e6:.0f} Mb/s, timer p99 error "
+                      f"{calibration.timer_error_s * 1e6:.0f} µs ({calibration.measured_at}, {calibration_path()})")
+    else:
+        table.add_row("calibration",
+                      "[yellow]none[/]: run `testbed doctor --calibrate`; auto uses conservative defaults")
+    console.print(table)
+    return 0
+
+
+def cmd_check(args: argparse.Namespace) -> int:
+    from testbed.core.scenario import load_scenario
+
+    scenario = load_scenario(args.scenario)
+    f, w = scenario.fabric, scenario.workload
+    if w.kind in ("collective", "trace"):
+        from testbed.core.workloads import schedule_for
+
+        schedule_for(scenario)  # combinations the fields alone allow but no schedule can run
+    what = f"{w.collective} ({w.algorithm}, {w.bytes} B)" if w.kind == "collective" else w.kind
+    console.print(f"{args.scenario}: ok: {scenario.name}, {f.kind} with {f.hosts} hosts at "
+                  f"{f.gpu_bandwidth_gbps:g} Gb/s, {what}, {w.iterations} iterations")
+    return 0
+
+
+def cmd_predict(args: argparse.Namespace) -> int:
+    from testbed.core.predict import predict_scenario
+    from testbed.core.scenario import load_scenario
+
+    scenario = load_scenario(args.scenario)
+    if args.schedule:
+        from testbed.core.trace import load_trace
+        from testbed.oracle.schedule_sim import simulate_schedule
+
+        # Checked as strictly as a `workload.kind: trace` file: the simulator trusts its input.
+        schedule = load_trace(args.schedule, scenario.fabric.hosts, scenario.workload.iterations, given_as="--schedule")
+        prediction = simulate_schedule(schedule.to_json(), scenario.fabric)
+    else:
+        prediction = predict_scenario(scenario)
+    if args.json:
+        print(json.dumps(prediction.to_json(), indent=1))
+    else:
+        console.print(f"{scenario.name}: predicted iteration time {prediction.iteration_time_s * 1e3:.3f} ms "
+                      f"({prediction.formula})")
+    return 0
+
+
+def cmd_place(args: argparse.Namespace) -> int:
+    from testbed.core.scenario import load_scenario
+    from testbed.core.workloads import model_plan
+    from testbed.placer.emit import plan_schedule
+    from testbed.placer.plan import verify
+
+    scenario = load_scenario(args.scenario)
+    if scenario.workload.kind != "model":
+        raise InputError(f"{args.scenario}: testbed place needs workload.kind model (got {scenario.workload.kind})")
+    with console.status("placing ..."):
+        plan = model_plan(scenario)
+        schedule = plan_schedule(plan, scenario.name, scenario.workload.iterations)
+    problems = verify(plan)
+    if problems:
+        raise TestbedError(f"the placement failed its own verification: {problems[0]}")
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "schedule.json").write_text(json.dumps(schedule.to_json()) + "\n")
+    with open(out / "traffic_matrix.csv", "w") as matrix:
+        for row in schedule.traffic_matrix_bytes:
+            matrix.write(",".join(str(v) for v in row) + "\n")
+    table = Table(title=f"{scenario.name}: {plan.model}, mp={plan.k}, dp={plan.l}, batch {plan.global_batch}, "
+                        f"degree {plan.degree if plan.degree is not None else 'unlimited'}")
+    for column in ("GPU", "compute (ms)", "sub-ops", "sends to", "receives from", "memory (GB)", "DP grads (MB)"):
+        table.add_column(column, justify="right")
+    placement = plan.placement
+    for g in range(plan.k):
+        mine = [(i, c) for i, op in enumerate(placement.ops) for c in range(op.parts) if placement.gpu[i][c] == g]
+        busy = sum(placement.ops[i].part_us for i, _ in mine) / 1e3
+        to = sorted({d for (s, d) in plan.mp_traffic if s == g})
+        frm = sorted({s for (s, d) in plan.mp_traffic if d == g})
+        dp = f" +DP {plan.dp_peer(g)}" if plan.l > 1 else ""
+        table.add_row(str(g), f"{busy:.2f}", str(len(mine)), (",".join(map(str, to)) or "-") + dp,
+                      ",".join(map(str, frm)) or "-", f"{plan.memory_bytes[g] / 1e9:.2f}",
+                      f"{plan.grad_bytes[g] / 1e6:.1f}")
+    console.print(table)
+    used = max(len({d for (s, d) in plan.mp_traffic if s == g}) for g in range(plan.k)) + (1 if plan.l > 1 else 0)
+    console.print(f"degree used: {used} (limit {plan.degree if plan.degree is not None else 'none'}); "
+                  f"MP groups replicate GPUs 0..{plan.k - 1}; wrote {out / 'schedule.json'} and "
+                  f"{out / 'traffic_matrix.csv'}")
+    return 0
+
+
+def cmd_search(args: argparse.Namespace) -> int:
+    from rich.progress import Progress
+
+    from testbed.core.scenario import load_scenario
+    from testbed.placer.accuracy import curve
+    from testbed.placer.profiles import device
+    from testbed.placer.search import PlanCache, search
+    from testbed.placer.zoo import MODELS
+
+    scenario = load_scenario(args.scenario)
+    model = scenario.workload.model
+    if scenario.workload.kind != "model" or model is None or model.name not in MODELS:
+        raise InputError(f"{args.scenario}: testbed search needs a model workload naming a zoo model "
+                         f"({', '.join(sorted(MODELS))})")
+    gpus = args.gpus or scenario.fabric.hosts
+    fabric = scenario.fabric.model_copy(update={"hosts": gpus})
+    ks = [k for k in (1, 2, 4, 8, 16, 32, 64) if gpus % k == 0]
+    cache = PlanCache(MODELS[model.name](), device(model.device))
+    with Progress(console=console, transient=True) as progress:
+        task = progress.add_task(f"searching (k, l, batch) for {model.name} on {gpus} GPUs",
+                                 total=len(ks) * len(curve(model.name).batches))
+        best = search(cache, gpus, fabric, ks=ks, on_step=lambda: progress.advance(task))
+    console.print(f"{model.name} on {gpus} GPUs of {fabric.kind} at {fabric.gpu_bandwidth_gbps:g} Gb/s: best "
+                  f"mp={best.k}, dp={best.l}, global batch {best.global_batch}: iteration "
+                  f"{best.iteration_s * 1e3:.3f} ms × {best.iterations:.0f} iterations = time to accuracy "
+                  f"{best.time_to_accuracy_s / 60:.1f} min")
+    return 0
+
+
+def _summary(result: dict, run_dir: Path) -> None:
+    completed, planned = result["iterations_completed"], result["iterations_planned"]
+    if not completed:  # nothing measured: no table, no verdict
+        console.print(f"{result['name']}: {result['status']}; no iteration completed "
+                      f"({result.get('error') or 'see the run directory'})")
+        console.print(f"run directory: {run_dir}")
+        return
+    of = "" if completed == planned else f" ({completed} of {planned} iterations completed)"
+    table = Table(title=f"{result['name']}: {result['status']}{of}")
+    table.add_column("iteration", justify="right")
+    table.add_column("emulated (ms)", justify="right")
+    table.add_column("predicted (ms)", justify="right")
+    table.add_column("emulated/predicted", justify="right")
+    predicted_ms = result["predicted_iteration_time_s"] * 1e3
+    for i, (t, ratio) in enumerate(zip(result["iteration_times_s"], result["emulated_over_predicted"])):
+        table.add_row(str(i), f"{t * 1e3:.3f}", f"{predicted_ms:.3f}", f"{ratio:.3f}")
+    console.print(table)
+    fidelity = result["fidelity"]
+    verdict = "[green]faithful[/]" if fidelity["ok"] else "[red]NOT faithful[/]"
+    sums = "[green]correct[/]" if result["sums_correct"] else "[red]WRONG[/]"
+    console.print(f"sums {sums}; fidelity {verdict}; dilation {result['dilation']:.4g}, "
+                  f"byte scale {result['byte_scale']:.4g}, {result['host_rate_bps'] / 1e6:.1f} Mb/s per host")
+    for name, monitor in fidelity["monitors"].items():
+        if not monitor["ok"]:
+            err_console.print(f"[yellow]warning[/]: {name}: {monitor['detail']}; {monitor['fix']}")
+    for note in result.get("notes", []):
+        err_console.print(f"[yellow]note[/]: {note}")
+    console.print(f"run directory: {run_dir}")
+
+
+class _HoldMessages:
+    """What a held run says as it goes: starting, each iteration done, then held."""
+
+    def __init__(self, name: str, run_dir: Path, total: int) -> None:
+        self.name, self.run_dir, self.total, self.done = name, run_dir, total, 0
+
+    def started(self) -> None:
+        console.print(f"{self.name}: fabric up, iterations running (0 of {self.total} done); controller scripts "
+                      f"reach it through {self.run_dir}/controller.ready", highlight=False)
+
+    def progress(self, done: int, total: int) -> None:
+        if done > self.done:
+            self.done = done
+            console.print(f"{self.name}: iteration {done} of {total} done", highlight=False)
+
+    def held(self) -> None:
+        console.print(f"{self.name}: all {self.total} iterations done; the fabric is held until Ctrl-C",
+                      highlight=False)
+
+
+def cmd_run(args: argparse.Namespace) -> int:
+    from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
+
+    from testbed.core.scenario import load_scenario
+    from testbed.emulation.run import Runner, default_run_dir, prepare
+
+    scenario = load_scenario(args.scenario)
+    prepared = prepare(scenario)
+    # Started in the background, a process may inherit SIGINT ignored; a run must stay interruptible.
+    signal.signal(signal.SIGINT, signal.default_int_handler)
+    run_dir = Path(args.out) if args.out else default_run_dir(scenario)
+    if args.cli:
+        result = Runner(prepared, run_dir, interactive=True, capture_packets=args.capture).execute()
+    elif args.hold:
+        console.print(f"{scenario.name}: starting the fabric; it stays up after the "
+                      f"{scenario.workload.iterations} iterations until Ctrl-C", highlight=False)
+        say = _HoldMessages(scenario.name, run_dir, scenario.workload.iterations)
+        result = Runner(prepared, run_dir, hold=True, on_started=say.started, on_progress=say.progress,
+                        on_hold=say.held, capture_packets=args.capture).execute()
+    else:
+        with Progress(TextColumn("{task.description}"), BarColumn(), TextColumn("{task.completed}/{task.total}"),
+                      TimeElapsedColumn(), console=console, transient=True) as progress:
+            task = progress.add_task(f"{scenario.name}: iterations", total=scenario.workload.iterations)
+            runner = Runner(prepared, run_dir, on_progress=lambda done, total: progress.update(task, completed=done),
+                            capture_packets=args.capture)
+            result = runner.execute()
+    _summary(result, run_dir)
+    if result["status"] != "ok":
+        err_console.print(f"[red]error[/]: {result['error']}")
+        return 1
+    return 0
+
+
+def cmd_clean(args: argparse.Namespace) -> int:
+    from testbed.emulation.platform import is_root
+    from testbed.emulation.registry import clean_orphans
+
+    if not is_root():
+        raise EnvironmentProblem("testbed clean needs root to remove bridges and processes; use sudo")
+    removed = clean_orphans()
+    console.print(f"removed leftovers of {removed['runs']} dead run(s): {removed['bridges']} bridge(s), "
+                  f"{removed['links']} link(s), {removed['processes']} process(es)")
+    return 0
+
+
+def cmd_sweep(args: argparse.Namespace) -> int:
+    from datetime import datetime, timezone
+
+    from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
+
+    from testbed.core.scenario import load_scenario
+    from testbed.interface.sweep import parse_sets, plan_points, run_sweep
+
+    scenario = load_scenario(args.scenario)
+    sets = parse_sets(args.set)
+    planned = plan_points(scenario, sets)
+    if args.predict_only:
+        execute = _predicted_only
+    else:
+        from testbed.emulation.run import Runner, prepare
+
+        prepared = {}
+        for point, point_scenario in planned:  # every point must be runnable before any runs
+            try:
+                prepared[point.id] = prepare(point_scenario)
+            except InputError as error:
+                raise InputError(f"sweep point {point.id}: {error}") from None
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+
+        def execute(point_scenario, run_dir):
+            return Runner(prepared[run_dir.name], run_dir).execute()
+
+    stamp = datetime.now(timezone.utc).strftime("%Y%m%d-%H%M%S")
+    sweep_dir = Path(args.out) if args.out else Path("sweeps") / f"{scenario.name}-{stamp}"
+    with Progress(TextColumn("{task.description}"), BarColumn(), TextColumn("{task.completed}/{task.total}"),
+                  TimeElapsedColumn(), console=console) as progress:
+        task = progress.add_task(f"{scenario.name}: sweep points", total=len(planned))
+
+        def on_point(done, total, point_id, status):
+            progress.update(task, completed=done)
+            progress.console.print(f"{point_id}: {status}", highlight=False)
+
+        try:
+            counts = run_sweep(args.scenario, scenario, sets, sweep_dir, execute, on_point)
+        except KeyboardInterrupt:  # between two points: nothing half-done
+            counts = {"ran": 0, "skipped": 0, "failed": 0, "interrupted": True}
+    console.print(f"sweep directory: {sweep_dir} ({counts['ran']} run, {counts['skipped']} already done, "
+                  f"{counts['failed']} failed); table in {sweep_dir / 'results.csv'}")
+    if counts["interrupted"]:
+        err_console.print(f"[red]interrupted[/]: rerun the same command with --out {sweep_dir} to resume")
+        return 1
+    return 1 if counts["failed"] else 0
+
+
+def _predicted_only(scenario, run_dir: Path) -> dict:
+    """A sweep point answered by the oracle alone (paper scale, no root)."""
+    from testbed.core.predict import predict_scenario
+    from testbed.core.scenario import scenario_to_yaml
+
+    run_dir.mkdir(parents=True, exist_ok=True)
+    (run_dir / "scenario.yaml").write_text(scenario_to_yaml(scenario))
+    try:
+        prediction = predict_scenario(scenario)
+        result = {"name": scenario.name, "status": "ok", "mode": "predicted", "error": None,
+                  "predicted_iteration_time_s": prediction.iteration_time_s,
+                  "predicted_breakdown": prediction.breakdown.to_json(), "formula": prediction.formula,
+                  "iteration_times_s": [], "emulated_over_predicted": []}
+    except InputError as error:
+        result = {"name": scenario.name, "status": "failed", "mode": "predicted", "error": str(error),
+                  "iteration_times_s": [], "emulated_over_predicted": []}
+    (run_dir / "results.json").write_text(json.dumps(result, indent=1) + "\n")
+    return result
+
+
+def cmd_report(args: argparse.Namespace) -> int:
+    from testbed.interface.report import report
+
+    directory = Path(args.directory)
+    if not directory.is_dir():
+        raise InputError(f"{directory} is not a directory; give a run directory or a sweep directory")
+    path = report(directory)
+    console.print(f"report: {path} (figures beside it)")
+    return 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="testbed", description="Emulate ML-training interconnects with real packets.")
+    sub = parser.add_subparsers(dest="command", required=True)
+    doctor = sub.add_parser("doctor", help="what this machine can emulate")
+    doctor.add_argument("--calibrate", action="store_true", help="measure capacity and timer precision, store them")
+    doctor.add_argument("--json", action="store_true")
+    doctor.set_defaults(func=cmd_doctor)
+    check = sub.add_parser("check", help="validate a scenario (no root needed)")
+    check.add_argument("scenario")
+    check.set_defaults(func=cmd_check)
+    pred = sub.add_parser("predict", help="analytic iteration time of a scenario (no root needed)")
+    pred.add_argument("scenario")
+    pred.add_argument("--json", action="store_true")
+    pred.add_argument("--schedule", help="predict this schedule.json on the scenario's fabric instead")
+    pred.set_defaults(func=cmd_predict)
+    place = sub.add_parser("place", help="place a model workload: schedule.json and traffic_matrix.csv (no root)")
+    place.add_argument("scenario")
+    place.add_argument("--out", required=True, help="directory for schedule.json and traffic_matrix.csv")
+    place.set_defaults(func=cmd_place)
+    srch = sub.add_parser("search", help="best (mp, dp, batch) for a model on a fabric by time to accuracy (no root)")
+    srch.add_argument("scenario")
+    srch.add_argument("--gpus", type=int, help="number of GPUs (default: fabric.hosts)")
+    srch.set_defaults(func=cmd_search)
+    run = sub.add_parser("run", help="emulate a scenario and write its run directory")
+    run.add_argument("scenario")
+    run.add_argument("--out", help="run directory (default runs/<name>-<timestamp>)")
+    run.add_argument("--cli", action="store_true", help="open Mininet's CLI on the live fabric after the iterations")
+    run.add_argument("--hold", action="store_true",
+                     help="keep the fabric and its northbound API up after the iterations until Ctrl-C")
+    run.add_argument("--capture", type=int, default=0, metavar="PACKETS",
+                     help="write the first PACKETS packets to capture.pcap in the run directory (on an ina "
+                          "fabric, what the aggregation node sends and receives; else what GPU 0 does)")
+    run.set_defaults(func=cmd_run)
+    sweep = sub.add_parser("sweep", help="run a scenario over the cross product of parameter values; resumable")
+    sweep.add_argument("scenario")
+    sweep.add_argument("--set", action="append", default=[], metavar="KEY=V1,V2",
+                       help="a dotted scenario field and its values, e.g. fabric.gpu_bandwidth_gbps=100,400,1600")
+    sweep.add_argument("--out", help="sweep directory (default sweeps/<name>-<timestamp>); an existing one resumes")
+    sweep.add_argument("--predict-only", action="store_true",
+                       help="answer every point with the oracle alone (any scale, no root)")
+    sweep.set_defaults(func=cmd_sweep)
+    rep = sub.add_parser("report", help="figures and a one-page summary of a run or sweep directory")
+    rep.add_argument("directory")
+    rep.set_defaults(func=cmd_report)
+    clean = sub.add_parser("clean", help="remove what dead runs of this tool left behind (and nothing else)")
+    clean.set_defaults(func=cmd_clean)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        return args.func(args)
+    except TestbedError as error:
+        err_console.print(f"[red]error[/]: {error}", highlight=False, soft_wrap=True)
+        return error.exit_code
+    except KeyboardInterrupt:
+        err_console.print("[red]interrupted[/]")
+        return 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,178 @@
+"""`testbed report`: PNG figures and a one-page Markdown summary of a run directory (timeline of
+compute, communication and dark time per host; breakdown against the prediction; traffic matrix;
+circuit and wavelength changes) or of a sweep directory (emulated against predicted)."""
+
+from __future__ import annotations
+
+import csv
+import json
+from pathlib import Path
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+
+from testbed.core.errors import InputError  # noqa: E402
+from testbed.emulation.plots import draw_steps  # noqa: E402
+
+
+def _load_jsonl(path: Path) -> list[dict]:
+    if not path.exists():
+        return []
+    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+
+
+def report(directory: Path) -> Path:
+    """Writes the figures and report.md into `directory`; returns the path of report.md."""
+    if (directory / "sweep.json").exists():
+        return sweep_report(directory)
+    if (directory / "results.json").exists():
+        return run_report(directory)
+    raise InputError(f"{directory} is neither a run directory (results.json) nor a sweep directory (sweep.json)")
+
+
+def run_report(run_dir: Path) -> Path:
+    result = json.loads((run_dir / "results.json").read_text())
+    events = _load_jsonl(run_dir / "events.jsonl")
+    figures = []
+    if events:
+        figures.append(_gantt(run_dir, events, result))
+    figures.append(_breakdown(run_dir, result))
+    schedule_path = run_dir / "schedule.json"
+    if schedule_path.exists():
+        matrix = json.loads(schedule_path.read_text()).get("traffic_matrix_bytes") or []
+        if any(any(row) for row in matrix):
+            figures.append(_traffic(run_dir, matrix))
+    reconfigurations = [e for e in events if e.get("kind") == "reconfiguration"]
+    if reconfigurations:
+        figures.append(_circuits(run_dir, reconfigurations))
+    path = run_dir / "report.md"
+    path.write_text(_run_markdown(result, figures))
+    return path
+
+
+def _save(fig, directory: Path, name: str) -> str:
+    fig.tight_layout()
+    fig.savefig(directory / name, dpi=110)
+    plt.close(fig)
+    return name
+
+
+def _gantt(run_dir: Path, events: list[dict], result: dict) -> str:
+    fig, ax = plt.subplots(figsize=(12, 0.35 * max(4, 1 + max(e["host"] for e in events)) + 1.5))
+    draw_steps(ax, events)
+    ax.set_title(f"{result['name']}: steps per host and dark time")
+    return _save(fig, run_dir, "gantt.png")
+
+
+def _breakdown(run_dir: Path, result: dict) -> str:
+    emulated = result.get("breakdown") or {}
+    predicted = result.get("predicted_breakdown") or {}
+    parts = ["compute_s", "communication_s", "reconfiguration_s"]
+    fig, ax = plt.subplots(figsize=(6, 4))
+    for column, (label, source) in enumerate((("emulated", emulated), ("predicted", predicted))):
+        bottom = 0.0
+        for part, colour in zip(parts, ("tab:purple", "tab:blue", "tab:red")):
+            value = (source.get(part) or 0.0) * 1e3
+            ax.bar(column, value, bottom=bottom, color=colour, label=part[:-2] if column == 0 else None)
+            bottom += value
+    ax.set_xticks([0, 1], ["emulated (mean)", "predicted"])
+    ax.set_ylabel("real-world ms per iteration")
+    ax.set_title(f"{result['name']}: where the time goes")
+    ax.legend()
+    return _save(fig, run_dir, "breakdown.png")
+
+
+def _traffic(run_dir: Path, matrix: list[list[float]]) -> str:
+    fig, ax = plt.subplots(figsize=(5.5, 4.5))
+    image = ax.imshow([[v / 1e6 for v in row] for row in matrix], cmap="viridis")
+    fig.colorbar(image, ax=ax, label="MB per iteration (real-world)")
+    ax.set_xlabel("to GPU")
+    ax.set_ylabel("from GPU")
+    ax.set_title("traffic matrix")
+    return _save(fig, run_dir, "traffic.png")
+
+
+def _circuits(run_dir: Path, reconfigurations: list[dict]) -> str:
+    links = sorted({json.dumps(c) for e in reconfigurations for c in e.get("changed", [])})
+    rows = {link: i for i, link in enumerate(links)}
+    fig, ax = plt.subplots(figsize=(10, 0.25 * max(4, len(links)) + 1.5))
+    for event in reconfigurations:
+        for changed in event.get("changed", []):
+            start, end = event["dark_start_s"] * 1e3, event["restored_s"] * 1e3
+            ax.broken_barh([(start, max(end - start, 1e-6))], (rows[json.dumps(changed)] - 0.4, 0.8),
+                           facecolors="tab:red")
+    ax.set_yticks(range(len(links)), [link.replace('"', "") for link in links], fontsize=7)
+    ax.set_xlabel("real-world time since the run's epoch (ms)")
+    ax.set_title(f"{len(reconfigurations)} reconfigurations: dark time of each changed circuit or wavelength")
+    return _save(fig, run_dir, "circuits.png")
+
+
+def _fmt(value, scale: float = 1.0, digits: int = 3) -> str:
+    return "n/a" if value is None else f"{value * scale:.{digits}g}"
+
+
+def _run_markdown(result: dict, figures: list[str]) -> str:
+    lines = [f"# {result['name']}", "",
+             f"Status **{result['status']}**" + (f": {result['error']}" if result.get("error") else "") + "; "
+             f"sums {'correct' if result.get('sums_correct') else 'NOT checked or wrong'}; "
+             f"fidelity {'faithful' if (result.get('fidelity') or {}).get('ok') else 'NOT faithful'}; "
+             f"dilation {_fmt(result.get('dilation'))}, byte scale {_fmt(result.get('byte_scale'))}.", "",
+             "| iteration | emulated (ms) | predicted (ms) | emulated/predicted |", "| ---: | ---: | ---: | ---: |"]
+    predicted = result.get("predicted_iteration_time_s")
+    for i, (t, r) in enumerate(zip(result.get("iteration_times_s", []), result.get("emulated_over_predicted", []))):
+        lines.append(f"| {i} | {_fmt(t, 1e3, 4)} | {_fmt(predicted, 1e3, 4)} | {_fmt(r)} |")
+    lines += ["", "| fidelity monitor | value | ok | detail | fix |", "| --- | ---: | :---: | --- | --- |"]
+    for name, monitor in ((result.get("fidelity") or {}).get("monitors") or {}).items():
+        lines.append(f"| {name} | {_fmt(monitor.get('value'))} | {'yes' if monitor.get('ok') else 'NO'} | "
+                     f"{monitor.get('detail', '')} | {monitor.get('fix', '')} |")
+    lines.append("")
+    lines += [f"![{name}]({name})" for name in figures]
+    return "\n".join(lines) + "\n"
+
+
+def sweep_report(sweep_dir: Path) -> Path:
+    manifest = json.loads((sweep_dir / "sweep.json").read_text())
+    keys = list(manifest["sets"])
+    with open(sweep_dir / "results.csv") as source:
+        rows = list(csv.DictReader(source))
+    per_point: dict[str, dict] = {}
+    for row in rows:
+        entry = per_point.setdefault(row["point"], {"row": row, "emulated": []})
+        if row["emulated_s"]:
+            entry["emulated"].append(float(row["emulated_s"]))
+    figures = []
+    measured = [(p, e) for p, e in per_point.items() if e["emulated"] and e["row"]["predicted_s"]]
+    fig, ax = plt.subplots(figsize=(6, 5))
+    if measured:
+        xs = [float(e["row"]["predicted_s"]) * 1e3 for _, e in measured]
+        ys = [sum(e["emulated"]) / len(e["emulated"]) * 1e3 for _, e in measured]
+        groups = sorted({e["row"][keys[-1]] for _, e in measured})
+        for group in groups:
+            pts = [(x, y) for (x, y, (_, e)) in zip(xs, ys, measured) if e["row"][keys[-1]] == group]
+            ax.scatter([p[0] for p in pts], [p[1] for p in pts], label=f"{keys[-1].rsplit('.', 1)[-1]}={group}")
+        top = max(xs + ys) * 1.1
+        ax.plot([0, top], [0, top], "k--", lw=1, label="emulated = predicted")
+        ax.legend(fontsize=8)
+    ax.set_xlabel("predicted iteration time (ms)")
+    ax.set_ylabel("emulated iteration time (ms, mean)")
+    ax.set_title("sweep: emulated against predicted")
+    figures.append(_save(fig, sweep_dir, "scatter.png"))
+    lines = [f"# Sweep of {Path(manifest['scenario']).name}", "",
+             "Swept: " + "; ".join(f"`{k}` = {', '.join(map(str, v))}" for k, v in manifest["sets"].items()), "",
+             "| point | " + " | ".join(k.rsplit(".", 1)[-1] for k in keys) +
+             " | predicted (ms) | emulated (ms, mean) | ratio | status | faithful |",
+             "| --- | " + " | ".join("---" for _ in keys) + " | ---: | ---: | ---: | --- | --- |"]
+    for point, entry in per_point.items():
+        row = entry["row"]
+        predicted = float(row["predicted_s"]) if row["predicted_s"] else None
+        emulated = sum(entry["emulated"]) / len(entry["emulated"]) if entry["emulated"] else None
+        ratio = emulated / predicted if emulated and predicted else None
+        lines.append(f"| {point} | " + " | ".join(row[k] for k in keys) +
+                     f" | {_fmt(predicted, 1e3, 4)} | {_fmt(emulated, 1e3, 4)} | {_fmt(ratio)} | {row['status']} | "
+                     f"{row['faithful']} |")
+    lines += ["", *[f"![{name}]({name})" for name in figures]]
+    path = sweep_dir / "report.md"
+    path.write_text("\n".join(lines) + "\n")
+    return path
