@@ -63,25 +63,37 @@ def completion_times(flows: list[Flow], capacity_bps: dict[Resource, float],
     starts = np.array([f.start_s for f in flows], dtype=float)
     left = np.array([bytes_to_bits(f.bytes) for f in flows], dtype=float)
     done = np.where(left <= 0, starts, np.inf)
-    windows = [w for w in dark if w.end_s > w.start_s]
-    hit = [[any(r in w.resources for r in f.resources) for w in windows] for f in flows]
-    events = np.unique(np.concatenate([starts, [w.start_s for w in windows], [w.end_s for w in windows]]))
-    now = events[0]
-    while True:
+    # Windows that end after the first flow starts and darken a resource some flow crosses, opened
+    # as time reaches them (a schedule's later windows cost nothing here).
+    used = {r for f in flows for r in f.resources}
+    first = float(starts.min())
+    pending = sorted((w for w in dark if w.end_s > max(w.start_s, first) and not used.isdisjoint(w.resources)),
+                     key=lambda w: w.start_s)
+    opened: list[tuple[float, set[int]]] = []  # (end, the flows it pauses)
+    next_window = 0
+    arrivals = np.unique(starts)
+    now = arrivals[0]
+    while np.isinf(done).any():
+        while next_window < len(pending) and pending[next_window].start_s <= now + 1e-15:
+            w = pending[next_window]
+            next_window += 1
+            opened.append((w.end_s, {i for i, f in enumerate(flows) if not w.resources.isdisjoint(f.resources)}))
+        opened = [(end, members) for end, members in opened if end > now + 1e-15]
+        paused = set().union(*(members for _, members in opened))
         active = np.flatnonzero((starts <= now + 1e-15) & np.isinf(done))
-        later = events[events > now + 1e-15]
-        paused = {i for i in active for j, w in enumerate(windows)
-                  if hit[i][j] and w.start_s <= now + 1e-15 < w.end_s}
         moving = np.array([i for i in active if i not in paused], dtype=int)
+        later = min([*arrivals[arrivals > now + 1e-15][:1], *[end for end, _ in opened],
+                     *([pending[next_window].start_s] if next_window < len(pending) else [])], default=np.inf)
         if moving.size == 0:
-            if later.size == 0:
-                return [float(t) for t in done]
-            now = later[0]
+            if np.isinf(later):
+                break
+            now = later
             continue
         rates = np.array(max_min_rates([flows[i] for i in moving], capacity_bps))
         finish = left[moving] / rates
-        step = min(finish.min(), later[0] - now if later.size else np.inf)
+        step = min(finish.min(), later - now)
         left[moving] -= rates * step
         now += step
         finished = moving[left[moving] <= 1e-6 * np.maximum(1.0, left[moving] + rates * step)]
         done[finished] = now
+    return [float(t) for t in done]
