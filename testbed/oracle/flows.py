@@ -71,6 +71,7 @@ def completion_times(flows: list[Flow], capacity_bps: dict[Resource, float],
                      key=lambda w: w.start_s)
     opened: list[tuple[float, set[int]]] = []  # (end, the flows it pauses)
     next_window = 0
+    shares: dict[bytes, np.ndarray] = {}  # max-min rates by the set of moving flows
     arrivals = np.unique(starts)
     now = arrivals[0]
     while np.isinf(done).any():
@@ -89,7 +90,10 @@ def completion_times(flows: list[Flow], capacity_bps: dict[Resource, float],
                 break
             now = later
             continue
-        rates = np.array(max_min_rates([flows[i] for i in moving], capacity_bps))
+        key = moving.tobytes()
+        if key not in shares:  # a window's edge or an arrival that leaves the moving set as it was
+            shares[key] = np.array(max_min_rates([flows[i] for i in moving], capacity_bps))
+        rates = shares[key]
         finish = left[moving] / rates
         step = min(finish.min(), later - now)
         left[moving] -= rates * step
