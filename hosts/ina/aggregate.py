@@ -33,22 +33,42 @@ def _result(regs: SlotRegisters, entry: JobEntry, ver: int, slot: int, seq: int,
     return Emit(to, False, header, values)
 
 
+def _seq_after(seq: int, held: int) -> int:
+    """How far `seq` is past the chunk a copy holds (negative: older), in 32-bit serial number
+    arithmetic so the comparison survives the header's sequence number wrapping; 1 for an empty copy."""
+    if held < 0:
+        return 1
+    return (seq - held + (1 << 31)) % (1 << 32) - (1 << 31)
+
+
 def reserved(regs: SlotRegisters, entry: JobEntry, h: Header, values: np.ndarray, counters: Counter) -> list[Emit]:
     """SwitchML: slot h.slot, copy h.ver. A worker's first packet for a copy clears its bit in the
     other copy (it has that copy's result); a retransmission whose bit is already set gets the
-    result back if the copy is complete, and is dropped otherwise: nothing is summed twice."""
+    result back if the copy is complete, and is dropped otherwise: nothing is summed twice.
+
+    Each copy also remembers the chunk (sequence number) it holds, so a packet that arrives late,
+    after its sender has moved on (a retransmission overtaken by the next chunk, which clears the
+    sender's bit), is dropped as stale instead of overwriting a result others may still ask for:
+    without it one reordered packet deadlocks the job (the copy is reloaded with an old chunk whose
+    bit then blocks the sender's next one)."""
     ver, slot, bit = h.ver, h.slot, 1 << h.worker
     n = len(entry.workers)
-    if regs.seen[ver][slot] & bit:
+    age = _seq_after(h.seq, regs.seq[ver][slot])
+    if age < 0 or (age == 0 and regs.complete[ver][slot] and not regs.seen[ver][slot] & bit):
+        counters["stale_dropped"] += 1
+        return []
+    if regs.seen[ver][slot] & bit and age == 0:
         if regs.complete[ver][slot]:
             counters["results_resent"] += 1
             return [_result(regs, entry, ver, slot, h.seq, (entry.workers[h.worker],), counters)]
         counters["duplicates_dropped"] += 1
         return []
     op = h.flags & OP_FLAGS_MASK
-    fresh = regs.count[ver][slot] == 0 or regs.complete[ver][slot]
-    if fresh:
-        regs.load(ver, slot, bit, values, h.exp, op)
+    if age > 0:  # a new use of the copy: only once the chunk it held is complete
+        if regs.count[ver][slot] and not regs.complete[ver][slot]:
+            counters["inconsistent_chunk"] += 1  # a worker ran more than a window ahead: never mix
+            return []
+        regs.load(ver, slot, bit, values, h.exp, op, h.seq)
     else:
         if (values.size != regs.elements[ver][slot] or h.exp != regs.exp[ver][slot] or op != regs.op[ver][slot]):
             counters["inconsistent_chunk"] += 1  # workers disagree on the chunk: never mix them

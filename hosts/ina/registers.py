@@ -24,15 +24,17 @@ class SlotRegisters:
         self.exp = [[0] * pool_slots for _ in range(2)]
         self.op = [[0] * pool_slots for _ in range(2)]  # the MAX / INT flags of the chunk in the slot
         self.complete = [[False] * pool_slots for _ in range(2)]
+        self.seq = [[-1] * pool_slots for _ in range(2)]  # reserved slots: the chunk each copy holds
         self.owner: list[tuple[int, int] | None] = [None] * pool_slots  # shared slots: (job, seq)
         # The last chunk that collided here: its later packets follow it to the end host even if
         # the slot frees meanwhile, so a chunk is rarely split between slot and end host.
         self.spill: list[tuple[int, int] | None] = [None] * pool_slots
         self.low_seq: dict[tuple[int, int], int] = {}  # (job, worker) → lowest seq it still waits for
 
-    def load(self, ver: int, slot: int, bit: int, values: np.ndarray, exp: int, op: int) -> None:
+    def load(self, ver: int, slot: int, bit: int, values: np.ndarray, exp: int, op: int, seq: int = -1) -> None:
         """First contribution of a new use of the slot: overwrite rather than add (no reset pass)."""
         count = values.size
+        self.seq[ver][slot] = seq
         self.sums[ver, slot, :count] = values
         self.seen[ver][slot] = bit
         self.count[ver][slot] = 1
