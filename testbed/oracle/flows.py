@@ -53,11 +53,16 @@ class DarkWindow:
     resources: frozenset[Resource]
 
 
+RatesMemo = dict[tuple[tuple[Resource, ...], ...], np.ndarray]
+
+
 def completion_times(flows: list[Flow], capacity_bps: dict[Resource, float],
-                     dark: tuple[DarkWindow, ...] = ()) -> list[float]:
+                     dark: tuple[DarkWindow, ...] = (), memo: RatesMemo | None = None) -> list[float]:
     """When each flow finishes (absolute seconds), flows joining as they start, rates re-shared at
     every arrival, departure and edge of a dark window. A flow over a dark resource pauses, whether
-    it started before the window or during it, and leaves its share to the others."""
+    it started before the window or during it, and leaves its share to the others. `memo` keeps
+    max-min rates by the moving flows' resources across calls over the same `capacity_bps` (a
+    schedule's layers repeat the same transfers)."""
     if not flows:
         return []
     starts = np.array([f.start_s for f in flows], dtype=float)
@@ -69,21 +74,24 @@ def completion_times(flows: list[Flow], capacity_bps: dict[Resource, float],
     first = float(starts.min())
     pending = sorted((w for w in dark if w.end_s > max(w.start_s, first) and not used.isdisjoint(w.resources)),
                      key=lambda w: w.start_s)
-    opened: list[tuple[float, set[int]]] = []  # (end, the flows it pauses)
+    opened: list[tuple[float, np.ndarray]] = []  # (end, mask of the flows it pauses)
     next_window = 0
     shares: dict[bytes, np.ndarray] = {}  # max-min rates by the set of moving flows
+    memo = {} if memo is None else memo
+    resources = [f.resources for f in flows]
     arrivals = np.unique(starts)
+    no_pause = np.zeros(len(flows), dtype=bool)
     now = arrivals[0]
     while np.isinf(done).any():
         while next_window < len(pending) and pending[next_window].start_s <= now + 1e-15:
             w = pending[next_window]
             next_window += 1
-            opened.append((w.end_s, {i for i, f in enumerate(flows) if not w.resources.isdisjoint(f.resources)}))
+            opened.append((w.end_s, np.array([not w.resources.isdisjoint(r) for r in resources], dtype=bool)))
         opened = [(end, members) for end, members in opened if end > now + 1e-15]
-        paused = set().union(*(members for _, members in opened))
-        active = np.flatnonzero((starts <= now + 1e-15) & np.isinf(done))
-        moving = np.array([i for i in active if i not in paused], dtype=int)
-        later = min([*arrivals[arrivals > now + 1e-15][:1], *[end for end, _ in opened],
+        paused = np.logical_or.reduce([members for _, members in opened]) if opened else no_pause
+        moving = np.flatnonzero((starts <= now + 1e-15) & np.isinf(done) & ~paused)
+        upcoming = arrivals[np.searchsorted(arrivals, now + 1e-15, side="right"):][:1]
+        later = min([*upcoming, *[end for end, _ in opened],
                      *([pending[next_window].start_s] if next_window < len(pending) else [])], default=np.inf)
         if moving.size == 0:
             if np.isinf(later):
@@ -91,9 +99,13 @@ def completion_times(flows: list[Flow], capacity_bps: dict[Resource, float],
             now = later
             continue
         key = moving.tobytes()
-        if key not in shares:  # a window's edge or an arrival that leaves the moving set as it was
-            shares[key] = np.array(max_min_rates([flows[i] for i in moving], capacity_bps))
-        rates = shares[key]
+        rates = shares.get(key)
+        if rates is None:  # else a window's edge or an arrival left the moving set as it was
+            uses = tuple([resources[i] for i in moving.tolist()])
+            rates = memo.get(uses)
+            if rates is None:
+                rates = memo[uses] = np.array(max_min_rates([flows[i] for i in moving], capacity_bps))
+            shares[key] = rates
         finish = left[moving] / rates
         step = min(finish.min(), later - now)
         left[moving] -= rates * step

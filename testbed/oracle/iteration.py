@@ -12,7 +12,7 @@ from testbed.core.units import us_to_s
 from testbed.oracle.collectives import Breakdown, Prediction
 from testbed.oracle.fabrics import dp_allreduce_s, mp_flow_model
 from testbed.oracle.flow_model import FlowModel
-from testbed.oracle.flows import DarkWindow, Flow, completion_times
+from testbed.oracle.flows import DarkWindow, Flow, RatesMemo, completion_times
 from testbed.oracle.replanning import PeriodTraffic, period_traffic, plan_replans, replans_during_run
 from testbed.placer.plan import Plan
 
@@ -22,17 +22,23 @@ def dp_ring_bytes(plan: Plan) -> float:
     return 2 * (plan.l - 1) / plan.l * max(plan.grad_bytes) if plan.l > 1 else 0.0
 
 
-def mp_makespan_s(plan: Plan, fabric: Fabric) -> tuple[float, FlowModel]:
+def mp_makespan_s(plan: Plan, fabric: Fabric, model: FlowModel | None = None,
+                  enough_s: float = float("inf")) -> tuple[float, FlowModel]:
     """Critical path of one MP group. The transfers feeding one op share the fabric max-min fairly,
     one flow per GPU pair; transfers feeding different ops do not interact. On a fabric whose
-    controller re-plans during the run, the dark windows of testbed.oracle.replanning pause them."""
-    model = mp_flow_model(fabric, plan.k, plan.l, plan.mp_traffic, dp_ring_bytes(plan))
+    controller re-plans during the run, the dark windows of testbed.oracle.replanning pause them.
+    A run without dark time is a lower bound: once it reaches `enough_s` that bound is returned."""
+    model = model or mp_flow_model(fabric, plan.k, plan.l, plan.mp_traffic, dp_ring_bytes(plan))
+    memo: RatesMemo = {}
     if not replans_during_run(fabric):
-        return _critical_path_s(plan, fabric, model, ()), model
+        return _critical_path_s(plan, fabric, model, (), memo), model
     traffic = period_traffic(fabric)
-    steady_s = _critical_path_s(plan, fabric, model, (), traffic)
+    steady_s = _critical_path_s(plan, fabric, model, (), memo, traffic)
+    if steady_s >= enough_s:
+        model.notes.append("dark time not computed: the run without it already exceeds the best candidate")
+        return steady_s, model
     replans = plan_replans(fabric, plan.k, model, traffic, tuple(sorted(plan.mp_traffic)))
-    makespan = _critical_path_s(plan, fabric, model, replans.windows) if replans.dark_s > 0 else steady_s
+    makespan = _critical_path_s(plan, fabric, model, replans.windows, memo) if replans.dark_s > 0 else steady_s
     # Pausing a flow leaves its share to others, and max-min sharing freezes within 1%: a paused
     # run can come out a hair faster than the steady one, which dark time cannot really buy.
     makespan = max(makespan, steady_s)
@@ -43,7 +49,7 @@ def mp_makespan_s(plan: Plan, fabric: Fabric) -> tuple[float, FlowModel]:
 
 
 def _critical_path_s(plan: Plan, fabric: Fabric, model: FlowModel, dark: tuple[DarkWindow, ...],
-                     traffic: PeriodTraffic | None = None) -> float:
+                     memo: RatesMemo, traffic: PeriodTraffic | None = None) -> float:
     """The schedule's makespan over `model`, flows paused in the `dark` windows; records what each
     pair starts sending per period into `traffic`."""
     placement = plan.placement
@@ -75,7 +81,8 @@ def _critical_path_s(plan: Plan, fabric: Fabric, model: FlowModel, dark: tuple[D
             # Windows come in order of their start and are equally long: skip those already over.
             first = min(flow.start_s for flow in flows)
             current = dark[bisect.bisect_right(window_ends, first):] if dark else ()
-            for (start, _, keys), done in zip(pairs.values(), completion_times(flows, model.capacity_bps, current)):
+            finished = completion_times(flows, model.capacity_bps, current, memo)
+            for (start, _, keys), done in zip(pairs.values(), finished):
                 for key in keys:
                     arrived[key] = max(done, end[key[0]][key[1]]) + alpha
         gpus = placement.gpu
@@ -89,10 +96,13 @@ def _critical_path_s(plan: Plan, fabric: Fabric, model: FlowModel, dark: tuple[D
     return max(avail)
 
 
-def predict_plan(plan: Plan, fabric: Fabric) -> Prediction:
-    mp_s, model = mp_makespan_s(plan, fabric)
-    notes = model.notes
+def predict_plan(plan: Plan, fabric: Fabric, enough_s: float = float("inf")) -> Prediction:
+    """The plan's iteration time; a search passes the best time it has (`enough_s`), and a plan
+    that cannot beat it may get a lower bound at or above it instead of its full prediction."""
+    model = mp_flow_model(fabric, plan.k, plan.l, plan.mp_traffic, dp_ring_bytes(plan))
     dp_s = dp_allreduce_s(fabric, plan.k, plan.l, max(plan.grad_bytes), model.dp_rate_bps)
+    mp_s, model = mp_makespan_s(plan, fabric, model, enough_s - dp_s)
+    notes = model.notes
     busiest = [0.0] * plan.k
     for i, op in enumerate(plan.placement.ops):
         for c in range(op.parts):
@@ -102,6 +112,6 @@ def predict_plan(plan: Plan, fabric: Fabric) -> Prediction:
     formula = f"MP critical path {mp_s * 1e3:.3f} ms + DP all-reduce {dp_s * 1e3:.3f} ms"
     if notes:
         formula += "; " + "; ".join(notes)
-    dark = min(getattr(model, "dark_s", 0.0), max(0.0, total - compute))
+    dark = min(model.dark_s, max(0.0, total - compute))
     return Prediction(total, Breakdown(compute_s=compute, communication_s=total - compute - dark,
                                        reconfiguration_s=dark), formula)

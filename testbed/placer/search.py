@@ -80,8 +80,9 @@ def search(cache: PlanCache, gpus: int, fabric: Fabric, ks: list[int] | None = N
     for bound, k, l, batch, plan in sorted(candidates, key=lambda c: c[0]):
         if best is not None and bound >= best.time_to_accuracy_s:
             break
+        enough_s = best.time_to_accuracy_s / data.iterations(batch) if best else float("inf")
         try:
-            iteration = predict_plan(plan, fabric).iteration_time_s
+            iteration = predict_plan(plan, fabric, enough_s).iteration_time_s
         except ValueError:
             continue  # the fabric could not connect every pair this plan needs
         choice = Choice(k, l, batch, iteration, data.iterations(batch))

@@ -160,3 +160,16 @@ def test_a_tight_degree_still_spreads_the_work_over_every_gpu(model, k, degree):
             load[plan.placement.gpu[i][c]] += op.part_us
     assert min(load) > 0, load
     assert max(load) / (sum(load) / k) <= 1.6, load
+
+
+def test_accuracy_curves_put_the_knee_where_their_source_says():
+    """McCandlish's form: steps = S_min (1 + B_noise / b), twice S_min at the knee b = B_noise.
+    The Transformer/LM1B knee is near batch 2,048 (Shallue et al. Fig. 1); ResNet-50 takes ~90
+    epochs of 1.28 M images (14,062 steps) at batch 8,192 (Goyal et al.)."""
+    from testbed.placer.accuracy import curve
+
+    transformer = curve("transformer")
+    assert transformer.iterations(2048) == 2 * transformer.min_steps
+    assert transformer.iterations(1024) == 3 * transformer.min_steps  # below the knee: ~proportional
+    assert transformer.iterations(16384) == 1.125 * transformer.min_steps  # far above it: nearly flat
+    assert abs(curve("resnet50").iterations(8192) - 90 * 1_281_167 / 8192) / 14_075 < 0.01
