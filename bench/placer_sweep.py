@@ -11,12 +11,14 @@ import argparse
 import json
 import time
 from concurrent.futures import ProcessPoolExecutor
+from dataclasses import replace
 from datetime import datetime, timezone
 from pathlib import Path
 
 from rich.progress import Progress
 
 from testbed.core.scenario import Fabric
+from testbed.placer.accuracy import curve
 from testbed.placer.balance import balance
 from testbed.placer.place import mp_radius, place_mp_group
 from testbed.placer.profiles import device
@@ -49,18 +51,24 @@ def placement_timing() -> dict:
     return {"model": "transformer", "k": 16, "degree": 3, "sub_ops": sum(o.parts for o in ops), "seconds": seconds}
 
 
-_CACHES: dict[str, PlanCache] = {}  # per worker process: placements are reused across bandwidths
+_CACHES: dict[tuple[str, str], PlanCache] = {}  # per worker process: placements are reused across bandwidths
 
 
-def sweep_point(model: str, bandwidth: float) -> list[dict]:
-    cache = _CACHES.setdefault(model, PlanCache(MODELS[model](), device("v100")))
+def sweep_point(model: str, bandwidth: float, device_name: str = "v100",
+                noise_batch: float | None = None, batches: list[int] | None = None) -> list[dict]:
+    """Every fabric's best (k, l, batch) for `model` at `bandwidth`; `device_name`, `noise_batch`
+    (the accuracy curve's knee) and `batches` replace the defaults for sensitivity studies."""
+    cache = _CACHES.get((model, device_name))
+    if cache is None:
+        cache = _CACHES[(model, device_name)] = PlanCache(MODELS[model](), device(device_name))
+    accuracy = replace(curve(model), noise_batch=noise_batch) if noise_batch else None
     ks = [16, 32, 64] if model == "megatron" else None
     rows = []
     for name, fabric in fabrics(bandwidth).items():
         only_dp = name.endswith("(DP only)")
         if only_dp and model == "megatron":
             continue  # does not fit in one GPU: DP alone is infeasible
-        choice = search(cache, GPUS, fabric, ks=[1] if only_dp else ks)
+        choice = search(cache, GPUS, fabric, ks=[1] if only_dp else ks, batches=batches, accuracy=accuracy)
         rows.append({"model": model, "fabric": name, "gpu_bandwidth_gbps": bandwidth, "k": choice.k, "l": choice.l,
                      "global_batch": choice.global_batch, "iteration_ms": choice.iteration_s * 1e3,
                      "iterations": choice.iterations, "time_to_accuracy_min": choice.time_to_accuracy_s / 60})

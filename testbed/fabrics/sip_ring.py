@@ -47,9 +47,16 @@ def flow_model(fabric: Fabric, k: int, l: int, traffic: Traffic, dp_bytes: float
 
 
 def dp_allreduce_s(fabric: Fabric, k: int, l: int, grad_bytes: float, planned_rate_bps: float | None) -> float:
-    # Counterparts are k apart: k rings' lightpaths overlap on every segment; both directions used.
     B = gbps_to_bps(fabric.gpu_bandwidth_gbps)
-    rate = min(B, 2 * B / k) / max(1, math.ceil(k / fabric.neighbors))
+    assert fabric.wavelengths is not None  # a sip-ring fabric's validation requires it
+    if k == 1 and fabric.wavelengths >= 2:
+        # Counterparts are ring neighbours: a one-way ring, planned as the collective path and the
+        # controller plan it, which keep one wavelength towards the other neighbour (the ring stays
+        # connected for traffic the estimate missed): W - 1 of W wavelengths carry the ring.
+        rate = B * (fabric.wavelengths - 1) / fabric.wavelengths
+    else:
+        # Counterparts are k apart: k rings' lightpaths overlap on every segment; both directions used.
+        rate = min(B, 2 * B / k) / max(1, math.ceil(k / fabric.neighbors))
     return ring_allreduce_s(l, grad_bytes, rate, us_to_s(fabric.latency_us))
 
 

@@ -9,7 +9,7 @@ from testbed.core.errors import InputError
 from testbed.core.scenario import Fabric
 from testbed.fabrics.all_kinds import behaviour
 from testbed.oracle.iteration import predict_plan
-from testbed.placer.accuracy import curve
+from testbed.placer.accuracy import AccuracyCurve, curve
 from testbed.placer.plan import Plan, make_plan
 from testbed.placer.profiles import DeviceProfile
 from testbed.placer.zoo import ModelGraph
@@ -61,10 +61,12 @@ def compute_bound_s(plan: Plan) -> float:
 
 
 def search(cache: PlanCache, gpus: int, fabric: Fabric, ks: list[int] | None = None,
-           batches: list[int] | None = None, on_step: Callable[[], None] = lambda: None) -> Choice:
+           batches: list[int] | None = None, on_step: Callable[[], None] = lambda: None,
+           accuracy: AccuracyCurve | None = None) -> Choice:
     """Evaluate candidates in order of their compute-only bound on time-to-accuracy, and stop once
-    that bound alone is worse than the best time found: the oracle runs only where it can matter."""
-    data = curve(cache.graph.name)
+    that bound alone is worse than the best time found: the oracle runs only where it can matter.
+    `accuracy` replaces the model's iterations-to-accuracy curve (sensitivity studies)."""
+    data = accuracy or curve(cache.graph.name)
     ks = ks or [k for k in (1, 2, 4, 8, 16, 32) if gpus % k == 0]
     candidates = []
     for k in ks:

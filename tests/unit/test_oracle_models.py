@@ -225,3 +225,16 @@ def test_one_shot_sip_ocs_ignores_the_reconfiguration_time_and_multi_shot_pays_i
     multi = predicted(reconfig_us=10, multi_shot=True)
     assert multi.breakdown.reconfiguration_s > 0
     assert multi.iteration_time_s != one_shot.iteration_time_s
+
+
+def test_sip_ring_pure_dp_ring_gets_what_the_collective_path_and_controller_give_it():
+    """W = 4 wavelengths: the controller keeps one towards the other neighbour, so a one-way ring
+    carries 3/4 of B, both when a placed plan's DP ring and a ring all-reduce scenario predict it.
+    By hand: 2(n-1)·α + 2(n-1)/n·M/(0.75·B) with n = 8, M = 100 MB, B = 100 Gb/s, α = 5 µs."""
+    from testbed.core.predict import _ring_on_fabric
+
+    fabric = Fabric(kind="sip-ring", hosts=8, gpu_bandwidth_gbps=100, wavelengths=4, latency_us=5)
+    by_hand = 2 * 7 * 5e-6 + 2 * 7 / 8 * 100e6 * 8 / (0.75 * 100e9)
+    assert dp_allreduce_s(fabric, 1, 8, 100e6) == pytest.approx(by_hand, rel=1e-9)
+    collective = _ring_on_fabric("allreduce", 8, 100e6, fabric, {}).iteration_time_s
+    assert collective == pytest.approx(by_hand, rel=0.02)  # max-min sharing freezes within 1%
