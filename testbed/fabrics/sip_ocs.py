@@ -44,7 +44,7 @@ def multi_shot_demand(traffic: Traffic, recurring: tuple[tuple[int, int], ...]) 
     return {**{pair: floor for pair in recurring}, **traffic}
 
 
-def replan(fabric: Fabric, k: int, traffic: Traffic, recurring: tuple[tuple[int, int], ...]) -> FlowModel:
+def replan(fabric: Fabric, k: int, l: int, traffic: Traffic, recurring: tuple[tuple[int, int], ...]) -> FlowModel:
     """The circuits a multi-shot controller sets for a period's measured traffic."""
     return _circuit_model(fabric, k, 1, multi_shot_demand(traffic, recurring), None)
 

@@ -5,6 +5,7 @@ switch standing for the fibre ring, whose rules are the lightpaths."""
 from __future__ import annotations
 
 import math
+from collections.abc import Iterable
 from typing import Any
 
 from testbed.core.scenario import Fabric
@@ -30,8 +31,30 @@ def ring_plan(fabric: Fabric, k: int, traffic: Traffic, keep: tuple[tuple[int, i
                             keep_ring=True, keep=keep)
 
 
+def ring_nodes(fabric: Fabric, k: int, l: int) -> int:
+    """The ring the oracle plans one MP group's k GPUs on. With l > 1 groups, each is a block of k
+    consecutive GPUs on the ring of k·l (counterparts are k apart), so its first and last GPUs are
+    k - 1 hops apart, not neighbours: the block gets `reach` GPUs of margin on each side, beyond
+    which no lightpath of the group can wrap around."""
+    if l <= 1:
+        return k
+    return min(k * l, k + 2 * fabric.neighbors + 1)
+
+
+def kept_pairs(fabric: Fabric, k: int, l: int, nodes: int,
+               pairs: Iterable[tuple[int, int]]) -> tuple[tuple[int, int], ...]:
+    """The job's recurring pairs that keep a lightpath through every re-plan, as the controller
+    keeps them: the group's MP pairs and, within reach, its DP ring's (to the next group's
+    counterpart k ahead, from the previous group's k behind)."""
+    kept = set(pairs)
+    if l > 1 and k <= fabric.neighbors:
+        for i in range(k):
+            kept |= {(i, (i + k) % nodes), ((i - k) % nodes, i)}
+    return tuple(sorted(kept))
+
+
 def ring_flow_model(fabric: Fabric, k: int, plan: WavelengthPlan) -> FlowModel:
-    """Lightpaths as resources; pairs without one relay over lightpaths, hop by hop."""
+    """Lightpaths as resources (k: the ring's GPUs); pairs without one relay hop by hop."""
     wave_bps = gbps_to_bps(fabric.wavelength_gbps)
     caps, links = {}, {}
     for (s, d), path in plan.lightpaths.items():
@@ -43,7 +66,8 @@ def ring_flow_model(fabric: Fabric, k: int, plan: WavelengthPlan) -> FlowModel:
 
 
 def flow_model(fabric: Fabric, k: int, l: int, traffic: Traffic, dp_bytes: float) -> FlowModel:
-    return ring_flow_model(fabric, k, ring_plan(fabric, k, traffic, tuple(sorted(traffic))))
+    nodes = ring_nodes(fabric, k, l)
+    return ring_flow_model(fabric, nodes, ring_plan(fabric, nodes, traffic, kept_pairs(fabric, k, l, nodes, traffic)))
 
 
 def dp_allreduce_s(fabric: Fabric, k: int, l: int, grad_bytes: float, planned_rate_bps: float | None) -> float:
@@ -60,9 +84,10 @@ def dp_allreduce_s(fabric: Fabric, k: int, l: int, grad_bytes: float, planned_ra
     return ring_allreduce_s(l, grad_bytes, rate, us_to_s(fabric.latency_us))
 
 
-def replan(fabric: Fabric, k: int, traffic: Traffic, recurring: tuple[tuple[int, int], ...]) -> FlowModel:
+def replan(fabric: Fabric, k: int, l: int, traffic: Traffic, recurring: tuple[tuple[int, int], ...]) -> FlowModel:
     """The lightpaths the controller tunes for a period's measured traffic."""
-    return ring_flow_model(fabric, k, ring_plan(fabric, k, traffic, recurring))
+    nodes = ring_nodes(fabric, k, l)
+    return ring_flow_model(fabric, nodes, ring_plan(fabric, nodes, traffic, kept_pairs(fabric, k, l, nodes, recurring)))
 
 
 BEHAVIOUR = relayed(build, flow_model, dp_allreduce_s, "lightpath", lambda fabric: 2 * fabric.neighbors,

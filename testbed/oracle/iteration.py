@@ -37,7 +37,7 @@ def mp_makespan_s(plan: Plan, fabric: Fabric, model: FlowModel | None = None,
     if steady_s >= enough_s:
         model.notes.append("dark time not computed: the run without it already exceeds the best candidate")
         return steady_s, model
-    replans = plan_replans(fabric, plan.k, model, traffic, tuple(sorted(plan.mp_traffic)))
+    replans = plan_replans(fabric, plan.k, plan.l, model, traffic, tuple(sorted(plan.mp_traffic)))
     makespan = _critical_path_s(plan, fabric, model, replans.windows, memo) if replans.dark_s > 0 else steady_s
     # Pausing a flow leaves its share to others, and max-min sharing freezes within 1%: a paused
     # run can come out a hair faster than the steady one, which dark time cannot really buy.

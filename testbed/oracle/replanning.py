@@ -54,11 +54,11 @@ def period_traffic(fabric: Fabric) -> PeriodTraffic:
     return PeriodTraffic(us_to_s(estimate_period_us(fabric)))
 
 
-def plan_replans(fabric: Fabric, k: int, steady: FlowModel, traffic: PeriodTraffic,
+def plan_replans(fabric: Fabric, k: int, l: int, steady: FlowModel, traffic: PeriodTraffic,
                  recurring: tuple[tuple[int, int], ...]) -> Replans:
     """Every period with traffic in the period before, the kind's controller re-plans from that
     traffic; the links whose capacity changed go dark for reconfig_us from the period's start."""
-    replan: Callable[[Fabric, int, Traffic, tuple[tuple[int, int], ...]], FlowModel] | None
+    replan: Callable[[Fabric, int, int, Traffic, tuple[tuple[int, int], ...]], FlowModel] | None
     replan = behaviour(fabric.kind).replan
     assert replan is not None, f"{fabric.kind} re-plans during a run but has no replan()"
     dark_s = us_to_s(reconfig_us(fabric))
@@ -72,7 +72,7 @@ def plan_replans(fabric: Fabric, k: int, steady: FlowModel, traffic: PeriodTraff
             continue
         model = cache.get(key)
         if model is None:
-            model = cache[key] = replan(fabric, k, last, recurring)
+            model = cache[key] = replan(fabric, k, l, last, recurring)
         changed = frozenset(r for r in set(model.capacity_bps) | set(current.capacity_bps)
                             if model.capacity_bps.get(r) != current.capacity_bps.get(r))
         if changed:

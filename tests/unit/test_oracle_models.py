@@ -238,3 +238,14 @@ def test_sip_ring_pure_dp_ring_gets_what_the_collective_path_and_controller_give
     assert dp_allreduce_s(fabric, 1, 8, 100e6) == pytest.approx(by_hand, rel=1e-9)
     collective = _ring_on_fabric("allreduce", 8, 100e6, fabric, {}).iteration_time_s
     assert collective == pytest.approx(by_hand, rel=0.02)  # max-min sharing freezes within 1%
+
+
+def test_an_mp_group_on_sip_ring_is_a_block_of_the_ring_not_a_ring_of_its_own():
+    """GPUs 0..3 of 4 groups on a 16-GPU ring with reach 1: GPU 3 to GPU 0 is 3 hops back through
+    GPUs 2 and 1 (a lightpath per hop); only a job alone on the ring has them as neighbours."""
+    fabric = Fabric(kind="sip-ring", hosts=16, gpu_bandwidth_gbps=100, wavelengths=4, neighbors=1)
+    traffic = {(3, 0): 1e6, (0, 1): 1e6}
+    alone = mp_flow_model(fabric, 4, 1, traffic)
+    assert alone.resources(3, 0) == (("lightpath", 3, 0),)
+    block = mp_flow_model(fabric, 4, 4, traffic)
+    assert block.resources(3, 0) == (("lightpath", 3, 2), ("lightpath", 2, 1), ("lightpath", 1, 0))
