@@ -9,6 +9,7 @@ from typing import Any
 
 import networkx as nx
 
+from testbed.core.fabric_kinds import KINDS
 from testbed.fabrics.leaf_spine import ecmp_spine
 
 ETH_TYPE_ARP = 0x0806
@@ -57,7 +58,7 @@ def plan_flat_flows(topology: dict[str, Any]) -> dict[int, list[FlowRule]]:
             rules[int(sw["dpid"])].append(FlowRule(PRIORITY_FORWARD, (("eth_dst", host["mac"]),), port))
             rules[int(sw["dpid"])].append(
                 FlowRule(PRIORITY_FORWARD, (("eth_type", ETH_TYPE_ARP), ("arp_tpa", host["ip"])), port))
-    if topology["fabric"] == "elect-fattree":
+    if KINDS[topology["fabric"]].multipath:
         for dpid, pair_rules in ecmp_rules(topology, graph).items():
             rules[dpid].extend(pair_rules)
     return rules

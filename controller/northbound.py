@@ -11,7 +11,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 from urllib.parse import parse_qs, urlparse
 
-from controller.optical_plan import PlanError
+from controller.optical_plan import PlanError, link_state
 
 MAX_BODY_BYTES = 1 << 20
 MAX_WAIT_S = 30.0
@@ -96,7 +96,7 @@ class _Handler(BaseHTTPRequestHandler):
                 return self._reply(200, {"events": app.reconfig_events[after:], "next": len(app.reconfig_events)})
             if method == "PUT" and url.path in ("/circuits", "/lightpaths"):
                 kind = url.path[1:]
-                expected = "circuits" if app.topology["fabric"] == "sip-ocs" else "lightpaths"
+                expected = link_state(app.topology)
                 if kind != expected:
                     raise BadRequest(f"this fabric takes {expected}, not {kind}")
                 ident = app.submit(parse_links(kind, self._body()))

@@ -308,7 +308,7 @@ class OpticalFabricApp(app_manager.OSKenApp):
     # ---- northbound -----------------------------------------------------------------------------
     def snapshot(self) -> dict:
         with self.lock:
-            kind = "circuits" if self.topology["fabric"] == "sip-ocs" else "lightpaths"
+            kind = optical_plan.link_state(self.topology)
             if kind == "circuits":
                 links = [list(key) for key in sorted(self.state)]
             else:

@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from controller.flat_plan import FlowRule
+from testbed.core.fabric_kinds import KINDS
 from testbed.core.shaping import (
     SMALL_PACKET_FILTER,
     ack_allowance_bps,
@@ -71,7 +72,7 @@ def init_lines(topology: dict[str, Any]) -> dict[int, list[str]]:
                 if peer is not host:
                     own.append(f"ip neigh replace {peer['ip']} lladdr {peer['interfaces'][index]['mac']} "
                                f"dev {intf['name']} nud permanent")
-        if topology["fabric"] == "sip-ring":
+        if link_state(topology) == "lightpaths":
             dev = host["interfaces"][0]["name"]
             rate = int(line_rate_bps(topology["host_rate_bps"]))
             small = ack_allowance_bps(relayed_payload_bps(topology))
@@ -233,14 +234,22 @@ def render_ring(topology: dict[str, Any], lightpaths: dict[tuple[int, int], int]
     return Rendering({dpid: rules}, host_lines, tuple(unreachable))
 
 
+def link_state(topology: dict[str, Any]) -> str:
+    """What the fabric's controller sets: "circuits" or "lightpaths" (the registry says)."""
+    kind = KINDS[topology["fabric"]].link_state
+    if kind is None:
+        raise PlanError(f"fabric {topology['fabric']} has no circuits or lightpaths to plan")
+    return kind
+
+
 def render(topology: dict[str, Any], state: dict) -> Rendering:
-    if topology["fabric"] == "sip-ocs":
+    if link_state(topology) == "circuits":
         return render_ocs(topology, frozenset(key for key, c in state.items() if c > 0))
     return render_ring(topology, state)
 
 
 def validate(topology: dict[str, Any], state: dict) -> None:
-    if topology["fabric"] == "sip-ocs":
+    if link_state(topology) == "circuits":
         validate_circuits(topology, frozenset(key for key, c in state.items() if c > 0))
     else:
         validate_lightpaths(topology, state)

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from controller.optical_plan import link_state
 from testbed.core.scenario import Fabric
 from testbed.core.units import gbps_to_bps
 from testbed.fabrics.all_kinds import behaviour
@@ -19,7 +20,7 @@ def plan_for(topology: dict[str, Any], fabric: Fabric, traffic: dict[tuple[int, 
              recurring: tuple[tuple[int, int], ...]) -> dict:
     """Link state for a traffic matrix: circuits `(switch, src, dst) -> 1` or lightpaths `(src, dst) -> W`."""
     n = len(topology["hosts"])
-    if topology["fabric"] == "sip-ocs":
+    if link_state(topology) == "circuits":
         q = topology["ocs"]["switches"]
         # The job's recurring pairs keep a circuit (or a relay), as SiP-Ring keeps their lightpaths;
         # the same demand and planner as the oracle's multi-shot re-plans.

@@ -7,13 +7,11 @@ import math
 
 from hosts.byteps import PartitionError, chunk_count, service_buckets, transfers
 from testbed.core.errors import InputError
-from testbed.core.fabric_kinds import KINDS
+from testbed.core.fabric_kinds import KINDS, PARAMETER_SERVER_FABRICS
 from testbed.core.scenario import Scenario
 from testbed.core.schedule import GpuSchedule, Schedule, Step
 from testbed.core.units import gbps_to_bps, s_to_us, us_to_s
 from testbed.oracle.byteps import Instance, intra_server_s
-
-SERVICE_FABRICS = ("elect-flat", "ps", "elect-cluster")
 
 
 def instances(scenario: Scenario) -> list[Instance]:
@@ -25,15 +23,16 @@ def instances(scenario: Scenario) -> list[Instance]:
     assert workload.bytes is not None
     classic = workload.algorithm == "ps"
     where = f"{scenario.name}: workload.algorithm {workload.algorithm}"
-    if fabric.kind not in SERVICE_FABRICS:
-        raise InputError(f"{where} runs on {', '.join(SERVICE_FABRICS)}, not {fabric.kind}; change fabric.kind")
+    if fabric.kind not in PARAMETER_SERVER_FABRICS:
+        raise InputError(f"{where} runs on {', '.join(PARAMETER_SERVER_FABRICS)}, not {fabric.kind}; "
+                         f"change fabric.kind")
     if workload.collective != "allreduce":
         raise InputError(f"{where} is an all-reduce; set workload.collective to allreduce")
     n, k = fabric.hosts, fabric.cpu_servers if KINDS[fabric.kind].cpu_machines else 0
-    if fabric.kind == "elect-cluster":
+    if KINDS[fabric.kind].servers:
         g = fabric.gpus_per_server
         if n % g or n // g < 2:
-            raise InputError(f"{where} on elect-cluster needs at least two full servers (fabric.hosts a multiple "
+            raise InputError(f"{where} on {fabric.kind} needs at least two full servers (fabric.hosts a multiple "
                              f"of gpus_per_server {g}, at least {2 * g}); got {n} hosts")
         n = n // g
         groups = [tuple(server * g + i for server in range(n)) for i in range(g)]
@@ -54,7 +53,7 @@ def instances(scenario: Scenario) -> list[Instance]:
 def local_steps_us(scenario: Scenario) -> tuple[float, float]:
     """Intra-server work before and after the network step (Elect-Cluster only)."""
     fabric = scenario.fabric
-    if fabric.kind != "elect-cluster":
+    if not KINDS[fabric.kind].servers:
         return 0.0, 0.0
     assert scenario.workload.bytes is not None
     before, after = intra_server_s(fabric.gpus_per_server, scenario.workload.bytes,

@@ -61,7 +61,7 @@ def predict(scenario: Scenario, schedule: Schedule) -> Prediction:
     first = steps[0].collective()
     if KINDS[fabric.kind].aggregation_node:
         return predict_ina_fabric(scenario, schedule)
-    if fabric.kind != "elect-flat":
+    if not KINDS[fabric.kind].non_blocking:
         if first.algorithm != "ring" or first.op not in RING_STEP_OPS:
             raise InputError(f"{scenario.name}: on {fabric.kind} the oracle models ring all-reduce, reduce-scatter "
                              f"and all-gather; {first.op} ({first.algorithm}) is modelled on elect-flat only")

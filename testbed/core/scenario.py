@@ -17,7 +17,6 @@ from pydantic import (
     model_validator,
 )
 
-from hosts.ina.limits import MAX_WORKERS
 from testbed.core.errors import InputError
 from testbed.core.fabric_kinds import KINDS, FabricKind, kind_specific_fields
 
@@ -65,18 +64,9 @@ class Fabric(_Strict):
             if not _applies(field, self.kind):
                 owners = KIND_SPECIFIC_FIELDS[field]
                 raise ValueError(f"field '{field}' applies only to kind {' or '.join(owners)}, not {self.kind}")
-        if self.kind == "elect-fattree" and self.hosts % self.leaf_hosts:
-            raise ValueError(f"leaf_hosts ({self.leaf_hosts}) must divide hosts ({self.hosts}): every leaf is full")
-        if self.kind == "sip-ring" and self.wavelengths is None:
-            raise ValueError("kind sip-ring needs 'wavelengths' (W)")
-        if self.kind == "ina":
-            per_job = self.workers_per_job or self.hosts
-            if self.hosts % per_job:
-                raise ValueError(f"workers_per_job ({per_job}) must divide hosts ({self.hosts}): the hosts form "
-                                 f"equal jobs")
-            if per_job > MAX_WORKERS:
-                raise ValueError(f"an INA job has at most {MAX_WORKERS} workers (the node's worker bitmap); "
-                                 f"set workers_per_job to {MAX_WORKERS} or fewer")
+        problem = KINDS[self.kind].check(self)
+        if problem:
+            raise ValueError(problem)
         return self
 
 

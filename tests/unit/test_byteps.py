@@ -120,7 +120,7 @@ def test_elect_cluster_runs_one_instance_per_gpu_slot_between_servers():
 @pytest.mark.parametrize("spec, message", [
     (dict(kind="elect-flat", algorithm="ps"), "at least one CPU machine"),
     (dict(kind="ps", cpus=5), "at most as many CPU machines"),
-    (dict(kind="sip-ring", wavelengths=4), "runs on elect-flat, ps, elect-cluster"),
+    (dict(kind="sip-ring", wavelengths=4), "runs on elect-flat, elect-cluster, ps"),
     (dict(kind="elect-cluster", hosts=12, gpus_per_server=8), "at least two full servers"),
 ])
 def test_bad_byteps_scenarios_get_one_clear_sentence(spec, message):
