@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING
 from hosts.ina.protocol import DATA_PORT, FALLBACK_PORT
 from testbed.core.contracts import InaAgentSettings, InaNodeConfig
 from testbed.core.errors import RunFailed
+from testbed.core.ina_fabric import ina_settings
 from testbed.core.units import gbps_to_bps
 from testbed.emulation.watched import WatchedProcess
 
@@ -34,8 +35,6 @@ class SideProcesses:
 
     def start_ina_node(self, prepared: "Prepared") -> InaAgentSettings:
         """The aggregation node program in the node's host; returns the agents' `ina` config."""
-        from testbed.core.ina_fabric import ina_settings
-
         scenario, plan = prepared.scenario, prepared.plan
         fabric = scenario.fabric
         topology = self.live.fabric.topology
