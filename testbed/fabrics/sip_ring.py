@@ -66,8 +66,8 @@ def ring_flow_model(fabric: Fabric, k: int, plan: WavelengthPlan) -> FlowModel:
 
 
 def flow_model(fabric: Fabric, k: int, l: int, traffic: Traffic, dp_bytes: float) -> FlowModel:
-    nodes = ring_nodes(fabric, k, l)
-    return ring_flow_model(fabric, nodes, ring_plan(fabric, nodes, traffic, kept_pairs(fabric, k, l, nodes, traffic)))
+    # The iteration's own pairs are the ones it keeps: the plan of the whole iteration's traffic.
+    return replan(fabric, k, l, traffic, tuple(traffic))
 
 
 def dp_allreduce_s(fabric: Fabric, k: int, l: int, grad_bytes: float, planned_rate_bps: float | None) -> float:

@@ -22,13 +22,12 @@ def dp_ring_bytes(plan: Plan) -> float:
     return 2 * (plan.l - 1) / plan.l * max(plan.grad_bytes) if plan.l > 1 else 0.0
 
 
-def mp_makespan_s(plan: Plan, fabric: Fabric, model: FlowModel | None = None,
+def mp_makespan_s(plan: Plan, fabric: Fabric, model: FlowModel,
                   enough_s: float = float("inf")) -> tuple[float, FlowModel]:
     """Critical path of one MP group. The transfers feeding one op share the fabric max-min fairly,
     one flow per GPU pair; transfers feeding different ops do not interact. On a fabric whose
     controller re-plans during the run, the dark windows of testbed.oracle.replanning pause them.
     A run without dark time is a lower bound: once it reaches `enough_s` that bound is returned."""
-    model = model or mp_flow_model(fabric, plan.k, plan.l, plan.mp_traffic, dp_ring_bytes(plan))
     memo: RatesMemo = {}
     if not replans_during_run(fabric):
         return _critical_path_s(plan, fabric, model, (), memo), model
