@@ -54,7 +54,7 @@ class OpticalFabricApp(app_manager.OSKenApp):
                          "estimate_period_us": estimate_period_us(self.fabric)}
         self.state = reconfig.normalise(plan_for(self.topology, self.fabric, self.schedule_traffic, self.recurring)
                                         if self.schedule_traffic else {})
-        self.rendering = optical_plan.render(self.topology, self.state)
+        self.rendering = self._render(self.state)
         self.count_plan = count_rules(self.topology)
         self.datapaths: dict[int, Any] = {}  # os-ken datapaths, untyped
         self.programmed: set[int] = set()
@@ -200,7 +200,10 @@ class OpticalFabricApp(app_manager.OSKenApp):
             demand = traffic_pairs(self.last_period if policy == "multi-shot" else self.total)
             if demand:
                 wanted = plan_for(self.topology, self.fabric, demand, self.recurring)
-                if reconfig.normalise(wanted) != self.state:
+                # A plan that leaves a pair the job needs without a path (the period's traffic gives
+                # more pairs than ports, and relays do not join them all) would stall its TCP.
+                cuts = cut_pairs(self._render(reconfig.normalise(wanted)).unreachable, self.schedule_traffic)
+                if not cuts and reconfig.normalise(wanted) != self.state:
                     with self.lock:
                         ident = self.next_id
                         self.next_id += 1
@@ -212,7 +215,7 @@ class OpticalFabricApp(app_manager.OSKenApp):
         None when it equals the current state."""
         optical_plan.validate(self.topology, wanted)
         # A plan that cuts a path the job needs would stall the agents' TCP until the run is stopped.
-        cut = cut_pairs(optical_plan.render(self.topology, reconfig.normalise(wanted)).unreachable,
+        cut = cut_pairs(self._render(reconfig.normalise(wanted)).unreachable,
                         self.schedule_traffic)
         if cut:
             src, dst = cut[0]
@@ -248,9 +251,9 @@ class OpticalFabricApp(app_manager.OSKenApp):
                 # would wait in vain (the events file keeps reconfigurations only).
                 self.reconfig_events.append({"kind": "unchanged", "id": ident, "source": source})
                 return
-        dark_rendering = optical_plan.render(self.topology, change.dark)
-        new_rendering = optical_plan.render(self.topology, change.new)
-        batches = reconfig.steps(self.rendering, dark_rendering, new_rendering)
+        dark_rendering, new_rendering = self._render(change.dark), self._render(change.new)
+        held = optical_plan.hold(self.topology, dark_rendering, new_rendering, self._rto_ms())
+        batches = reconfig.steps(self.rendering, held, new_rendering)
         assert self.timer is not None
         self._barrier(self._send_rules(batches.ahead))
         repoint = any(batches.dark.add.values())
@@ -291,6 +294,12 @@ class OpticalFabricApp(app_manager.OSKenApp):
             self.reconfig_events.append(event)
             with open(self.events_path, "a") as out:
                 out.write(json.dumps(event) + "\n")
+
+    def _rto_ms(self) -> int:
+        return optical_plan.rto_min_ms(us_to_s(self.settings["reconfig_us"]) * self.dilation)
+
+    def _render(self, state: dict) -> optical_plan.Rendering:
+        return optical_plan.render(self.topology, state, self._rto_ms())
 
     def _send_rules(self, ops: reconfig.Operations) -> set[int]:
         """Deletions, then additions; returns the switches touched (confirm with `_barrier`)."""

@@ -6,10 +6,17 @@ along links (port-to-port for circuits, per destination MAC for lightpaths) in t
 counts each GPU pair's first-hop traffic, which is the live traffic matrix. Hosts route every
 destination over the shortest relay path. Several circuits between one pair act as one link of
 their summed rate: the pair's traffic leaves by the first circuit's port, shaped to the sum (one
-TCP flow striped packet by packet over several ports is reordered and slows down)."""
+TCP flow striped packet by packet over several ports is reordered and slows down).
+
+While links retune, a pair the dark state cuts but the new state joins is held, not cut: its
+packets wait in the sending host for the new link (an unresolved neighbour queues them, and the
+restore resolves it), as a NIC that knows the circuit schedule would. Cut, TCP would stall for a
+retransmission timeout (200 ms at least) however short the dark time."""
 
 from __future__ import annotations
 
+import ipaddress
+import math
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -28,6 +35,22 @@ PRIORITY_LINK = 100
 PRIORITY_COUNT = 100
 ETH_TYPE_IPV4 = 0x0800
 FORWARD_TABLE = 1
+# Held packets wait on a neighbour no host answers: an address of the benchmarking range (RFC 2544),
+# one per next hop (a neighbour entry is per interface, so one per next hop serves every port).
+HOLD_BASE = ipaddress.IPv4Address("198.18.0.0")
+LINUX_RTO_MIN_MS = 200
+
+
+def rto_min_ms(dark_s: float) -> int:
+    """TCP's shortest retransmission timeout on the fabric's routes: Linux's 200 ms, or twice the
+    dark time when that is longer (dilated dark times reach a second), so a held packet is not
+    taken for a lost one."""
+    return max(LINUX_RTO_MIN_MS, math.ceil(2e3 * dark_s))
+
+
+def _route(dst_ip: str, via: str, dev: str, rto_ms: int) -> str:
+    line = f"ip route replace {dst_ip}/32 via {via} dev {dev} onlink"
+    return line + (f" rto_min {rto_ms}ms" if rto_ms > LINUX_RTO_MIN_MS else "")
 
 
 class PlanError(ValueError):
@@ -39,6 +62,41 @@ class Rendering:
     rules: dict[int, frozenset[FlowRule]]  # dpid -> forwarding rules (table 1)
     host_lines: dict[int, dict[str, str]] = field(default_factory=dict)  # rank -> key -> `ip`/`tc` lines
     unreachable: tuple[tuple[int, int], ...] = ()
+    next_hops: dict[int, dict[int, tuple[int, int]]] = field(default_factory=dict)  # src -> dst -> (hop, port)
+
+
+@dataclass(frozen=True)
+class Hold:
+    """A dark rendering whose cut pairs wait for the new one's links: `dark` routes them to an
+    unresolved neighbour on the port they will leave by; `release` (before the new routes) resolves
+    it to the next hop, which sends what waited; `forget` (after them) removes it again."""
+
+    dark: Rendering
+    release: dict[int, tuple[str, ...]]
+    forget: dict[int, tuple[str, ...]]
+
+
+def hold_address(next_hop: int) -> str:
+    return str(HOLD_BASE + next_hop)
+
+
+def hold(topology: dict[str, Any], dark: Rendering, new: Rendering, rto_ms: int = LINUX_RTO_MIN_MS) -> Hold:
+    hosts = topology["hosts"]
+    lines = {rank: dict(own) for rank, own in dark.host_lines.items()}
+    release: dict[int, list[str]] = {}
+    forget: dict[int, list[str]] = {}
+    for src, dst in dark.unreachable:
+        if dst not in new.next_hops.get(src, {}):
+            continue  # cut in the new state too: nothing will come to send it
+        hop, port = new.next_hops[src][dst]
+        dev, via = hosts[src]["interfaces"][port]["name"], hold_address(hop)
+        lines.setdefault(src, {})[f"route {dst}"] = _route(hosts[dst]["ip"], via, dev, rto_ms)
+        resolve = f"ip neigh replace {via} lladdr {hosts[hop]['interfaces'][port]['mac']} dev {dev} nud permanent"
+        if resolve not in release.get(src, []):
+            release.setdefault(src, []).append(resolve)
+            forget.setdefault(src, []).append(f"ip neigh del {via} dev {dev}")
+    held = Rendering(dark.rules, lines, dark.unreachable, dark.next_hops)
+    return Hold(held, {r: tuple(v) for r, v in release.items()}, {r: tuple(v) for r, v in forget.items()})
 
 
 def count_rules(topology: dict[str, Any]) -> dict[int, list[FlowRule]]:
@@ -142,7 +200,8 @@ def validate_circuits(topology: dict[str, Any], circuits: frozenset[tuple[int, i
         rx.add((switch, dst))
 
 
-def render_ocs(topology: dict[str, Any], circuits: frozenset[tuple[int, int, int]]) -> Rendering:
+def render_ocs(topology: dict[str, Any], circuits: frozenset[tuple[int, int, int]],
+               rto_ms: int = LINUX_RTO_MIN_MS) -> Rendering:
     hosts = topology["hosts"]
     dpids = [int(sw["dpid"]) for sw in topology["switches"]]
     rules: dict[int, set[FlowRule]] = {dpid: set() for dpid in dpids}
@@ -167,12 +226,13 @@ def render_ocs(topology: dict[str, Any], circuits: frozenset[tuple[int, int, int
             lines[f"rate {q}"] = "\n".join(shaping)
         for dst, nh in sorted(hops[src].items()):
             port = host["interfaces"][via[(src, nh)][0]]["name"]
-            lines[f"route {dst}"] = f"ip route replace {hosts[dst]['ip']}/32 via {hosts[nh]['ip']} dev {port} onlink"
+            lines[f"route {dst}"] = _route(hosts[dst]["ip"], hosts[nh]["ip"], port, rto_ms)
         for s, d in unreachable:
             if s == src:
                 lines[f"route {d}"] = f"ip route replace unreachable {hosts[d]['ip']}/32"
         host_lines[src] = lines
-    return Rendering({d: frozenset(r) for d, r in rules.items()}, host_lines, tuple(unreachable))
+    next_hops = {src: {dst: (nh, via[(src, nh)][0]) for dst, nh in own.items()} for src, own in hops.items()}
+    return Rendering({d: frozenset(r) for d, r in rules.items()}, host_lines, tuple(unreachable), next_hops)
 
 
 def validate_lightpaths(topology: dict[str, Any], lightpaths: dict[tuple[int, int], int]) -> None:
@@ -206,7 +266,8 @@ def validate_lightpaths(topology: dict[str, Any], lightpaths: dict[tuple[int, in
         raise PlanError(f"ring segment {over[0][1]} would carry more than {w} wavelengths in one direction")
 
 
-def render_ring(topology: dict[str, Any], lightpaths: dict[tuple[int, int], int]) -> Rendering:
+def render_ring(topology: dict[str, Any], lightpaths: dict[tuple[int, int], int],
+                rto_ms: int = LINUX_RTO_MIN_MS) -> Rendering:
     hosts = topology["hosts"]
     dpid = int(topology["switches"][0]["dpid"])
     wave_bps = topology["ring"]["wavelength_rate_bps"]
@@ -226,12 +287,13 @@ def render_ring(topology: dict[str, Any], lightpaths: dict[tuple[int, int], int]
                 lines[f"class {peer['rank']}"] = _ring_class(dev, peer["rank"],
                                                             max(1, live.get((src, peer["rank"]), 0)) * wave_bps)
         for dst, nh in sorted(hops[src].items()):
-            lines[f"route {dst}"] = f"ip route replace {hosts[dst]['ip']}/32 via {hosts[nh]['ip']} dev {dev} onlink"
+            lines[f"route {dst}"] = _route(hosts[dst]["ip"], hosts[nh]["ip"], dev, rto_ms)
         for s, d in unreachable:
             if s == src:
                 lines[f"route {d}"] = f"ip route replace unreachable {hosts[d]['ip']}/32"
         host_lines[src] = lines
-    return Rendering({dpid: rules}, host_lines, tuple(unreachable))
+    next_hops = {src: {dst: (nh, 0) for dst, nh in own.items()} for src, own in hops.items()}
+    return Rendering({dpid: rules}, host_lines, tuple(unreachable), next_hops)
 
 
 def link_state(topology: dict[str, Any]) -> str:
@@ -242,10 +304,10 @@ def link_state(topology: dict[str, Any]) -> str:
     return kind
 
 
-def render(topology: dict[str, Any], state: dict) -> Rendering:
+def render(topology: dict[str, Any], state: dict, rto_ms: int = LINUX_RTO_MIN_MS) -> Rendering:
     if link_state(topology) == "circuits":
-        return render_ocs(topology, frozenset(key for key, c in state.items() if c > 0))
-    return render_ring(topology, state)
+        return render_ocs(topology, frozenset(key for key, c in state.items() if c > 0), rto_ms)
+    return render_ring(topology, state, rto_ms)
 
 
 def validate(topology: dict[str, Any], state: dict) -> None:

@@ -6,7 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from controller.flat_plan import FlowRule
-from controller.optical_plan import Rendering
+from controller.optical_plan import Hold, Rendering
 
 
 @dataclass(frozen=True)
@@ -125,14 +125,17 @@ class Steps:
     restore: Operations
 
 
-def steps(old: Rendering, dark: Rendering, new: Rendering) -> Steps:
+def steps(old: Rendering, dark: Rendering | Hold, new: Rendering) -> Steps:
     """Rules for links that exist in neither the old nor the dark rendering carry nothing until
     hosts route onto them: they go in ahead, confirmed before the dark starts. Rules the dark
     rendering lacks but the old one has a rule for (a circuit's port given a new peer) follow the
     darkening deletions in the same batch. Everything the dark time then waits on is at most one
     switch round trip (userspace OVS can take tens of ms to confirm under load). The restore is the
     hosts' alone: a rule whose link stays lit is the same in the dark and the new rendering, so no
-    switch waits on the restore and the hosts can time it themselves."""
+    switch waits on the restore and the hosts can time it themselves. With a `Hold`, the restore
+    first sends what waited for the new links, then routes onto them, then forgets the hold."""
+    hold = dark if isinstance(dark, Hold) else Hold(dark, {}, {})
+    dark = hold.dark
     ahead, _ = split_new_rules(old, operations(old, new))
     darkening = operations(old, dark)
     early, restore = split_new_rules(dark, operations(dark, new))
@@ -140,5 +143,8 @@ def steps(old: Rendering, dark: Rendering, new: Rendering) -> Steps:
     for dpid in set(darkening.add) | set(early):
         already = set(ahead.get(dpid, ()))
         adds[dpid] = darkening.add.get(dpid, ()) + tuple(r for r in early.get(dpid, ()) if r not in already)
+    restore_lines = {rank: hold.release.get(rank, ()) + restore.host_lines.get(rank, ()) + hold.forget.get(rank, ())
+                     for rank in set(restore.host_lines) | set(hold.release)}
     return Steps(Operations(add={d: r for d, r in ahead.items() if r}),
-                 Operations(darkening.delete, adds, darkening.host_lines), restore)
+                 Operations(darkening.delete, adds, darkening.host_lines),
+                 Operations(restore.delete, restore.add, restore_lines))

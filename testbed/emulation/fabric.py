@@ -22,6 +22,10 @@ RELAY_SYSCTLS = ("net.ipv4.ip_forward=1", "net.ipv4.conf.all.rp_filter=0", "net.
                  "net.ipv4.conf.all.send_redirects=0", "net.ipv4.conf.all.accept_redirects=0",
                  "net.ipv4.conf.default.send_redirects=0", "net.ipv4.conf.default.accept_redirects=0")
 
+# Packets held while a link retunes wait on an unresolved neighbour (controller/optical_plan.py):
+# room for every flow's window, and probes that outlast any dark time (100 s; no one answers).
+HOLD_SYSCTLS = ("unres_qlen_bytes=33554432", "mcast_solicit=100", "retrans_time_ms=1000")
+
 
 class UserspaceOVS(OVSSwitch):
     """OVS with the netdev datapath; a class (not a lambda) so Mininet's batch start-up is used."""
@@ -148,7 +152,9 @@ class MininetFabric:
                 # (every collective but a broadcast) throttles what it receives.
                 commands += htb_commands_small_first(intf["name"], intf["payload_rate_bps"])
                 if routed:
-                    commands.append(f"sysctl -qw net.ipv4.conf.{intf['name'].replace('.', '/')}.rp_filter=0")
+                    dev = intf['name'].replace('.', '/')
+                    commands.append(f"sysctl -qw net.ipv4.conf.{dev}.rp_filter=0 "
+                                    + " ".join(f"net.ipv4.neigh.{dev}.{s}" for s in HOLD_SYSCTLS))
                     if intf is not host["interfaces"][0]:
                         commands.append(f"ip addr add {host['ip']}/32 dev {intf['name']}")
             if routed:  # no path until the controller plans one: drop the subnet route

@@ -189,7 +189,11 @@ def _plan_cached(traffic_items: tuple[tuple[Pair, float], ...], nodes: int, swit
         solved = _milp(demand, ports, link_bps, nodes)
         if solved is not None:
             circuits, bound = solved
-            if _longest(demand, circuits, link_bps) <= _longest(demand, greedy, link_bps):
+            # With more pairs than ports some pair gets no circuit whatever the plan, the MILP's
+            # objective is 0 for every plan and its solution arbitrary (often a handful of circuits):
+            # the greedy then serves the heaviest pairs and leaves the rest to relays.
+            longest = _longest(demand, circuits, link_bps)
+            if longest < float("inf") and longest <= _longest(demand, greedy, link_bps):
                 best, method = circuits, "milp"
     switch_of = _assign_switches(best, switches)
     final = {pair: len(qs) for pair, qs in switch_of.items()}

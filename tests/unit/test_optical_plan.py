@@ -9,7 +9,7 @@ from hypothesis import strategies as st
 
 from controller import reconfig
 from controller.northbound import BadRequest, parse_links
-from controller.optical_plan import PlanError, render, validate
+from controller.optical_plan import PlanError, hold, render, validate
 from testbed.core.scenario import Fabric
 from testbed.core.schedule import cut_pairs
 from testbed.core.topology import build_topology
@@ -194,6 +194,28 @@ def test_new_links_go_in_ahead_and_a_new_peer_for_a_port_follows_the_darkening()
     assert [r.out_port for rules in batches.dark.add.values() for r in rules] == [3]
 
 
+def test_pairs_the_dark_cuts_wait_on_the_port_of_their_new_link_and_are_released_before_its_route():
+    # GPU 0's circuit on OCS 1 moves from GPU 3 to GPU 2: 0->2 is relayed by 3 before (0->3 on
+    # OCS 1, 3->2 on OCS 0) and direct after, and nothing joins 0 to 2 while OCS 1 retunes.
+    topo = ocs(4, 2)
+    before = {(0, 3, 2): 1, (1, 0, 3): 1, (0, 2, 0): 1}
+    after = {(0, 3, 2): 1, (1, 0, 2): 1, (0, 2, 0): 1}
+    change = reconfig.request(before, after, 0.0, 0.01, 1, "test")
+    old, dark, new = render(topo, change.old), render(topo, change.dark), render(topo, change.new)
+    assert (0, 2) in dark.unreachable and new.next_hops[0][2] == (2, 1)
+    held = hold(topo, dark, new)
+    # Held on h1-eth1 (the new circuit's port) behind a neighbour no one answers ...
+    assert held.dark.host_lines[0]["route 2"] == "ip route replace 10.0.0.3/32 via 198.18.0.2 dev h1-eth1 onlink"
+    # ... which the restore resolves to GPU 2's MAC on OCS 1 before routing onto the circuit.
+    mac = topo["hosts"][2]["interfaces"][1]["mac"]
+    restore = reconfig.steps(old, held, new).restore.host_lines[0]
+    assert restore[0] == f"ip neigh replace 198.18.0.2 lladdr {mac} dev h1-eth1 nud permanent"
+    assert "ip route replace 10.0.0.3/32 via 10.0.0.3 dev h1-eth1 onlink" in restore
+    assert restore[-1] == "ip neigh del 198.18.0.2 dev h1-eth1"
+    # 0->3 loses its only circuit and gains no path: cut before and after, so it stays unreachable.
+    assert "unreachable 10.0.0.4/32" in held.dark.host_lines[0]["route 3"] and (0, 3) in new.unreachable
+
+
 @settings(max_examples=150, deadline=None)
 @given(st.sets(st.tuples(st.integers(0, 1), st.integers(0, 4), st.integers(0, 4)), max_size=8),
        st.sets(st.tuples(st.integers(0, 1), st.integers(0, 4), st.integers(0, 4)), max_size=8))
@@ -214,7 +236,7 @@ def test_reconfiguration_steps_end_at_the_new_rules_and_never_touch_old_ones_ahe
     if change is None:
         return
     old, dark, new = render(topo, change.old), render(topo, change.dark), render(topo, change.new)
-    batches = reconfig.steps(old, dark, new)
+    batches = reconfig.steps(old, hold(topo, dark, new), new)
     old_keys = {d: {(r.table, r.priority, r.match) for r in rules} for d, rules in old.rules.items()}
     for dpid, added in batches.ahead.add.items():
         assert not {(r.table, r.priority, r.match) for r in added} & old_keys[dpid]

@@ -54,6 +54,15 @@ def test_circuits_respect_ports_and_each_switch_is_a_matching(nodes, switches, s
         assert plan.longest_s >= plan.bound_s * (1 - 1e-6)
 
 
+def test_more_pairs_than_ports_still_fill_the_ports_heaviest_first():
+    # 3 GPUs with one port each and all 6 pairs asking: no plan serves every pair, so the MILP's
+    # objective is 0 whatever it returns. The heaviest pairs that fit get circuits: 0->1 (600),
+    # then 1->2 (500, 0->2 has no transmit port left), then 2->0 (300): a ring, every port used.
+    traffic = {(0, 1): 600, (1, 2): 500, (0, 2): 400, (2, 0): 300, (1, 0): 200, (2, 1): 100}
+    plan = plan_circuits(traffic, 3, 1, 1e9)
+    assert plan.circuits == {(0, 1): 1, (1, 2): 1, (2, 0): 1} and plan.method == "greedy"
+
+
 @settings(max_examples=60, deadline=None)
 @given(nodes=st.integers(3, 12), waves=st.integers(1, 8), reach=st.integers(1, 6), seed=st.integers(0, 10**6))
 def test_wavelengths_respect_segments_reach_and_interfaces(nodes, waves, reach, seed):
