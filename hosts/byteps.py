@@ -17,6 +17,8 @@ from hosts.collectives import StepRecord
 from hosts.transport import Transport
 
 MAX_CHUNK_BYTES = 4_000_000  # real-world bytes (BytePS splits tensors into chunks of at most 4 MB)
+CHUNKS_PER_BUCKET = 10  # what keeps the push/sum pipeline's fill and drain under ~10% of the transfer
+MIN_CHUNK_BYTES = 128_000  # below this, per-message latency and overhead outweigh finer pipelining
 PULL_TAG_OFFSET = 0x8000  # push of chunk c carries tag base + c, its sum comes back as base + 0x8000 + c
 WAIT_TIMEOUT_S = 600.0
 
@@ -46,9 +48,15 @@ def service_buckets(n: int, k: int, classic: bool) -> list[int]:
 
 
 def chunk_count(size_bytes: float, buckets: int) -> int:
-    """A multiple of the bucket count, with chunks of at most MAX_CHUNK_BYTES: every bucket gets
-    the same number of equal chunks, so the realised split is exactly the optimal one."""
-    return buckets * max(1, math.ceil(size_bytes / (buckets * MAX_CHUNK_BYTES)))
+    """A multiple of the bucket count, so every bucket gets the same number of equal chunks and the
+    realised split is exactly the optimal one; chunks of at most MAX_CHUNK_BYTES, and at least
+    CHUNKS_PER_BUCKET per bucket while chunks stay above MIN_CHUNK_BYTES. A chunk's sum leaves only
+    once every worker's copy is in, so pushes and sums overlap except while the pipeline fills and
+    drains, a few chunks' time each: with n = 4, k = 2 and 100 MB, 40 chunks of 2.5 MB take 1.25×
+    the optimum in the fluid model, 200 chunks 1.06×."""
+    per_bucket = max(math.ceil(size_bytes / (buckets * MAX_CHUNK_BYTES)),
+                     min(CHUNKS_PER_BUCKET, int(size_bytes // (buckets * MIN_CHUNK_BYTES))), 1)
+    return buckets * per_bucket
 
 
 def chunk_owners(n: int, k: int, classic: bool, chunks: int) -> list[int]:

@@ -77,6 +77,13 @@ def test_load_split_is_the_optimal_one(n, data):
         assert value == pytest.approx(2 * n * (n - 1) / total)
 
 
+def test_chunks_are_small_enough_to_pipeline_and_large_enough_to_be_worth_a_message():
+    # n = 4, k = 2: 20 buckets. 32 MB and 100 MB: 10 chunks per bucket (1.6 MB and 5 MB per bucket,
+    # both above 10 × 128 kB); 1 MB: one chunk per bucket (50 kB each is below 128 kB already);
+    # 1 GB: 13 per bucket, as chunks of at most 4 MB need (1e9 / (20 × 4e6) = 12.5).
+    assert [byteps.chunk_count(m, 20) for m in (32e6, 100e6, 1e6, 1e9)] == [200, 200, 20, 260]
+
+
 def test_consecutive_chunks_go_to_different_services():
     owners = byteps.chunk_owners(4, 2, False, 40)
     assert all(a != b for a, b in zip(owners, owners[1:]))
@@ -97,7 +104,7 @@ def test_schedule_has_cpu_ranks_after_the_gpus_and_a_matching_traffic_matrix():
     schedule = schedule_for(sc)
     assert schedule.hosts == 6
     step = schedule.gpus[5].steps[0]
-    assert step.group == (0, 1, 2, 3) and step.services == (4, 5) and step.chunks == 40
+    assert step.group == (0, 1, 2, 3) and step.services == (4, 5) and step.chunks == 200
     matrix = np.array(schedule.traffic_matrix_bytes, dtype=float)
     # Every machine sends and receives 2n(n-1)/(n²+kn-2k)·M = 1.2 M.
     assert np.allclose(matrix.sum(axis=0), 1.2e8, rtol=1e-6)
