@@ -62,6 +62,8 @@ def ring_flow_model(fabric: Fabric, k: int, plan: WavelengthPlan) -> FlowModel:
         links[(s, d)] = ("lightpath", s, d)
     model = FlowModel(caps, relay_paths(k, links, {pair: 1.0 for pair in links}))
     model.default = lambda s, d: relay_paths(k, links, {(s, d): 1.0})[(s, d)]
+    model.notes.append(f"wavelengths by {plan.method}; longest transfer {plan.longest_s * 1e3:.3f} ms, "
+                       f"bound {plan.bound_s * 1e3:.3f} ms")
     return model
 
 

@@ -63,6 +63,19 @@ def test_more_pairs_than_ports_still_fill_the_ports_heaviest_first():
     assert plan.circuits == {(0, 1): 1, (1, 2): 1, (2, 0): 1} and plan.method == "greedy"
 
 
+def test_wavelength_programme_serves_a_pair_the_greedy_first_fit_blocks():
+    # 4 GPUs, W = 2, every pair within reach; ties in direction go clockwise. Segment s joins s and
+    # s+1. The greedy, heaviest first, first fit: 1->3 (segments 1, 2) takes λ0, 3->0 (3) λ0,
+    # 2->3 (2) λ1, 0->2 (0, 1) λ1; 3->1 (3, 0) then finds λ0 taken on 3 and λ1 on 0: no lightpath.
+    # With 0->2 on λ0 and 1->3 on λ1, 3->1 fits on λ1: every pair gets one wavelength, and the
+    # longest transfer is 13 bytes on one 1 Gb/s wavelength, 104 ns, which is also the bound.
+    traffic = {(1, 3): 13.0, (3, 0): 13.0, (2, 3): 8.0, (0, 2): 5.0, (3, 1): 1.0}
+    plan = plan_wavelengths(traffic, 4, 2, 1e9, 3)
+    assert plan.method == "milp" and set(plan.lightpaths) == set(traffic)
+    assert all(len(path.wavelengths) == 1 for path in plan.lightpaths.values())
+    assert plan.longest_s == pytest.approx(104e-9) and plan.bound_s == pytest.approx(104e-9)
+
+
 @settings(max_examples=60, deadline=None)
 @given(nodes=st.integers(3, 12), waves=st.integers(1, 8), reach=st.integers(1, 6), seed=st.integers(0, 10**6))
 def test_wavelengths_respect_segments_reach_and_interfaces(nodes, waves, reach, seed):
