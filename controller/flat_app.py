@@ -48,7 +48,10 @@ class FlatFabricApp(app_manager.OSKenApp):
         except Exception:
             fail_loudly("programming a switch")
 
-    @set_ev_cls(ofp_event.EventOFPBarrierReply, MAIN_DISPATCHER)
+    # The switch answers the barrier sent with the features reply at once; os-ken may still have the
+    # datapath in CONFIG_DISPATCHER then (another thread moves it to MAIN), and a reply dispatched
+    # in that state reached no MAIN-only handler: the fabric was never reported programmed.
+    @set_ev_cls(ofp_event.EventOFPBarrierReply, [CONFIG_DISPATCHER, MAIN_DISPATCHER])
     def on_barrier(self, ev):
         try:
             self.programmed.add(ev.msg.datapath.id)

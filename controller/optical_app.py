@@ -108,7 +108,10 @@ class OpticalFabricApp(app_manager.OSKenApp):
                                           priority=rule.priority, match=match, out_port=ofp.OFPP_ANY,
                                           out_group=ofp.OFPG_ANY))
 
-    @set_ev_cls(ofp_event.EventOFPBarrierReply, MAIN_DISPATCHER)
+    # The switch answers the barrier sent with the features reply at once; os-ken may still have the
+    # datapath in CONFIG_DISPATCHER then (another thread moves it to MAIN), and a reply dispatched
+    # in that state reached no MAIN-only handler: the fabric was never reported programmed.
+    @set_ev_cls(ofp_event.EventOFPBarrierReply, [CONFIG_DISPATCHER, MAIN_DISPATCHER])
     def on_barrier(self, ev):
         try:
             dp = ev.msg.datapath
