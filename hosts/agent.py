@@ -21,12 +21,14 @@ import numpy as np
 
 from hosts import ops
 from hosts.collectives import StepRecord, ring_barrier
+from hosts.dag_round import run_dag_round
 from hosts.data import digest
 from hosts.timing import compute_timing, lower_timer_slack, precise_sleep, wait_until
-from hosts.transport import TcpTransport
+from hosts.transport import SendHandle, TcpTransport
 from testbed.core.contracts import AgentConfig
 
 BARRIER_TAG = 0xF0000000
+CHANNEL_BITS = 12  # tags per collective in a DAG schedule: a ring all-reduce of 1,024 takes 2,046
 WARMUP_DATA_BASE = 1_000_000
 
 
@@ -52,6 +54,7 @@ class Agent:
         self.iterations_planned = int(schedule["iterations"])
         self.warmups = config.warmup_iterations
         self.steps = schedule["gpus"][rank]["steps"]
+        self.dag = schedule.get("execution") == "dag"
         self.events: list[dict] = []
         self.compute_waits: list[tuple[float, float]] = []  # (target, overshoot) of each compute step
         sends = [self._emulated(s["bytes"]) for s in self.steps if s["kind"] == "send"]
@@ -145,38 +148,54 @@ class Agent:
         """Every step in schedule order: computes wait their dilated time, sends are posted, receives
         block until their message is in, collectives run with real data. Returns the collectives'
         outcomes and when the last step finished."""
-        handles = []
+        handles: list[SendHandle] = []
+        if self.dag:
+            return run_dag_round(self.steps, lambda index: self._step(index, iteration, round_, transport, inputs),
+                                 self.position)
         outcomes = []
         for index, step in enumerate(self.steps):
-            kind = step["kind"]
             self.position["step"] = step["id"]
-            began = time.monotonic()
-            if kind == "compute":
-                if round_ < self.warmups:
-                    # A warm-up round is for connections, TCP windows and page faults: its messages
-                    # and collectives run, its compute is not waited out (it would only cost wall time).
-                    continue
-                target = step["compute_us"] * 1e-6 * self.dilation
-                self.compute_waits.append((target, precise_sleep(target)))
-                self._event("compute", began, time.monotonic(), iteration, step=step["id"],
-                            compute_us=step["compute_us"])
-            elif kind == "send":
-                size = self._emulated(step["bytes"])
-                handles.append(transport.send(step["peer"], self._tag(step["tag"], round_), self.payload[:size]))
-                self._event("send", began, began, iteration, step=step["id"], peer=step["peer"],
-                            bytes=step["bytes"], emulated_bytes=size, tag=step["tag"])
-            elif kind == "recv":
-                size = self._emulated(step["bytes"])
-                transport.recv_into(step["peer"], self._tag(step["tag"], round_), self.scratch[:size])
-                self._event("recv", began, time.monotonic(), iteration, step=step["id"], peer=step["peer"],
-                            bytes=step["bytes"], emulated_bytes=size, tag=step["tag"])
-            else:
-                outcomes.append(self._run_step(step, inputs[index], iteration, round_, transport))
+            outcome = self._step(index, iteration, round_, transport, inputs, handles)
+            if outcome is not None:
+                outcomes.append(outcome)
         end = time.monotonic()
         self.position["step"] = "the round's last sends"
         for handle in handles:
             handle.wait(600.0)
         return outcomes, end
+
+    def _step(self, index: int, iteration: int, round_: int, transport: TcpTransport,
+              inputs: dict[int, np.ndarray | None], posted: list[SendHandle] | None = None) -> dict | None:
+        """One step; a collective's outcome. A send is posted onto `posted` (in order), or waited
+        for until the kernel has it all (in a DAG, where later steps may depend on it)."""
+        step = self.steps[index]
+        kind = step["kind"]
+        began = time.monotonic()
+        if kind == "compute":
+            if round_ < self.warmups:
+                # A warm-up round is for connections, TCP windows and page faults: its messages
+                # and collectives run, its compute is not waited out (it would only cost wall time).
+                return None
+            target = step["compute_us"] * 1e-6 * self.dilation
+            self.compute_waits.append((target, precise_sleep(target)))
+            self._event("compute", began, time.monotonic(), iteration, step=step["id"], compute_us=step["compute_us"])
+        elif kind == "send":
+            size = self._emulated(step["bytes"])
+            handle = transport.send(step["peer"], self._tag(step["tag"], round_), self.payload[:size])
+            if posted is None:
+                handle.wait(600.0)
+            else:
+                posted.append(handle)
+            self._event("send", began, began if posted is not None else time.monotonic(), iteration,
+                        step=step["id"], peer=step["peer"], bytes=step["bytes"], emulated_bytes=size, tag=step["tag"])
+        elif kind == "recv":
+            size = self._emulated(step["bytes"])
+            transport.recv_into(step["peer"], self._tag(step["tag"], round_), self.scratch[:size])
+            self._event("recv", began, time.monotonic(), iteration, step=step["id"], peer=step["peer"],
+                        bytes=step["bytes"], emulated_bytes=size, tag=step["tag"])
+        else:
+            return self._run_step(step, inputs[index], iteration, round_, transport)
+        return None
 
     def _run_step(self, step: dict, data: np.ndarray | None, iteration: int, round_: int,
                   transport: TcpTransport) -> dict:
@@ -185,7 +204,9 @@ class Agent:
             assert data is not None  # every INA worker holds a buffer
             return self._run_ina_step(step, data, iteration)
         start = time.monotonic()
-        result, records = ops.run(step["op"], step["algorithm"], transport, group, data, tag_base=(round_ + 1) << 16,
+        # Collectives of a DAG run at once and take tags of their own channel; in order, one at a time.
+        tag_base = (step["channel"] + 1) << CHANNEL_BITS if "channel" in step else (round_ + 1) << 16
+        result, records = ops.run(step["op"], step["algorithm"], transport, group, data, tag_base=tag_base,
                                   services=tuple(step.get("services", ())), chunks=int(step.get("chunks", 0)))
         end = time.monotonic()
         self._step_events(step["id"], iteration, records)

@@ -157,6 +157,10 @@ class TcpTransport:
         self._senders: dict[int, tuple[socket.socket, queue.Queue]] = {}
         self._senders_lock = threading.Lock()  # services send from several reader threads
         self._stash: dict[tuple[int, int], np.ndarray] = {}
+        # Receives may run in several threads at once (DAG schedules): one of them at a time reads
+        # a peer's socket, a message at a time, and stashes what is another's.
+        self._reading: set[int] = set()
+        self._stashed = threading.Condition()
         self._listener = socket.create_server((addresses[rank], port), backlog=len(addresses) + 4)
         self._closed = False
         threading.Thread(target=self._accept_loop, daemon=True).start()
@@ -249,36 +253,55 @@ class TcpTransport:
 
     def _recv_into(self, peer: int, tag: int, out: np.ndarray) -> None:
         key = (peer, tag)
-        while key not in self._stash:
-            sock = self._incoming_from(peer)
-            header = bytearray(HEADER.size)
-            _recv_exact(sock, memoryview(header))
-            got_tag, size, confirm = HEADER.unpack(header)
-            if got_tag == tag:
-                if size != out.nbytes:
-                    raise TransportError(f"rank {self.rank} expected tag {tag} ({out.nbytes} B) from rank {peer}, "
-                                         f"got {size} B")
-                _recv_exact(sock, out.data.cast("B"))
-                if confirm:
-                    sock.sendall(ACK)
-                return
-            payload = np.empty(size, dtype=np.uint8)
-            _recv_exact(sock, payload.data)
-            if confirm:
-                sock.sendall(ACK)
-            self._stash[(peer, got_tag)] = payload
-        payload = self._stash.pop(key)
+        while True:
+            with self._stashed:
+                while key not in self._stash and peer in self._reading:
+                    self._stashed.wait()
+                if key in self._stash:
+                    payload = self._stash.pop(key)
+                    break
+                self._reading.add(peer)
+            try:
+                if self._read_one(peer, tag, out):
+                    return
+            finally:
+                with self._stashed:
+                    self._reading.discard(peer)
+                    self._stashed.notify_all()
         if payload.nbytes != out.nbytes:
             raise TransportError(f"rank {self.rank}: message {tag} from rank {peer} has {payload.nbytes} B, "
                                  f"expected {out.nbytes} B")
         out.data.cast("B")[:] = payload.data
 
+    def _read_one(self, peer: int, tag: int, out: np.ndarray) -> bool:
+        """Read `peer`'s next message: into `out` if it is `tag` (True), else into the stash."""
+        sock = self._incoming_from(peer)
+        header = bytearray(HEADER.size)
+        _recv_exact(sock, memoryview(header))
+        got_tag, size, confirm = HEADER.unpack(header)
+        if got_tag == tag:
+            if size != out.nbytes:
+                raise TransportError(f"rank {self.rank} expected tag {tag} ({out.nbytes} B) from rank {peer}, "
+                                     f"got {size} B")
+            _recv_exact(sock, out.data.cast("B"))
+            if confirm:
+                sock.sendall(ACK)
+            return True
+        payload = np.empty(size, dtype=np.uint8)
+        _recv_exact(sock, payload.data)
+        if confirm:
+            sock.sendall(ACK)
+        with self._stashed:
+            self._stash[(peer, got_tag)] = payload
+        return False
+
     def recv_any(self, peer: int) -> tuple[int, np.ndarray]:
         """The next message from `peer`, whatever its tag, as bytes: for readers that dispatch on
         the tag themselves (one reader per peer at a time)."""
-        for key in list(self._stash):
-            if key[0] == peer:
-                return key[1], self._stash.pop(key)
+        with self._stashed:
+            for key in list(self._stash):
+                if key[0] == peer:
+                    return key[1], self._stash.pop(key)
         with self.board.waiting("receive", peer):
             return self._recv_next(peer)
 

@@ -46,11 +46,11 @@ JUDGED_BURSTS = 10  # messages this many idle bursts long are judged; the burst 
 
 
 def transfer_rates_bps(events: list[dict[str, Any]], dilation: float, alpha_wall_s: float,
-                       host_rate_bps: float) -> list[tuple[int, int, float]]:
+                       host_rate_bps: float) -> list[tuple[int, int, str, float]]:
     """Rates of a schedule's point-to-point messages whose receiver was already waiting when the
     message could start moving (send posted, alpha passed): timed from then to the receive's end.
     A message its receiver asked for later moved partly or wholly into socket buffers unseen, so
-    it says nothing of the link and is left out. Returns (sender, receiver, bits/s) of each."""
+    it says nothing of the link and is left out. Returns (sender, receiver, tag, bits/s) of each."""
     sends = {(e["host"], e["peer"], e["tag"], e["iteration"]): e for e in events
              if e.get("kind") == "send" and "tag" in e}
     burst = HTB_IDLE_BURST_BYTES
@@ -68,7 +68,7 @@ def transfer_rates_bps(events: list[dict[str, Any]], dilation: float, alpha_wall
         size = recv["emulated_bytes"]
         if end > start and size >= JUDGED_BURSTS * burst:  # smaller ones: the burst's spread dominates
             # an idle link lets its first ~50 KB through at once: the rest moves at the shaped rate
-            rates.append((recv["peer"], recv["host"], bytes_to_bits(size - burst) / (end - start)))
+            rates.append((recv["peer"], recv["host"], recv["tag"], bytes_to_bits(size - burst) / (end - start)))
     return rates
 
 

@@ -45,7 +45,7 @@ def predict_scenario(scenario: Scenario) -> Prediction:
     """The oracle for any scenario: placed models through the placer's plan, collectives directly."""
     if scenario.workload.kind == "model":
         return predict_plan(model_plan(scenario), scenario.fabric)
-    if scenario.workload.kind == "trace":  # a user's schedule: simulated step by step, like a placed one
+    if scenario.workload.kind in ("trace", "chakra"):  # a user's schedule, simulated step by step
         return simulate_schedule(schedule_for(scenario).to_json(), scenario.fabric)
     return predict(scenario, schedule_for(scenario))
 

@@ -82,12 +82,15 @@ class ModelWorkload(_Strict):
 
 
 class Workload(_Strict):
-    kind: Literal["collective", "model", "trace"]
+    kind: Literal["collective", "model", "trace", "chakra"]
     collective: CollectiveOp | None = None
     algorithm: Algorithm = "ring"
     bytes: int | None = Field(default=None, gt=0)
     model: ModelWorkload | None = None
     trace: str | None = None
+    path: str | None = None  # chakra: the directory of <prefix>.<rank>.et files
+    # chakra: process group name -> its ranks, for groups the trace's metadata does not list
+    process_groups: dict[str, list[int]] | None = None
     iterations: int = Field(default=3, ge=1, le=10000)
 
     @model_validator(mode="after")
@@ -101,6 +104,12 @@ class Workload(_Strict):
             raise ValueError("kind model needs a 'model' section")
         if self.kind == "trace" and self.trace is None:
             raise ValueError("kind trace needs 'trace' (a path)")
+        if self.kind == "chakra" and self.path is None:
+            raise ValueError("kind chakra needs 'path' (the directory of its <prefix>.<rank>.et files)")
+        if self.path is not None and self.kind != "chakra":
+            raise ValueError("'path' belongs to kind chakra (a trace directory); kind trace takes 'trace'")
+        if self.process_groups is not None and self.kind != "chakra":
+            raise ValueError("'process_groups' belongs to kind chakra")
         return self
 
 
@@ -174,6 +183,10 @@ class Scenario(_Strict):
         if self.workload.kind == "model" and model is not None and model.mp * model.dp != self.fabric.hosts:
             raise ValueError(f"workload.model mp×dp = {model.mp}×{model.dp} = {model.mp * model.dp} must equal "
                              f"fabric.hosts ({self.fabric.hosts})")
+        for name, ranks in (self.workload.process_groups or {}).items():
+            if len(set(ranks)) != len(ranks) or any(not 0 <= r < self.fabric.hosts for r in ranks):
+                raise ValueError(f"workload.process_groups.{name} must list distinct ranks in "
+                                 f"0..{self.fabric.hosts - 1} (got {ranks})")
         for index, fault in enumerate(self.faults):
             if fault.host is not None and fault.host >= self.fabric.hosts:
                 raise ValueError(f"faults[{index}]: host {fault.host} does not exist "
@@ -250,9 +263,10 @@ def load_scenario(path: str | Path) -> Scenario:
         line = f" at line {mark.line + 1}" if mark is not None else ""
         raise InputError(f"{path}: not valid YAML{line}; fix the syntax") from None
     workload = data.get("workload") if isinstance(data, dict) else None
-    if isinstance(workload, dict) and isinstance(workload.get("trace"), str):
-        # a trace's path is relative to the scenario file, wherever testbed runs from
-        workload["trace"] = str((path.parent / workload["trace"]).resolve())
+    for field in ("trace", "path"):
+        if isinstance(workload, dict) and isinstance(workload.get(field), str):
+            # a trace's path is relative to the scenario file, wherever testbed runs from
+            workload[field] = str((path.parent / workload[field]).resolve())
     return parse_scenario(data, str(path))
 
 

@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable
-from dataclasses import asdict, dataclass, field
+import functools
+from collections.abc import Iterable, Sequence
+from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
 from hosts import ops
@@ -27,6 +28,9 @@ class Step:
     group: tuple[int, ...] | None = None
     services: tuple[int, ...] | None = None  # BytePS/PS: the CPU machines' ranks (summation only)
     chunks: int | None = None  # BytePS/PS: how many chunks the buffer is hashed in
+    # DAG schedules: the collective's message-tag channel, the same on every member and distinct
+    # among collectives that may run at once (with_channels numbers them)
+    channel: int | None = None
 
     def to_json(self) -> dict[str, Any]:
         return {k: (list(v) if isinstance(v, tuple) else v) for k, v in asdict(self).items() if v is not None}
@@ -73,13 +77,23 @@ def cut_pairs(unreachable: Iterable[Iterable[int]], talking: Iterable[tuple[int,
     return sorted({(a, b) for a, b in unreachable} & needed)
 
 
+EXECUTIONS = ("in-order", "dag")
+
+
 @dataclass(frozen=True)
 class Schedule:
+    """`execution` in-order: a GPU runs its steps in list order (a send is posted and not waited
+    for). dag: a step starts once its `deps` are done; computes share the GPU one at a time,
+    transfers and collectives run beside them (Chakra traces)."""
+
     name: str
     hosts: int
     iterations: int
     gpus: tuple[GpuSchedule, ...]
     traffic_matrix_bytes: tuple[tuple[int, ...], ...] = field(default=())
+    execution: str = "in-order"
+    # Nodes of an imported trace that move no data across the network, by type: (type, count)
+    skipped_nodes: tuple[tuple[str, int], ...] = ()
 
     def traffic(self) -> dict[tuple[int, int], float]:
         return traffic_pairs(self.traffic_matrix_bytes)
@@ -92,7 +106,57 @@ class Schedule:
             "iterations": self.iterations,
             "gpus": [{"rank": g.rank, "steps": [s.to_json() for s in g.steps]} for g in self.gpus],
             "traffic_matrix_bytes": [list(row) for row in self.traffic_matrix_bytes],
+            "execution": self.execution,
+            **({"skipped_nodes": dict(self.skipped_nodes)} if self.skipped_nodes else {}),
         }
+
+
+BLOCKING_KINDS = ("compute", "recv", "collective")  # what an in-order GPU waits for before its next step
+
+
+def in_order_deps(steps: Sequence[tuple[str, str, Sequence[str]]]) -> list[tuple[tuple[str, ...], tuple[str, ...]]]:
+    """An in-order GPU's (id, kind, deps) steps as a DAG: per step its data dependencies (a send
+    is posted, never waited for, so dependencies on sends drop out) and its control dependency
+    on the GPU's last blocking step before it."""
+    kinds = {ident: kind for ident, kind, _ in steps}
+    out: list[tuple[tuple[str, ...], tuple[str, ...]]] = []
+    last_blocking: str | None = None
+    for ident, kind, deps in steps:
+        data = tuple(d for d in deps if kinds[d] != "send")
+        out.append((data, (last_blocking,) if last_blocking is not None and last_blocking not in data else ()))
+        if kind in BLOCKING_KINDS:
+            last_blocking = ident
+    return out
+
+
+def schedule_traffic(gpus: Iterable[GpuSchedule], hosts: int) -> tuple[tuple[int, ...], ...]:
+    """Bytes per GPU pair in one iteration: the sends, and each collective's own traffic once per
+    step and group (optical fabrics plan circuits and wavelengths from this matrix)."""
+    matrix = [[0] * hosts for _ in range(hosts)]
+    collectives: dict[tuple[str, tuple[int, ...] | None], Collective] = {}
+    for gpu in gpus:
+        for step in gpu.steps:
+            if step.kind == "send":
+                matrix[gpu.rank][step.peer or 0] += step.message_bytes()
+            elif step.kind == "collective":
+                collectives[(step.id, step.group)] = step.collective()
+    for coll in collectives.values():
+        block = collective_traffic(coll.op, coll.algorithm, len(coll.group), coll.bytes)
+        for i, src in enumerate(coll.group):
+            for j, dst in enumerate(coll.group):
+                matrix[src][dst] += block[i][j]
+    return tuple(tuple(row) for row in matrix)
+
+
+def with_channels(gpus: Iterable[GpuSchedule]) -> tuple[GpuSchedule, ...]:
+    """The GPUs' steps with every collective numbered by (id, group), the same on each member, so
+    that collectives running at once in a DAG schedule never share message tags."""
+    gpus = tuple(gpus)
+    keys = sorted({(s.id, s.group) for g in gpus for s in g.steps if s.kind == "collective"},
+                  key=lambda k: (k[0], k[1] or ()))
+    number: dict[tuple[str, tuple[int, ...] | None], int] = {key: index for index, key in enumerate(keys)}
+    return tuple(GpuSchedule(g.rank, tuple(replace(s, channel=number[(s.id, s.group)]) if s.kind == "collective"
+                                           else s for s in g.steps)) for g in gpus)
 
 
 def ring_allreduce_traffic(hosts: int, size_bytes: int) -> tuple[tuple[int, ...], ...]:
@@ -107,6 +171,7 @@ def ring_allreduce_traffic(hosts: int, size_bytes: int) -> tuple[tuple[int, ...]
     return tuple(tuple(row) for row in matrix)
 
 
+@functools.lru_cache(maxsize=4096)  # simulations ask again for every collective they run
 def collective_traffic(op: str, algorithm: str, hosts: int, size_bytes: int) -> tuple[tuple[int, ...], ...]:
     """Who sends how much to whom in one collective: the real algorithm run once in-process on a
     small buffer, scaled to `size_bytes` (every message size is proportional to the buffer)."""

@@ -10,7 +10,15 @@ from typing import Any
 
 from hosts import ops
 from testbed.core.errors import InputError
-from testbed.core.schedule import SCHEDULE_FORMAT, GpuSchedule, Schedule, Step, collective_traffic
+from testbed.core.schedule import (
+    EXECUTIONS,
+    SCHEDULE_FORMAT,
+    GpuSchedule,
+    Schedule,
+    Step,
+    schedule_traffic,
+    with_channels,
+)
 
 STEP_KINDS = ("compute", "send", "recv", "collective")
 
@@ -106,16 +114,9 @@ def schedule_from_json(data: Any, source: str, hosts: int, iterations: int) -> S
     for key, (_, where) in recvs.items():
         if key not in sends:
             raise InputError(f"{where}: no GPU {key[0]} send has tag '{key[2]}' to GPU {key[1]}; it would wait forever")
-    matrix = [[0] * hosts for _ in range(hosts)]
-    for (src, dst, _), (size, _) in sends.items():
-        matrix[src][dst] += size
-    # Collectives' own traffic too, once per step and group: optical fabrics plan circuits and
-    # wavelengths from this matrix.
-    collectives = {(s.id, s.group): s.collective() for gpu in parsed for s in gpu.steps if s.kind == "collective"}
-    for step in collectives.values():
-        block = collective_traffic(step.op, step.algorithm, len(step.group), step.bytes)
-        for i, src in enumerate(step.group):
-            for j, dst in enumerate(step.group):
-                matrix[src][dst] += block[i][j]
+    execution = data.get("execution", "in-order")
+    if execution not in EXECUTIONS:
+        raise InputError(f"{source}: 'execution' must be one of {', '.join(EXECUTIONS)} (got {execution!r})")
+    gpus = with_channels(parsed) if execution == "dag" else tuple(parsed)
     return Schedule(name=str(data.get("name", Path(source).stem)), hosts=hosts, iterations=iterations,
-                    gpus=tuple(parsed), traffic_matrix_bytes=tuple(tuple(row) for row in matrix))
+                    gpus=gpus, traffic_matrix_bytes=schedule_traffic(gpus, hosts), execution=execution)

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from hosts import ops
 from testbed.core.byteps_schedule import byteps_schedule
+from testbed.core.chakra import load_chakra
 from testbed.core.errors import InputError
 from testbed.core.fabric_kinds import KINDS
 from testbed.core.ina_fabric import ina_window
@@ -108,6 +109,10 @@ def schedule_for(scenario: Scenario) -> Schedule:
     if scenario.workload.kind == "trace":
         assert scenario.workload.trace is not None
         return load_trace(scenario.workload.trace, scenario.fabric.hosts, scenario.workload.iterations)
+    if scenario.workload.kind == "chakra":
+        assert scenario.workload.path is not None
+        return load_chakra(scenario.workload.path, scenario.fabric.hosts, scenario.workload.iterations,
+                           scenario.workload.process_groups, scenario.name)
     if scenario.workload.kind == "model":
         return plan_schedule(model_plan(scenario), scenario.name, scenario.workload.iterations)
     return collective_schedule(scenario)

@@ -22,7 +22,8 @@ from testbed.core.units import BITS_PER_BYTE, gbps_to_bps, transfer_time_s, us_t
 from testbed.core.workloads import schedule_for
 from testbed.oracle.collectives import Prediction, collective_cost
 from testbed.oracle.fabrics import forwarding_load_factor, mp_flow_model
-from testbed.oracle.schedule_sim import simulate_schedule
+from testbed.oracle.replanning import replans_during_run
+from testbed.oracle.schedule_sim import message_rates_bps, simulate_schedule
 
 # A reconfiguration's rule changes and their barrier take about a millisecond here (DESIGN §8);
 # dark time must be accurate to the dark_time monitor's DARK_TOLERANCE.
@@ -42,6 +43,8 @@ class Prepared:
     expected_rate_bps: float | None = None  # emulated rate a busy transfer should get (None: the host rate)
     # Schedules: the share of B each GPU pair's path carries alone.
     pair_rate_frac: dict[tuple[int, int], float] | None = None
+    # DAG schedules: the share of B each message got in the oracle's simulation, by (src, dst, tag)
+    message_rate_frac: dict[tuple[int, int, str], float] | None = None
 
 
 
@@ -56,7 +59,7 @@ def prepare(scenario: Scenario, calibration: Calibration | None = None) -> Prepa
             f"{scenario.fabric.kind}); model workloads can be placed and predicted on every fabric with "
             f"`testbed place` and `testbed predict`"
         )
-    if scenario.workload.kind in ("model", "trace"):
+    if scenario.workload.kind in ("model", "trace", "chakra"):
         return _prepare_schedule(scenario, calibration)
     schedule = schedule_for(scenario)
     prediction = predict(scenario, schedule)
@@ -97,7 +100,8 @@ def _prepare_schedule(scenario: Scenario, calibration: Calibration) -> Prepared:
     plan = _emulation_plan(scenario, schedule, prediction, calibration, average_step, bulk,
                            warmup_iteration_s=_warmup_iteration_s(scenario, schedule, prediction))
     return Prepared(scenario, schedule, prediction, plan, average_step, bulk,
-                    pair_rate_frac=_pair_rate_fractions(scenario, schedule))
+                    pair_rate_frac=_pair_rate_fractions(scenario, schedule),
+                    message_rate_frac=_message_rate_fractions(scenario, schedule))
 
 
 BULK_SHARE = 0.9  # the message-size monitor judges the messages that carry this share of the bytes
@@ -114,6 +118,18 @@ def _bulk_smallest(sizes: list[int], default: float) -> float:
             return size
         skipped += size
     return sizes[-1]
+
+
+def _message_rate_fractions(scenario: Scenario, schedule: Schedule) -> dict[tuple[int, int, str], float] | None:
+    """A DAG's messages, each against the rate it got in the oracle's simulation; where the
+    controller re-plans paths during the run, no static model says what one message gets, so
+    they are left unjudged (an empty map; the iteration times and dark times judge the run)."""
+    if schedule.execution != "dag":
+        return None
+    if replans_during_run(scenario.fabric):
+        return {}
+    rate = gbps_to_bps(scenario.fabric.gpu_bandwidth_gbps)
+    return {key: bps / rate for key, bps in message_rates_bps(schedule.to_json(), scenario.fabric).items()}
 
 
 def _pair_rate_fractions(scenario: Scenario, schedule: Schedule) -> dict[tuple[int, int], float]:

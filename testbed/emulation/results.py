@@ -185,7 +185,7 @@ def assemble(prepared: "Prepared", run_dir: Path, measured: dict, outcome: dict)
     calibration = load_calibration()
     expected_bps = prepared.expected_rate_bps or plan.host_rate_bps
     rates = [r / expected_bps for h in per_host for it in h["iterations"] for r in it["step_rates_bps"]]
-    if scenario.workload.kind in ("model", "trace"):
+    if scenario.workload.kind in ("model", "trace", "chakra"):
         # A schedule's steps include waiting for a peer's compute: time each message instead, against
         # what its path carries (a circuit or lightpath may be a share of B).
         fractions = prepared.pair_rate_frac or {}
@@ -193,7 +193,14 @@ def assemble(prepared: "Prepared", run_dir: Path, measured: dict, outcome: dict)
                                                 dilation.dilation,
                                                 us_to_s(scenario.fabric.latency_us) * dilation.dilation,
                                                 plan.host_rate_bps)
-        rates = [rate / (plan.host_rate_bps * fractions.get((src, dst), 1.0)) for src, dst, rate in transfers]
+        # A DAG's messages share their paths with whatever runs beside them: judged against the rate
+        # the oracle's simulation gave each; else against what the pair's path carries alone.
+        per_message = prepared.message_rate_frac
+        if per_message is not None:
+            transfers = [t for t in transfers if t[:3] in per_message]
+        rates = [rate / (plan.host_rate_bps * (per_message[(src, dst, tag)] if per_message is not None
+                                               else fractions.get((src, dst), 1.0)))
+                 for src, dst, tag, rate in transfers]
     overshoot_mean = max((h["latency"]["overshoot_mean_s"] for h in per_host), default=0.0)
     overshoot_p99 = max((h["latency"]["overshoot_p99_s"] for h in per_host), default=0.0)
     step_emulated_s = dilation.emulated_time_s(prepared.shortest_event_s)
@@ -275,6 +282,8 @@ def assemble(prepared: "Prepared", run_dir: Path, measured: dict, outcome: dict)
         "fidelity": verdict,
         "notes": list(plan.notes),
     }
+    if prepared.schedule.skipped_nodes:  # a Chakra trace's nodes that move no data, by type
+        result["skipped_trace_nodes"] = dict(prepared.schedule.skipped_nodes)
     if ina is not None:
         result["ina"] = ina
     if faults:

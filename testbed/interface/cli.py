@@ -58,7 +58,7 @@ def cmd_check(args: argparse.Namespace) -> int:
 
     scenario = load_scenario(args.scenario)
     f, w = scenario.fabric, scenario.workload
-    if w.kind in ("collective", "trace"):
+    if w.kind in ("collective", "trace", "chakra"):
         from testbed.core.workloads import schedule_for
 
         schedule_for(scenario)  # combinations the fields alone allow but no schedule can run
@@ -130,6 +130,28 @@ def cmd_place(args: argparse.Namespace) -> int:
     console.print(f"degree used: {used} (limit {plan.degree if plan.degree is not None else 'none'}); "
                   f"MP groups replicate GPUs 0..{plan.k - 1}; wrote {out / 'schedule.json'} and "
                   f"{out / 'traffic_matrix.csv'}")
+    return 0
+
+
+def cmd_export_chakra(args: argparse.Namespace) -> int:
+    from testbed.core.chakra_export import export_chakra
+    from testbed.core.scenario import load_scenario
+    from testbed.core.workloads import schedule_for
+
+    scenario = load_scenario(args.scenario)
+    try:
+        files = export_chakra(schedule_for(scenario))
+    except InputError as error:
+        raise InputError(f"{args.scenario}: {error}") from None
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    stale = [p.name for p in out.glob("*.et") if not p.name.startswith(f"{scenario.name}.")]
+    if stale:
+        raise InputError(f"{out} already holds another trace ({stale[0]}); give an empty directory")
+    for rank, data in enumerate(files):
+        (out / f"{scenario.name}.{rank}.et").write_bytes(data)
+    console.print(f"wrote {len(files)} Chakra files, {sum(map(len, files)):,} bytes: "
+                  f"{out / scenario.name}.{{0..{len(files) - 1}}}.et")
     return 0
 
 
@@ -356,6 +378,10 @@ def build_parser() -> argparse.ArgumentParser:
     place.add_argument("scenario")
     place.add_argument("--out", required=True, help="directory for schedule.json and traffic_matrix.csv")
     place.set_defaults(func=cmd_place)
+    export = sub.add_parser("export-chakra", help="the scenario's schedule as Chakra execution traces (no root)")
+    export.add_argument("scenario")
+    export.add_argument("--out", required=True, help="directory for <name>.<rank>.et, one file per GPU")
+    export.set_defaults(func=cmd_export_chakra)
     srch = sub.add_parser("search", help="best (mp, dp, batch) for a model on a fabric by time to accuracy (no root)")
     srch.add_argument("scenario")
     srch.add_argument("--gpus", type=int, help="number of GPUs (default: fabric.hosts)")

@@ -1,97 +1,207 @@
-"""Oracle for any schedule (testbed-schedule/1): every GPU runs its steps in order, transfers share
-the fabric max-min fairly, collectives take their alpha-beta time once all members arrive, at the
-rate their ring gets on the fabric's plan."""
+"""Oracle for any schedule (testbed-schedule/1 or a Chakra trace): a step starts once its
+dependencies are done (in an in-order schedule, on its GPU's last blocking step too: see
+schedule.in_order_deps). A GPU runs one compute at a time, the lowest ready step first; transfers
+and collectives run beside it. Sends, and the data of ring collectives and all-to-alls, are flows
+sharing the fabric max-min fairly with everything else in flight, their α terms added at the end;
+tree, halving-doubling and broadcast collectives take their alpha-beta time at the rate their
+group gets on the fabric's plan when every group running the same step sends at once."""
 
 from __future__ import annotations
 
+import heapq
 import math
 from collections import defaultdict
 from typing import Any
 
 from testbed.core.errors import InputError
 from testbed.core.scenario import Fabric
-from testbed.core.schedule import collective_traffic, traffic_pairs
+from testbed.core.schedule import collective_traffic, in_order_deps, traffic_pairs
 from testbed.core.units import bytes_to_bits, us_to_s
 from testbed.oracle.collectives import Breakdown, Prediction, collective_cost
 from testbed.oracle.fabrics import mp_flow_model
 from testbed.oracle.flow_model import FlowModel
 from testbed.oracle.flows import Flow, max_min_rates
 
+# Collectives whose alpha-beta bandwidth term is the busiest GPU's bytes over its rate: their data
+# is simulated as flows (exactly that time alone, and slowed by whatever else shares a link).
+FLUID = {("allreduce", "ring"), ("reducescatter", "ring"), ("allgather", "ring"), ("alltoall", "ring")}
+
+
+class _Dag:
+    def __init__(self, schedule: dict[str, Any], fabric: Fabric) -> None:
+        n = int(schedule["hosts"])
+        self.steps = [g["steps"] for g in sorted(schedule["gpus"], key=lambda g: g["rank"])]
+        self.model = mp_flow_model(fabric, n, 1, traffic_pairs(schedule.get("traffic_matrix_bytes")))
+        self.alpha = us_to_s(fabric.latency_us)
+        self.static_rate = collective_rates_bps(self.steps, self.model)
+        index = [{s["id"]: i for i, s in enumerate(gpu)} for gpu in self.steps]
+        deps = [[tuple(s.get("deps", ())) for s in gpu] for gpu in self.steps]
+        if schedule.get("execution", "in-order") == "in-order":
+            deps = [[data + ctrl for data, ctrl in in_order_deps([(s["id"], s["kind"], s.get("deps", ()))
+                                                                  for s in gpu])] for gpu in self.steps]
+        self.waiting = [[len(d) for d in gpu] for gpu in deps]
+        self.dependants: list[list[list[int]]] = [[[] for _ in gpu] for gpu in self.steps]
+        for g, gpu in enumerate(deps):
+            for i, step_deps in enumerate(gpu):
+                for dep in step_deps:
+                    self.dependants[g][index[g][dep]].append(i)
+        self.done = [[False] * len(gpu) for gpu in self.steps]
+        self.compute_s = [0.0] * n
+        self.ready_computes: list[list[int]] = [[] for _ in range(n)]
+        self.computing = [False] * n
+        self.timers: list[tuple[float, int, tuple[Any, ...]]] = []
+        self.flows: list[tuple[tuple[Any, ...], Flow, float]] = []  # (owner, flow, bits left)
+        self.arrived: dict[tuple[int, int, str], float] = {}  # (src, dst, tag) -> when it arrived
+        self.receiving: dict[tuple[int, int, str], tuple[int, int]] = {}
+        self.rendezvous: dict[tuple[Any, ...], list[tuple[int, int]]] = defaultdict(list)
+        self.flows_left: dict[tuple[Any, ...], int] = {}
+        self.now = 0.0
+        self._seq = 0
+        self.sent_at: dict[tuple[int, int], float] = {}
+        self.message_bps: dict[tuple[int, int, str], float] = {}  # (src, dst, tag) -> its average rate
+
+    def at(self, time_s: float, event: tuple[Any, ...]) -> None:
+        self._seq += 1
+        heapq.heappush(self.timers, (time_s, self._seq, event))
+
+    def finish(self, g: int, i: int) -> None:
+        self.done[g][i] = True
+        for j in self.dependants[g][i]:
+            self.waiting[g][j] -= 1
+            if self.waiting[g][j] == 0:
+                self.start(g, j)
+
+    def start(self, g: int, i: int) -> None:
+        step = self.steps[g][i]
+        kind = step["kind"]
+        if kind == "compute":
+            heapq.heappush(self.ready_computes[g], i)
+            self.next_compute(g)
+        elif kind == "send":
+            self.sent_at[(g, i)] = self.now
+            flow = Flow(self.now, step["bytes"], self.model.resources(g, step["peer"]))
+            self.flows.append((("send", g, i), flow, bytes_to_bits(step["bytes"])))
+        elif kind == "recv":
+            key = (step["peer"], g, step["tag"])
+            if self.arrived.get(key, math.inf) <= self.now:
+                self.finish(g, i)
+            else:
+                self.receiving[key] = (g, i)
+        elif kind == "collective":
+            meeting = (step["id"], tuple(step["group"]))
+            self.rendezvous[meeting].append((g, i))
+            if len(self.rendezvous[meeting]) == len(step["group"]):
+                self.launch(meeting, step)
+        else:
+            raise InputError(f"schedule step {step.get('id')} has unknown kind {kind}")
+
+    def next_compute(self, g: int) -> None:
+        if self.computing[g] or not self.ready_computes[g]:
+            return
+        i = heapq.heappop(self.ready_computes[g])
+        duration = us_to_s(self.steps[g][i]["compute_us"])
+        self.computing[g] = True
+        self.compute_s[g] += duration
+        self.at(self.now + duration, ("computed", g, i))
+
+    def launch(self, key: tuple[Any, ...], step: dict[str, Any]) -> None:
+        group, op, algorithm, size = key[1], step["op"], step["algorithm"], step["bytes"]
+        n = len(group)
+        if (op, algorithm) not in FLUID:
+            cost = collective_cost(op, algorithm, n, size, self.static_rate[key], self.alpha).time_s
+            self.at(self.now + cost, ("collected", key))
+            return
+        block = collective_traffic(op, algorithm, n, size)
+        edges = [(group[a], group[b], block[a][b]) for a in range(n) for b in range(n) if a != b and block[a][b]]
+        for src, dst, bytes_ in edges:
+            self.flows.append((("collective", key), Flow(self.now, bytes_, self.model.resources(src, dst)),
+                               bytes_to_bits(bytes_)))
+        self.flows_left[key] = len(edges)
+        if not edges:
+            self.at(self.now + self.alpha_part(key, step), ("collected", key))
+
+    def alpha_part(self, key: tuple[Any, ...], step: dict[str, Any]) -> float:
+        return collective_cost(step["op"], step["algorithm"], len(key[1]), step["bytes"], math.inf, self.alpha).time_s
+
+    def flow_done(self, owner: tuple[Any, ...]) -> None:
+        if owner[0] == "send":
+            _, g, i = owner
+            step = self.steps[g][i]
+            # keyed by sender, receiver and tag: data-parallel replicas reuse the same tags
+            key = (g, step["peer"], step["tag"])
+            self.at(self.now + self.alpha, ("arrived", key))
+            if self.now > self.sent_at[(g, i)]:
+                self.message_bps[key] = bytes_to_bits(step["bytes"]) / (self.now - self.sent_at[(g, i)])
+            self.finish(g, i)
+            return
+        key = owner[1]
+        self.flows_left[key] -= 1
+        if self.flows_left[key] == 0:
+            g, i = self.rendezvous[key][0]
+            self.at(self.now + self.alpha_part(key, self.steps[g][i]), ("collected", key))
+
+    def event(self, event: tuple[Any, ...]) -> None:
+        if event[0] == "computed":
+            _, g, i = event
+            self.computing[g] = False
+            self.finish(g, i)
+            self.next_compute(g)
+        elif event[0] == "arrived":
+            key = event[1]
+            self.arrived[key] = self.now
+            if key in self.receiving:
+                self.finish(*self.receiving.pop(key))
+        else:
+            for g, i in self.rendezvous.pop(event[1]):
+                self.finish(g, i)
+
+    def run(self) -> float:
+        for g, gpu in enumerate(self.steps):
+            for i in range(len(gpu)):
+                if self.waiting[g][i] == 0:
+                    self.start(g, i)
+        while self.timers or self.flows:
+            rates = max_min_rates([f for _, f, _ in self.flows], self.model.capacity_bps) if self.flows else []
+            ends = [self.now + left / rate for (_, _, left), rate in zip(self.flows, rates) if rate > 0]
+            then = min(([self.timers[0][0]] if self.timers else []) + ends, default=math.inf)
+            if then == math.inf:
+                break
+            finished: list[tuple[tuple[Any, ...], Flow, float]] = []
+            still: list[tuple[tuple[Any, ...], Flow, float]] = []
+            for (owner, flow, left), rate in zip(self.flows, rates):
+                left -= rate * (then - self.now)
+                (finished if left <= 1e-6 * max(1.0, flow.bytes) else still).append((owner, flow, left))
+            self.flows, self.now = still, then
+            for owner, _, _ in finished:
+                self.flow_done(owner)
+            while self.timers and self.timers[0][0] <= self.now:
+                self.event(heapq.heappop(self.timers)[2])
+        stuck = [(g, i) for g, gpu in enumerate(self.done) for i, done in enumerate(gpu) if not done]
+        if stuck:
+            g, i = stuck[0]
+            raise InputError(f"the schedule deadlocks: GPU {g} step {self.steps[g][i]['id']} never starts or ends "
+                             f"(a receive without its send, or a collective some member never reaches)")
+        return self.now
+
 
 def simulate_schedule(schedule: dict[str, Any], fabric: Fabric) -> Prediction:
-    n = int(schedule["hosts"])
-    if n != fabric.hosts:
-        raise InputError(f"the schedule has {n} GPUs but fabric.hosts is {fabric.hosts}; they must match")
-    traffic = traffic_pairs(schedule.get("traffic_matrix_bytes"))
-    model = mp_flow_model(fabric, n, 1, traffic)
-    alpha = us_to_s(fabric.latency_us)
-    steps = [gpu["steps"] for gpu in sorted(schedule["gpus"], key=lambda g: g["rank"])]
-    ring_rate = collective_rates_bps(steps, model)
-    position = [0] * n
-    busy_until = [0.0] * n
-    compute = [0.0] * n
-    arrived: dict[str, float] = {}
-    flows: list[tuple[str, Flow, float]] = []  # (tag, flow, bits left)
-    waiting_collective: dict[tuple[Any, ...], set[int]] = defaultdict(set)
-    now = 0.0
-
-    def advance(g: int) -> None:
-        while position[g] < len(steps[g]) and busy_until[g] <= now:
-            step = steps[g][position[g]]
-            kind = step["kind"]
-            if kind == "compute":
-                duration = us_to_s(step["compute_us"])
-                busy_until[g] = now + duration
-                compute[g] += duration
-            elif kind == "send":
-                flows.append((step["tag"], Flow(now, step["bytes"], model.resources(g, step["peer"])),
-                              bytes_to_bits(step["bytes"])))
-            elif kind == "recv":
-                if arrived.get(step["tag"], math.inf) > now:
-                    return
-            elif kind == "collective":
-                group = tuple(step["group"])
-                key = (step["id"], group)
-                waiting_collective[key].add(g)
-                if len(waiting_collective[key]) < len(group):
-                    position[g] += 1
-                    busy_until[g] = math.inf  # released when the last member arrives
-                    return
-                duration = 0.0 if len(group) < 2 else collective_cost(
-                    step["op"], step["algorithm"], len(group), step["bytes"], ring_rate[key], alpha).time_s
-                for member in group:
-                    busy_until[member] = now + duration
-            else:
-                raise InputError(f"schedule step {step.get('id')} has unknown kind {kind}")
-            position[g] += 1
-
-    while True:
-        for g in range(n):
-            advance(g)
-        if all(p >= len(s) for p, s in zip(position, steps)) and not flows:
-            break
-        rates = max_min_rates([f for _, f, _ in flows], model.capacity_bps) if flows else []
-        candidates = [t for t in busy_until if now < t < math.inf]
-        candidates += [now + left / r for (_, _, left), r in zip(flows, rates) if r > 0]
-        candidates += [t for t in arrived.values() if t > now]
-        if not candidates:
-            stuck = [g for g in range(n) if position[g] < len(steps[g])]
-            raise InputError(f"the schedule deadlocks: GPU {stuck[0]} waits at step "
-                             f"{steps[stuck[0]][position[stuck[0]]]['id']} forever")
-        then = min(candidates)
-        still = []
-        for (tag, flow, left), rate in zip(flows, rates):
-            left -= rate * (then - now)
-            if left <= 1e-6 * max(1.0, flow.bytes):
-                arrived[tag] = then + alpha
-            else:
-                still.append((tag, flow, left))
-        flows = still
-        now = then
-    total = max([now] + [t for t in busy_until if t < math.inf])
-    busiest = max(compute)
+    if int(schedule["hosts"]) != fabric.hosts:
+        raise InputError(f"the schedule has {schedule['hosts']} GPUs but fabric.hosts is {fabric.hosts}; "
+                         f"they must match")
+    dag = _Dag(schedule, fabric)
+    total = dag.run()
+    busiest = max(dag.compute_s)
     return Prediction(total, Breakdown(compute_s=busiest, communication_s=total - busiest),
-                      "schedule simulation: steps in order, max-min fair transfers, alpha-beta collectives")
+                      "schedule simulation: steps when their dependencies are done, one compute at a time per "
+                      "GPU, transfers and ring collectives as max-min fair flows")
+
+
+def message_rates_bps(schedule: dict[str, Any], fabric: Fabric) -> dict[tuple[int, int, str], float]:
+    """Each point-to-point message's average rate in the simulation, by (sender, receiver, tag):
+    what a message shares its path with (a DAG's concurrent transfers) is in it."""
+    dag = _Dag(schedule, fabric)
+    dag.run()
+    return dag.message_bps
 
 
 def collective_rates_bps(steps: list[list[dict[str, Any]]], model: FlowModel) -> dict[tuple[Any, ...], float]:

@@ -1,0 +1,282 @@
+"""`workload.kind: chakra`: a directory of Chakra execution traces (`<prefix>.<rank>.et`, one per
+rank) as a DAG schedule. COMP nodes become computes, COMM_SEND/RECV messages matched by (src, dst,
+tag), COMM_COLL the named collective among its process group's ranks; nodes that move no data are
+skipped (their dependencies pass through them) and counted. Every problem names the file, the node
+and the field, and says what to fix."""
+
+from __future__ import annotations
+
+import re
+from collections import Counter, defaultdict
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import networkx as nx
+
+from hosts import ops
+from testbed.core.chakra_proto import (
+    COLLECTIVE_NAMES,
+    COLLECTIVES,
+    INTEGER_KINDS,
+    NODE_TYPE_NAMES,
+    attribute_value,
+    decode,
+)
+from testbed.core.errors import InputError
+from testbed.core.schedule import GpuSchedule, Schedule, Step, schedule_traffic, with_channels
+
+FILE_NAME = re.compile(r"^(?P<prefix>.+)\.(?P<rank>\d+)\.et$")
+# What each collective type runs as on the hosts; a barrier is a one-element all-reduce.
+RUNS_AS = {"ALL_REDUCE": "allreduce", "ALL_GATHER": "allgather", "REDUCE_SCATTER": "reducescatter",
+           "REDUCE_SCATTER_BLOCK": "reducescatter", "ALL_TO_ALL": "alltoall", "BROADCAST": "broadcast",
+           "BARRIER": "allreduce"}
+BARRIER_BYTES = 4
+SKIPPED_TYPES = ("METADATA_NODE", "MEM_LOAD_NODE", "MEM_STORE_NODE", "STORAGE_NODE", "BATCH_NODE",
+                 "CHECKPOINT_NODE")
+# This testbed's own attributes, which other readers ignore: the exact compute time (Chakra's
+# duration_micros is whole µs) and a collective's algorithm (ring unless said).
+EXACT_DURATION = "duration_us"
+PG_ATTRIBUTE = "pg_ranks:"  # GlobalMetadata attribute `pg_ranks:<pg_name>` = the group's ranks (int list)
+WORLD = "(all ranks)"
+
+
+def trace_files(directory: Path, hosts: int, given_as: str = "workload.path") -> list[Path]:
+    """The trace's files, rank 0 first; the ranks must be exactly 0..hosts-1 under one prefix."""
+    if not directory.is_dir():
+        raise InputError(f"{given_as}: {directory} is not a directory; give the directory that holds "
+                         f"the trace's <prefix>.<rank>.et files")
+    found: dict[str, dict[int, Path]] = defaultdict(dict)
+    for path in directory.iterdir():
+        match = FILE_NAME.match(path.name)
+        if match:
+            found[match["prefix"]][int(match["rank"])] = path
+    if not found:
+        raise InputError(f"{directory}: no Chakra trace files (<prefix>.<rank>.et) in it")
+    if len(found) > 1:
+        raise InputError(f"{directory}: files of {len(found)} traces ({', '.join(sorted(found))}); "
+                         f"keep one trace per directory")
+    (prefix, ranks), = found.items()
+    if sorted(ranks) != list(range(len(ranks))):
+        missing = sorted(set(range(max(ranks) + 1)) - set(ranks))
+        raise InputError(f"{directory}: rank {missing[0]} has no file {prefix}.{missing[0]}.et; ranks run 0..N-1")
+    if len(ranks) != hosts:
+        raise InputError(f"{directory}: the trace has {len(ranks)} ranks but the fabric has {hosts} GPUs "
+                         f"(fabric.hosts); make them equal")
+    return [ranks[r] for r in range(hosts)]
+
+
+def load_chakra(directory: str | Path, hosts: int, iterations: int,
+                process_groups: Mapping[str, Sequence[int]] | None = None, name: str | None = None) -> Schedule:
+    """Read a trace directory into a DAG schedule of `iterations` rounds."""
+    files = trace_files(Path(directory), hosts)
+    traces = []
+    for rank, path in enumerate(files):
+        try:
+            data = path.read_bytes()
+        except OSError as error:
+            raise InputError(f"{path}: cannot read it ({error.strerror})") from None
+        traces.append(decode(data, str(path)))
+    return chakra_schedule([(str(p), *t) for p, t in zip(files, traces)], hosts, iterations,
+                           process_groups, name or Path(directory).name)
+
+
+def _attributes(node: Any) -> dict[str, tuple[str | None, Any]]:
+    return {a.name: (a.WhichOneof("value"), attribute_value(a)) for a in node.attr}
+
+
+def _integer(where: str, attrs: dict[str, tuple[str | None, Any]], key: str, default: int | None = None,
+             minimum: int | None = None) -> int:
+    kind, value = attrs.get(key, (None, None))
+    if kind is None:
+        if default is None:
+            raise InputError(f"{where}: needs the integer attribute '{key}'; add it")
+        return default
+    if kind.removesuffix("_val") not in INTEGER_KINDS:
+        raise InputError(f"{where}: attribute '{key}' must be an integer (it is a {kind})")
+    if minimum is not None and value < minimum:
+        raise InputError(f"{where}: attribute '{key}' must be at least {minimum} (got {value})")
+    return int(value)
+
+
+def _metadata_groups(source: str, metadata: Any, hosts: int) -> dict[str, tuple[int, ...]]:
+    groups = {}
+    for attr in metadata.attr:
+        if attr.name.startswith(PG_ATTRIBUTE):
+            ranks = attribute_value(attr)
+            if not isinstance(ranks, list) or any(not isinstance(r, int) or not 0 <= r < hosts for r in ranks):
+                raise InputError(f"{source}: global metadata '{attr.name}' must list ranks in 0..{hosts - 1}")
+            groups[attr.name.removeprefix(PG_ATTRIBUTE)] = tuple(ranks)
+    return groups
+
+
+def _order(source: str, nodes: list[Any]) -> tuple[dict[int, Any], list[int]]:
+    """Nodes by id and a topological order (ties by id); missing dependencies and cycles refused."""
+    by_id: dict[int, Any] = {}
+    for node in nodes:
+        if node.id in by_id:
+            raise InputError(f"{source}: node {node.id}: field 'id' repeats an earlier node's; ids are unique per file")
+        by_id[node.id] = node
+    graph = nx.DiGraph()
+    graph.add_nodes_from(by_id)
+    for node in nodes:
+        for field in ("data_deps", "ctrl_deps"):
+            for dep in getattr(node, field):
+                if dep not in by_id:
+                    raise InputError(f"{source}: node {node.id}: {field} names node {dep}, which is not in this "
+                                     f"file; remove it or add the node")
+                graph.add_edge(dep, node.id)
+    try:
+        cycle = nx.find_cycle(graph)
+    except nx.NetworkXNoCycle:
+        return by_id, list(nx.lexicographical_topological_sort(graph))
+    path = " → ".join(str(a) for a, _ in cycle) + f" → {cycle[0][0]}"
+    raise InputError(f"{source}: nodes {path} form a dependency cycle (data_deps/ctrl_deps); break it")
+
+
+def chakra_schedule(traces: list[tuple[str, Any, list[Any]]], hosts: int, iterations: int,
+                    process_groups: Mapping[str, Sequence[int]] | None = None, name: str = "chakra") -> Schedule:
+    """The DAG schedule of decoded traces: (source, GlobalMetadata, nodes) per rank, rank 0 first."""
+    if len(traces) != hosts:
+        raise InputError(f"the trace has {len(traces)} ranks but the fabric has {hosts} GPUs; make them equal")
+    groups = _metadata_groups(traces[0][0], traces[0][1], hosts)
+    groups.update({str(k): tuple(v) for k, v in (process_groups or {}).items()})
+    skipped: Counter[str] = Counter()
+    # (src, dst, tag) -> [(rank's step index, bytes, where)] in each side's order
+    sends: dict[tuple[int, int, int], list[tuple[int, int, int, str]]] = defaultdict(list)
+    recvs: dict[tuple[int, int, int], list[tuple[int, int, int, str]]] = defaultdict(list)
+    colls: dict[str, dict[int, list[tuple[str, int, str]]]] = defaultdict(lambda: defaultdict(list))
+    per_rank: list[list[dict[str, Any]]] = []
+    for rank, (source, _, nodes) in enumerate(traces):
+        by_id, order = _order(source, nodes)
+        steps: list[dict[str, Any]] = []
+        step_of: dict[int, tuple[str, ...]] = {}  # node id -> the step ids a dependant waits for
+        for node_id in order:
+            node = by_id[node_id]
+            where = f"{source}: node {node_id}"
+            deps = tuple(dict.fromkeys(d for dep in (*node.data_deps, *node.ctrl_deps) for d in step_of[dep]))
+            type_name = NODE_TYPE_NAMES.get(node.type)
+            if type_name is None or type_name == "INVALID_NODE":
+                raise InputError(f"{where}: field 'type' is {node.type}, not a node type this testbed runs "
+                                 f"(COMP_NODE, COMM_SEND_NODE, COMM_RECV_NODE, COMM_COLL_NODE, or one it skips: "
+                                 f"{', '.join(SKIPPED_TYPES)})")
+            attrs = _attributes(node)
+            base: dict[str, Any] = {"id": f"n{node_id}", "deps": deps}
+            step: dict[str, Any] | None = base
+            if type_name in SKIPPED_TYPES or (type_name == "COMP_NODE" and node.duration_micros == 0):
+                skipped[type_name if type_name != "COMP_NODE" else "COMP_NODE without duration"] += 1
+                step = None
+            elif type_name == "COMP_NODE":
+                exact_kind, exact = attrs.get(EXACT_DURATION, (None, None))
+                exact_us = exact if exact_kind == "double_val" and exact >= 0 else node.duration_micros
+                base.update(kind="compute", compute_us=float(exact_us))
+            elif type_name in ("COMM_SEND_NODE", "COMM_RECV_NODE"):
+                sending = type_name == "COMM_SEND_NODE"
+                peer_key, own_key = ("comm_dst", "comm_src") if sending else ("comm_src", "comm_dst")
+                peer = _integer(where, attrs, peer_key, minimum=0)
+                if peer >= hosts or peer == rank:
+                    raise InputError(f"{where}: attribute '{peer_key}' must be another rank, 0..{hosts - 1} "
+                                     f"(got {peer})")
+                if _integer(where, attrs, own_key, default=rank) != rank:
+                    raise InputError(f"{where}: attribute '{own_key}' must be this file's rank, {rank}")
+                size = _integer(where, attrs, "comm_size", minimum=1)
+                tag = _integer(where, attrs, "comm_tag", default=0)
+                key = (rank, peer, tag) if sending else (peer, rank, tag)
+                (sends if sending else recvs)[key].append((rank, len(steps), size, where))
+                base.update(kind="send" if sending else "recv", peer=peer, bytes=size)
+            else:
+                step = _collective(where, attrs, rank, hosts, groups, base)
+                if step is None:
+                    skipped["COMM_COLL_NODE of one rank"] += 1
+                else:
+                    colls[step["pg"]][rank].append((step["op"], step["bytes"], where))
+                    step["id"] = f"{step['pg'] if step['pg'] != WORLD else 'world'}#{len(colls[step['pg']][rank]) - 1}"
+            if step is None:
+                step_of[node_id] = deps
+            else:
+                steps.append(step)
+                step_of[node_id] = (step["id"],)
+        per_rank.append(steps)
+    _pair_messages(sends, recvs, per_rank)
+    _check_collectives(colls, {**groups, WORLD: tuple(range(hosts))})
+    gpus = with_channels(
+        GpuSchedule(rank, tuple(Step(**{k: v for k, v in s.items() if k != "pg"}) for s in steps))
+        for rank, steps in enumerate(per_rank))
+    return Schedule(name=name, hosts=hosts, iterations=iterations, gpus=gpus,
+                    traffic_matrix_bytes=schedule_traffic(gpus, hosts), execution="dag",
+                    skipped_nodes=tuple(sorted(skipped.items())))
+
+
+def _collective(where: str, attrs: dict[str, tuple[str | None, Any]], rank: int, hosts: int,
+                groups: dict[str, tuple[int, ...]], step: dict[str, Any]) -> dict[str, Any] | None:
+    comm_type = _integer(where, attrs, "comm_type")
+    type_name = COLLECTIVE_NAMES.get(comm_type)
+    if type_name not in RUNS_AS:
+        known = ", ".join(f"{n} ({COLLECTIVES[n]})" for n in RUNS_AS)
+        raise InputError(f"{where}: attribute 'comm_type' {comm_type} ({type_name or 'unknown'}) is not a collective "
+                         f"the hosts run; use one of {known}")
+    kind, pg = attrs.get("pg_name", (None, None))
+    if kind not in (None, "string_val"):
+        raise InputError(f"{where}: attribute 'pg_name' must be a string (it is a {kind})")
+    if pg is not None and pg != "" and pg not in groups:
+        raise InputError(f"{where}: attribute 'pg_name' is '{pg}', a process group with no ranks given; list its "
+                         f"ranks under workload.process_groups or in the trace's metadata ({PG_ATTRIBUTE}{pg})")
+    group = groups[pg] if pg else tuple(range(hosts))
+    if rank not in group:
+        raise InputError(f"{where}: rank {rank} is not in process group '{pg}' ({list(group)})")
+    if len(set(group)) != len(group):
+        raise InputError(f"{where}: process group '{pg}' lists a rank twice ({list(group)})")
+    if len(group) < 2:
+        return None
+    op = RUNS_AS[str(type_name)]
+    algorithm_kind, algorithm = attrs.get("algorithm", (None, "ring" if ops.supported(op, "ring") else "tree"))
+    if algorithm_kind not in (None, "string_val") or not ops.supported(op, algorithm) \
+            or algorithm in ops.SERVICE_ALGORITHMS:
+        raise InputError(f"{where}: attribute 'algorithm' {algorithm!r} cannot run {op}; use ring "
+                         f"(tree or halving-doubling for an all-reduce)")
+    size = BARRIER_BYTES if type_name == "BARRIER" else _integer(where, attrs, "comm_size", minimum=1)
+    return {**step, "kind": "collective", "op": op, "algorithm": algorithm, "group": group, "bytes": size,
+            "pg": pg or WORLD}
+
+
+def _pair_messages(sends: dict[tuple[int, int, int], list[tuple[int, int, int, str]]],
+                   recvs: dict[tuple[int, int, int], list[tuple[int, int, int, str]]],
+                   per_rank: list[list[dict[str, Any]]]) -> None:
+    """The k-th send from src to dst with a tag meets the k-th such receive (each in its rank's
+    order); both get the same unique tag."""
+    for key in sorted(set(sends) | set(recvs)):
+        out, into = sends.get(key, []), recvs.get(key, [])
+        src, dst, tag = key
+        if len(out) != len(into):
+            extra = (out if len(out) > len(into) else into)[min(len(out), len(into))]
+            missing = "receive on rank" if len(out) > len(into) else "send on rank"
+            raise InputError(f"{extra[3]}: no matching {missing} {dst if len(out) > len(into) else src} for this "
+                             f"message from rank {src} to rank {dst} with comm_tag {tag}; every send needs its "
+                             f"receive")
+        for k, ((s_rank, s_index, s_size, s_where), (r_rank, r_index, r_size, _)) in enumerate(zip(out, into)):
+            if s_size != r_size:
+                raise InputError(f"{s_where}: sends {s_size} bytes (comm_size) but its receive on rank {dst} "
+                                 f"expects {r_size}")
+            for rank, index in ((s_rank, s_index), (r_rank, r_index)):
+                per_rank[rank][index]["tag"] = f"{src}>{dst}:{tag}#{k}"
+
+
+def _check_collectives(colls: dict[str, dict[int, list[tuple[str, int, str]]]],
+                       groups: dict[str, tuple[int, ...]]) -> None:
+    """Every member of a process group runs the same collectives in the same order."""
+    for pg, by_rank in colls.items():
+        members = groups[pg]
+        first = members[0]
+        reference = by_rank.get(first, [])
+        for rank in members:
+            mine = by_rank.get(rank, [])
+            for index in range(max(len(mine), len(reference))):
+                if index >= len(mine) or index >= len(reference):
+                    longer = mine if len(mine) > len(reference) else reference
+                    short_rank = first if len(mine) > len(reference) else rank
+                    raise InputError(f"{longer[index][2]}: collective {index} on process group '{pg}' has no "
+                                     f"counterpart on rank {short_rank}; every member runs the same collectives")
+                if mine[index][:2] != reference[index][:2]:
+                    raise InputError(f"{mine[index][2]}: collective {index} on process group '{pg}' is "
+                                     f"{mine[index][0]} of {mine[index][1]} bytes here but {reference[index][0]} of "
+                                     f"{reference[index][1]} bytes on rank {first}; members must agree")
