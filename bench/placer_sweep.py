@@ -20,6 +20,7 @@ from rich.progress import Progress
 from testbed.core.scenario import Fabric
 from testbed.placer.accuracy import curve
 from testbed.placer.balance import balance
+from testbed.placer.buckets import DEFAULT_BUCKET_BYTES
 from testbed.placer.place import mp_radius, place_mp_group
 from testbed.placer.profiles import device
 from testbed.placer.search import PlanCache, search
@@ -51,16 +52,19 @@ def placement_timing() -> dict:
     return {"model": "transformer", "k": 16, "degree": 3, "sub_ops": sum(o.parts for o in ops), "seconds": seconds}
 
 
-_CACHES: dict[tuple[str, str], PlanCache] = {}  # per worker process: placements are reused across bandwidths
+_CACHES: dict[tuple[str, str, float], PlanCache] = {}  # per worker process: placements are reused across bandwidths
 
 
 def sweep_point(model: str, bandwidth: float, device_name: str = "v100",
-                noise_batch: float | None = None, batches: list[int] | None = None) -> list[dict]:
+                noise_batch: float | None = None, batches: list[int] | None = None,
+                bucket_bytes: float = DEFAULT_BUCKET_BYTES) -> list[dict]:
     """Every fabric's best (k, l, batch) for `model` at `bandwidth`; `device_name`, `noise_batch`
-    (the accuracy curve's knee) and `batches` replace the defaults for sensitivity studies."""
-    cache = _CACHES.get((model, device_name))
+    (the accuracy curve's knee), `batches` and `bucket_bytes` (0: no DP overlap) replace the
+    defaults for sensitivity studies."""
+    cache = _CACHES.get((model, device_name, bucket_bytes))
     if cache is None:
-        cache = _CACHES[(model, device_name)] = PlanCache(MODELS[model](), device(device_name))
+        cache = _CACHES[(model, device_name, bucket_bytes)] = PlanCache(MODELS[model](), device(device_name),
+                                                                       bucket_bytes)
     accuracy = replace(curve(model), noise_batch=noise_batch) if noise_batch else None
     ks = [16, 32, 64] if model == "megatron" else None
     rows = []

@@ -24,6 +24,7 @@ from placer_sweep import GPUS, sweep_point
 from rich.progress import Progress
 
 from testbed.placer.accuracy import curve
+from testbed.placer.buckets import DEFAULT_BUCKET_BYTES
 from testbed.placer.report import claims
 
 HERE = Path(__file__).resolve().parent
@@ -39,15 +40,19 @@ class Variant:
     device: str = "v100"
     knees: dict[str, float] = field(default_factory=dict)  # B_noise per model
     smallest_batch: int | None = None  # extra global batches below the accuracy curve's own
+    bucket_bytes: float | None = None  # DP gradient buckets (0: the all-reduce after the backward pass)
 
 
 VARIANTS = {
-    "baseline": Variant("none: the constants of testbed/placer (V100; knees 65,536 and 2,048; batches from 1,024)"),
+    "baseline": Variant("none: the constants of testbed/placer (V100; knees 65,536 and 2,048; batches from 1,024; "
+                        "DP all-reduce in 25 MB buckets beside the backward pass)"),
     "transformer-knee-16384": Variant("Transformer knee at batch 16,384 (the constant before this release)",
                                       knees={"transformer": 16384}),
     "resnet-knee-8192": Variant("ResNet-50 knee at batch 8,192 instead of 65,536", knees={"resnet50": 8192}),
     "batch-floor-256": Variant("global batches from 256 (below one sample per GPU: MP plans only)",
                                smallest_batch=256),
+    "no-overlap": Variant("DP all-reduce after the whole backward pass instead of in 25 MB buckets beside it",
+                          bucket_bytes=0),
     "a100": Variant("A100 instead of V100 (2.5× the compute, 2.3× the memory bandwidth)", device="a100"),
 }
 
@@ -59,7 +64,8 @@ def _point(variant: str, model: str, bandwidth: float) -> list[dict]:
         own = curve(model).batches
         batches = [b for b in (256, 512) if b >= v.smallest_batch and b < min(own)] + list(own)
     return [dict(row, variant=variant)
-            for row in sweep_point(model, bandwidth, v.device, v.knees.get(model), batches)]
+            for row in sweep_point(model, bandwidth, v.device, v.knees.get(model), batches,
+                                   DEFAULT_BUCKET_BYTES if v.bucket_bytes is None else v.bucket_bytes)]
 
 
 def _cluster_200g(rows: list[dict]) -> list[dict]:

@@ -79,6 +79,9 @@ class ModelWorkload(_Strict):
     device: str = "v100"
     profile: str | None = None  # a user op profile (YAML/JSON) instead of the zoo model
     tau_us: float = Field(default=10.0, gt=0)
+    # DP all-reduce in buckets of this many bytes, each started as the backward compute fills it
+    # (PyTorch DDP's 25 MB); 0: one all-reduce after the whole backward pass
+    dp_bucket_bytes: int = Field(default=25_000_000, ge=0)
 
 
 class Workload(_Strict):

@@ -100,7 +100,8 @@ def model_plan(scenario: Scenario) -> Plan:
                          f"({', '.join(sorted(MODELS))}); or give workload.model.profile")
     try:
         return make_plan(graph, device(model.device), model.mp, model.dp, model.global_batch,
-                         fabric_degree(scenario), model.tau_us, scenario.fabric.gpu_bandwidth_gbps)
+                         fabric_degree(scenario), model.tau_us, scenario.fabric.gpu_bandwidth_gbps,
+                         model.dp_bucket_bytes)
     except InputError as error:
         raise InputError(f"{scenario.name}: workload.model: {error}") from None
 

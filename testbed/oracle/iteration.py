@@ -1,5 +1,5 @@
 """Iteration time of a plan on a fabric: the MP group's critical path, transfers sharing the fabric
-max-min fairly, then the DP all-reduce."""
+max-min fairly, and the DP all-reduce in gradient buckets that start as the backward fills them."""
 
 from __future__ import annotations
 
@@ -14,6 +14,7 @@ from testbed.oracle.fabrics import dp_allreduce_s, mp_flow_model
 from testbed.oracle.flow_model import FlowModel
 from testbed.oracle.flows import DarkWindow, Flow, RatesMemo, completion_times
 from testbed.oracle.replanning import PeriodTraffic, period_traffic, plan_replans, replans_during_run
+from testbed.placer.buckets import overlapped_finish_s
 from testbed.placer.plan import Plan
 
 
@@ -22,33 +23,39 @@ def dp_ring_bytes(plan: Plan) -> float:
     return 2 * (plan.l - 1) / plan.l * max(plan.grad_bytes) if plan.l > 1 else 0.0
 
 
+Ends = list[list[float]]  # ends[op][part]: when that sub-op finished, in seconds
+
+
 def mp_makespan_s(plan: Plan, fabric: Fabric, model: FlowModel,
-                  enough_s: float = float("inf")) -> tuple[float, FlowModel]:
+                  enough_s: float = float("inf")) -> tuple[float, FlowModel, Ends]:
     """Critical path of one MP group. The transfers feeding one op share the fabric max-min fairly,
     one flow per GPU pair; transfers feeding different ops do not interact. On a fabric whose
     controller re-plans during the run, the dark windows of testbed.oracle.replanning pause them.
     A run without dark time is a lower bound: once it reaches `enough_s` that bound is returned."""
     memo: RatesMemo = {}
     if not replans_during_run(fabric):
-        return _critical_path_s(plan, fabric, model, (), memo), model
+        makespan, ends = _critical_path_s(plan, fabric, model, (), memo)
+        return makespan, model, ends
     traffic = period_traffic(fabric)
-    steady_s = _critical_path_s(plan, fabric, model, (), memo, traffic)
+    steady_s, ends = _critical_path_s(plan, fabric, model, (), memo, traffic)
     if steady_s >= enough_s:
         model.notes.append("dark time not computed: the run without it already exceeds the best candidate")
-        return steady_s, model
+        return steady_s, model, ends
     replans = plan_replans(fabric, plan.k, plan.l, model, traffic, tuple(sorted(plan.mp_traffic)))
-    makespan = _critical_path_s(plan, fabric, model, replans.windows, memo) if replans.dark_s > 0 else steady_s
+    makespan = steady_s
+    if replans.dark_s > 0:
+        makespan, ends = _critical_path_s(plan, fabric, model, replans.windows, memo)
     # Pausing a flow leaves its share to others, and max-min sharing freezes within 1%: a paused
     # run can come out a hair faster than the steady one, which dark time cannot really buy.
     makespan = max(makespan, steady_s)
     model.dark_s = replans.dark_before_s(makespan)
     model.notes.append(f"re-planned every {replans.period_s * 1e6:g} µs: {len(replans.windows)} of "
                        f"{replans.count} re-plans retuned links, {model.dark_s * 1e3:.3f} ms dark")
-    return makespan, model
+    return makespan, model, ends
 
 
 def _critical_path_s(plan: Plan, fabric: Fabric, model: FlowModel, dark: tuple[DarkWindow, ...],
-                     memo: RatesMemo, traffic: PeriodTraffic | None = None) -> float:
+                     memo: RatesMemo, traffic: PeriodTraffic | None = None) -> tuple[float, Ends]:
     """The schedule's makespan over `model`, flows paused in the `dark` windows; records what each
     pair starts sending per period into `traffic`."""
     placement = plan.placement
@@ -92,7 +99,7 @@ def _critical_path_s(plan: Plan, fabric: Fabric, model: FlowModel, dark: tuple[D
                 ready = max(ready, end[q][p] if gpus[q][p] == g else arrived[(q, p, i, g)])
             start = max(ready, avail[g])
             end[i][c] = avail[g] = start + us_to_s(op.part_us)
-    return max(avail)
+    return max(avail), end
 
 
 def predict_plan(plan: Plan, fabric: Fabric, enough_s: float = float("inf")) -> Prediction:
@@ -100,15 +107,24 @@ def predict_plan(plan: Plan, fabric: Fabric, enough_s: float = float("inf")) -> 
     that cannot beat it may get a lower bound at or above it instead of its full prediction."""
     model = mp_flow_model(fabric, plan.k, plan.l, plan.mp_traffic, dp_ring_bytes(plan))
     dp_s = dp_allreduce_s(fabric, plan.k, plan.l, max(plan.grad_bytes), model.dp_rate_bps)
-    mp_s, model = mp_makespan_s(plan, fabric, model, enough_s - dp_s)
+    # The DP all-reduce cannot end before the backward does: the MP path alone bounds the search.
+    mp_s, model, ends = mp_makespan_s(plan, fabric, model, enough_s)
     notes = model.notes
     busiest = [0.0] * plan.k
     for i, op in enumerate(plan.placement.ops):
         for c in range(op.parts):
             busiest[plan.placement.gpu[i][c]] += us_to_s(op.part_us)
     compute = max(busiest)
-    total = mp_s + dp_s
-    formula = f"MP critical path {mp_s * 1e3:.3f} ms + DP all-reduce {dp_s * 1e3:.3f} ms"
+    finish = [overlapped_finish_s([(max(ends[j][c] for j, c in bucket.subops),
+                                    dp_allreduce_s(fabric, plan.k, plan.l, bucket.bytes, model.dp_rate_bps))
+                                   for bucket in buckets]) for buckets in plan.buckets]
+    total = max([mp_s, *finish])
+    tail_s = total - mp_s
+    buckets = max((len(b) for b in plan.buckets), default=0)
+    formula = (f"MP critical path {mp_s * 1e3:.3f} ms + DP all-reduce ({dp_s * 1e3:.3f} ms at once) in "
+               f"{buckets} bucket{'s' if buckets != 1 else ''} overlapping backward, {tail_s * 1e3:.3f} ms after it")
+    if plan.l == 1:
+        formula = f"MP critical path {mp_s * 1e3:.3f} ms"
     if notes:
         formula += "; " + "; ".join(notes)
     dark = min(model.dark_s, max(0.0, total - compute))

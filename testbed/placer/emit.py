@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 from collections import defaultdict
+from dataclasses import replace
 
-from testbed.core.schedule import GpuSchedule, Schedule, Step
+from testbed.core.schedule import GpuSchedule, Schedule, Step, in_order_deps, schedule_traffic, with_channels
 from testbed.placer.balance import inputs_of
 from testbed.placer.plan import Plan
 
@@ -41,21 +42,26 @@ def _group_steps(plan: Plan) -> list[list[Step]]:
     return [[step for _, _, step in sorted(steps, key=lambda t: (t[0], t[1]))] for steps in per_gpu]
 
 
-def _merge_computes(steps: list[Step]) -> list[Step]:
-    """Consecutive compute steps become one; later references follow the merged step."""
+def _merge_computes(steps: list[Step], boundaries: frozenset[str] = frozenset()) -> tuple[list[Step], dict[str, str]]:
+    """Consecutive compute steps become one, except after a step in `boundaries` (one that fills a
+    gradient bucket, whose all-reduce starts then); later references follow the merged step (the
+    map of merged ids is returned too)."""
     merged: list[Step] = []
     alias: dict[str, str] = {}
+    closed: set[str] = set()  # merged computes that end at a boundary
     for step in steps:
         deps = tuple(dict.fromkeys(alias.get(d, d) for d in step.deps))
         last = merged[-1] if merged else None
-        if step.kind == "compute" and last is not None and last.kind == "compute":
+        if step.kind == "compute" and last is not None and last.kind == "compute" and last.id not in closed:
             own = tuple(d for d in deps if d != last.id and d not in last.deps)
             merged[-1] = Step(id=last.id, kind="compute", compute_us=(last.compute_us or 0) + (step.compute_us or 0),
                               deps=last.deps + own)
             alias[step.id] = last.id
-            continue
-        merged.append(Step(**{**step.__dict__, "deps": deps}))
-    return merged
+        else:
+            merged.append(Step(**{**step.__dict__, "deps": deps}))
+        if step.id in boundaries:
+            closed.add(alias.get(step.id, step.id))
+    return merged, alias
 
 
 def _offset(step: Step, base: int, k: int) -> Step:
@@ -65,28 +71,39 @@ def _offset(step: Step, base: int, k: int) -> Step:
     return Step(**{**step.__dict__, "peer": base + step.peer})
 
 
+def _with_buckets(plan: Plan, local: int, steps: list[Step], alias: dict[str, str]) -> list[Step]:
+    """The MP steps' order made explicit (each waits for the GPU's last blocking step, as in
+    order), and after each bucket's last backward compute a DP all-reduce of the bucket that waits
+    for that compute and the bucket before (one ring, one collective at a time, as a framework's
+    communication stream runs them), beside the rest of the backward pass."""
+    chain = in_order_deps([(s.id, s.kind, s.deps) for s in steps])
+    ordered = [replace(s, deps=data + ctrl) for s, (data, ctrl) in zip(steps, chain)]
+    members = tuple(local + j * plan.k for j in range(plan.l))
+    after: dict[str, list[Step]] = defaultdict(list)
+    for b, bucket in enumerate(plan.buckets[local]):
+        j, c = bucket.subops[-1]
+        compute = alias.get(f"c{j}.{c}", f"c{j}.{c}")
+        previous = (f"dp-bucket{b - 1}",) if b else ()
+        after[compute].append(Step(id=f"dp-bucket{b}", kind="collective", op="allreduce", algorithm="ring",
+                                   group=members, bytes=max(1, round(bucket.bytes)), deps=(compute, *previous)))
+    return [t for s in ordered for t in (s, *after.get(s.id, ()))]
+
+
 def plan_schedule(plan: Plan, name: str, iterations: int) -> Schedule:
-    group = [_merge_computes(steps) for steps in _group_steps(plan)]
+    """The plan's per-GPU schedule: in order when there is no DP, else a DAG whose DP all-reduce
+    runs in gradient buckets beside the backward compute (testbed.oracle.iteration's model)."""
+    closing = [frozenset(f"c{b.subops[-1][0]}.{b.subops[-1][1]}" for b in buckets) for buckets in plan.buckets] \
+        or [frozenset()] * plan.k
+    group = [_merge_computes(steps, closing[g]) for g, steps in enumerate(_group_steps(plan))]
     gpus = []
-    n = plan.gpus
-    matrix = [[0] * n for _ in range(n)]
-    for rank in range(n):
+    for rank in range(plan.gpus):
         base, local = divmod(rank, plan.k)
-        base *= plan.k
-        steps = [_offset(s, base, plan.k) for s in group[local]]
-        for s in steps:
-            if s.kind == "send":
-                assert s.peer is not None
-                matrix[rank][s.peer] += s.message_bytes()
-        if plan.l > 1 and plan.grad_bytes[local] > 0:
-            members = tuple(local + j * plan.k for j in range(plan.l))
-            last = [s.id for s in steps if s.kind == "compute"][-1:]
-            grads = round(plan.grad_bytes[local])
-            steps.append(Step(id="dp-allreduce", kind="collective", op="allreduce", algorithm="ring", group=members,
-                              bytes=grads, deps=tuple(last)))
-            peer = plan.dp_peer(rank)
-            assert peer is not None  # l > 1
-            matrix[rank][peer] += round(2 * (plan.l - 1) / plan.l * grads)
+        merged, alias = group[local]
+        steps = [_offset(s, base * plan.k, plan.k) for s in merged]
+        if plan.l > 1 and plan.buckets[local]:
+            steps = _with_buckets(plan, local, steps, alias)
         gpus.append(GpuSchedule(rank=rank, steps=tuple(steps)))
-    return Schedule(name=name, hosts=n, iterations=iterations, gpus=tuple(gpus),
-                    traffic_matrix_bytes=tuple(tuple(row) for row in matrix))
+    dag = plan.l > 1
+    placed = with_channels(gpus) if dag else tuple(gpus)
+    return Schedule(name=name, hosts=plan.gpus, iterations=iterations, gpus=placed,
+                    traffic_matrix_bytes=schedule_traffic(placed, plan.gpus), execution="dag" if dag else "in-order")

@@ -7,6 +7,7 @@ from dataclasses import dataclass
 
 from testbed.core.errors import InputError
 from testbed.placer.balance import TAU_US, balance, inputs_of
+from testbed.placer.buckets import DEFAULT_BUCKET_BYTES, Bucket, gradient_buckets
 from testbed.placer.place import (
     MpPlacement,
     circular_distance,
@@ -32,6 +33,8 @@ class Plan:
     device: DeviceProfile
     messages: dict[tuple[int, int, int, int], float]  # see `messages`
     needs: tuple[tuple[tuple[tuple[int, int], ...], ...], ...]  # needs[op][part]: producing (op, part)s
+    # per MP-group GPU: its DP all-reduce in gradient buckets, overlapping the backward compute
+    buckets: tuple[tuple[Bucket, ...], ...] = ()
 
     @property
     def gpus(self) -> int:
@@ -91,7 +94,8 @@ def _memory_and_grads(placement: MpPlacement) -> tuple[list[float], list[float]]
 
 
 def make_plan(graph: ModelGraph, device: DeviceProfile, k: int, l: int, global_batch: int,
-              degree: int | None, tau_us: float = TAU_US, gpu_bandwidth_gbps: float = 1000.0) -> Plan:
+              degree: int | None, tau_us: float = TAU_US, gpu_bandwidth_gbps: float = 1000.0,
+              bucket_bytes: float = DEFAULT_BUCKET_BYTES) -> Plan:
     """Balance, place one MP group under the degree limit, and check that it fits in memory."""
     if global_batch % l:
         raise InputError(f"global batch {global_batch} does not divide into {l} DP groups; pick a multiple of {l}")
@@ -113,7 +117,8 @@ def make_plan(graph: ModelGraph, device: DeviceProfile, k: int, l: int, global_b
         )
     found = messages(placement)
     return Plan(graph.name, k, l, global_batch, degree, placement, tuple(memory), tuple(grads),
-                mp_traffic(placement, found), device, found, needs(placement))
+                mp_traffic(placement, found), device, found, needs(placement),
+                gradient_buckets(placement, bucket_bytes) if l > 1 else ())
 
 
 def verify(plan: Plan) -> list[str]:

@@ -10,6 +10,7 @@ from testbed.core.scenario import Fabric
 from testbed.fabrics.all_kinds import behaviour
 from testbed.oracle.iteration import predict_plan
 from testbed.placer.accuracy import AccuracyCurve, curve
+from testbed.placer.buckets import DEFAULT_BUCKET_BYTES
 from testbed.placer.plan import Plan, make_plan
 from testbed.placer.profiles import DeviceProfile
 from testbed.placer.zoo import ModelGraph
@@ -36,8 +37,8 @@ def fabric_degree(fabric: Fabric) -> int | None:
 class PlanCache:
     """Placements depend on the model, k, l, batch and degree, not on bandwidth: reuse them."""
 
-    def __init__(self, graph: ModelGraph, device: DeviceProfile) -> None:
-        self.graph, self.device = graph, device
+    def __init__(self, graph: ModelGraph, device: DeviceProfile, bucket_bytes: float = DEFAULT_BUCKET_BYTES) -> None:
+        self.graph, self.device, self.bucket_bytes = graph, device, bucket_bytes
         self._plans: dict[tuple[int, int, int, int | None], Plan | None] = {}
 
     def get(self, k: int, l: int, batch: int, degree: int | None) -> Plan | None:
@@ -45,7 +46,8 @@ class PlanCache:
         key = (k, l, batch, radius_key)
         if key not in self._plans:
             try:
-                self._plans[key] = make_plan(self.graph, self.device, k, l, batch, degree)
+                self._plans[key] = make_plan(self.graph, self.device, k, l, batch, degree,
+                                             bucket_bytes=self.bucket_bytes)
             except InputError:
                 self._plans[key] = None  # infeasible: out of memory or no placement
         return self._plans[key]

@@ -97,7 +97,8 @@ def test_random_dags_place_within_degree_dependencies_and_memory(graph, k, l, de
         return  # infeasible inputs must be refused, never planned wrongly
     assert verify(plan) == []
     schedule = plan_schedule(plan, "random", 1)
-    # The traffic matrix is the sum of the schedule's sends plus each DP ring's share.
+    # The traffic matrix is the sum of the schedule's sends plus each DP ring's share: 2(l-1)/l of
+    # each gradient bucket, to within a byte per bucket (the ring's chunks are whole bytes).
     sends = [[0] * plan.gpus for _ in range(plan.gpus)]
     for gpu in schedule.gpus:
         for step in gpu.steps:
@@ -106,7 +107,8 @@ def test_random_dags_place_within_degree_dependencies_and_memory(graph, k, l, de
             if step.kind == "collective":
                 peer = plan.dp_peer(gpu.rank)
                 sends[gpu.rank][peer] += round(2 * (plan.l - 1) / plan.l * step.bytes)
-    assert [list(r) for r in schedule.traffic_matrix_bytes] == sends
+    buckets = max((len(b) for b in plan.buckets), default=0)
+    assert [list(r) for r in schedule.traffic_matrix_bytes] == [pytest.approx(row, abs=buckets) for row in sends]
     # Every recv has its send, byte for byte.
     sent = {(g.rank, s.peer, s.tag, s.bytes) for g in schedule.gpus for s in g.steps if s.kind == "send"}
     received = {(s.peer, g.rank, s.tag, s.bytes) for g in schedule.gpus for s in g.steps if s.kind == "recv"}

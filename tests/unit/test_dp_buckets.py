@@ -1,0 +1,65 @@
+"""The DP all-reduce in gradient buckets, overlapping the backward pass: timed by hand on a
+two-op model, in the plan oracle and in the schedule the hosts replay alike."""
+
+from __future__ import annotations
+
+import pytest
+import yaml
+
+from testbed.core.scenario import parse_scenario
+from testbed.core.workloads import model_plan, schedule_for
+from testbed.oracle.iteration import predict_plan
+from testbed.oracle.schedule_sim import simulate_schedule
+from testbed.placer.buckets import overlapped_finish_s
+
+
+def test_buckets_queue_on_one_ring():
+    # ready at 1, 2 and 10 s, costs 2, 2, 1: 1+2 = 3, max(3, 2)+2 = 5, max(5, 10)+1 = 11
+    assert overlapped_finish_s([(1, 2), (2, 2), (10, 1)]) == 11
+
+
+def two_op_scenario(tmp_path, bucket_bytes: int):
+    """Ops a -> b, each 100 µs a sample and 10 MB of parameters; backward is twice forward.
+    Pure data parallelism on 2 GPUs, one sample each, 100 Gb/s, α = 1 µs."""
+    profile = tmp_path / "two.yaml"
+    profile.write_text(yaml.safe_dump({"name": "two", "ops": [
+        {"name": "a", "compute_us_per_sample": 100, "output_bytes": 1000, "parameter_bytes": 10_000_000},
+        {"name": "b", "compute_us_per_sample": 100, "output_bytes": 1000, "parameter_bytes": 10_000_000,
+         "deps": ["a"]}]}))
+    return parse_scenario({"name": "two", "fabric": {"kind": "elect-flat", "hosts": 2, "gpu_bandwidth_gbps": 100,
+                                                     "latency_us": 1},
+                           "workload": {"kind": "model", "model": {"name": "two", "profile": str(profile),
+                                                                   "global_batch": 2, "mp": 1, "dp": 2,
+                                                                   "dp_bucket_bytes": bucket_bytes}}})
+
+
+@pytest.mark.parametrize("bucket_bytes, expected_us", [
+    # Each op takes its time plus 1 µs of launch: a 0-101, b 101-202, b's backward 202-403, a's
+    # 403-604 µs. A 10 MB bucket's ring all-reduce between 2 GPUs: 10 MB at 100 Gb/s (800 µs) + 2α.
+    # b's gradients go at 403 (done 1205), a's wait for them: 1205 + 802 = 2007 µs.
+    (10_000_000, 2007),
+    # One bucket after the backward pass: 604 + 20 MB (1600 µs) + 2α = 2206 µs.
+    (0, 2206),
+])
+def test_overlap_by_hand_in_the_oracle_and_the_schedule(tmp_path, bucket_bytes, expected_us):
+    scenario = two_op_scenario(tmp_path, bucket_bytes)
+    plan = model_plan(scenario)
+    assert predict_plan(plan, scenario.fabric).iteration_time_s * 1e6 == pytest.approx(expected_us, abs=0.5)
+    schedule = schedule_for(scenario)
+    assert schedule.execution == "dag"
+    buckets = [s for s in schedule.gpus[0].steps if s.kind == "collective"]
+    assert [s.bytes for s in buckets] == ([10_000_000, 10_000_000] if bucket_bytes else [20_000_000])
+    assert simulate_schedule(schedule.to_json(), scenario.fabric).iteration_time_s * 1e6 == \
+        pytest.approx(expected_us, abs=0.5)
+
+
+def test_buckets_hold_every_gradient_once():
+    from testbed.core.scenario import load_scenario
+
+    from ..conftest import ROOT
+
+    plan = model_plan(load_scenario(ROOT / "scenarios" / "placed-transformer.yaml"))
+    for grads, buckets in zip(plan.grad_bytes, plan.buckets):
+        assert sum(b.bytes for b in buckets) == pytest.approx(grads)
+        assert all(b.bytes >= 25_000_000 for b in buckets[:-1])
+        assert len({s for b in buckets for s in b.subops}) == sum(len(b.subops) for b in buckets)
