@@ -256,13 +256,14 @@ class Agent:
             measured = round_ >= self.warmups
             iteration = round_ - self.warmups if measured else WARMUP_DATA_BASE + round_
             inputs = self._inputs(iteration)
-            tcp_before = tcp_counters()
             self.position.update(round=round_, iteration=iteration if measured else None,
                                  step="the barrier before the round")
             arrive = time.monotonic()
             start_at = ring_barrier(transport, everyone, BARRIER_TAG + 2 * round_)
+            self._count_tcp_until_now()
             wait_until(start_at, spin=False)
             start = time.monotonic()
+            tcp_before = tcp_counters()
             events_before = len(self.events)
             # The iteration ends when its last step is done; checking and bookkeeping are not timed.
             outcomes, end = self._run_round(iteration, round_, transport, inputs)
@@ -279,6 +280,7 @@ class Agent:
                 "start_overshoot_s": start - start_at,
                 **{key: after - before for key, after, before in
                    zip(("tcp_retransmits", "tcp_timeouts"), tcp_counters(), tcp_before)},
+                "tcp_base": tcp_before,  # counted on to the next barrier (_count_tcp_until_now)
                 "digests": [o["digest"] for o in outcomes if "digest" in o],
                 "elements": [o["elements"] for o in outcomes if "digest" in o],
                 "checks": [{k: o[k] for k in ("op", "group_size", "pos", "elements", "digest", "seed")}
@@ -289,12 +291,22 @@ class Agent:
         # Hold the connections until everyone is done, so no rank's close races a peer's last recv.
         self.position.update(round=None, iteration=None, step="the final barrier")
         ring_barrier(transport, everyone, BARRIER_TAG - 2)
+        self._count_tcp_until_now()
         transport.close()
         ina_counters = None
         if self.ina is not None:
             self.ina.close()  # stops this host's fallback aggregators, which report their counters
             ina_counters = self.ina.counters()
         return {**self.summary(), "ok": True, "ina": ina_counters}
+
+    def _count_tcp_until_now(self) -> None:
+        """The last measured iteration's TCP counters run on until every host is past it (the
+        barrier after it): a sender whose round is over may still be recovering a lost segment that
+        a slower receiver waits for, and that recovery belongs to the iteration it delayed."""
+        if self.iterations and "tcp_base" in self.iterations[-1]:
+            last = self.iterations[-1]
+            base = last.pop("tcp_base")
+            last["tcp_retransmits"], last["tcp_timeouts"] = (now - was for now, was in zip(tcp_counters(), base))
 
     def _progressed(self, round_: int) -> None:
         """One line per finished round (warm-ups too) from every rank: the runner's watchdog and
@@ -310,7 +322,7 @@ class Agent:
         return {
             "compute_timing": compute_timing(self.compute_waits),
             "rank": self.rank,
-            "iterations": self.iterations,
+            "iterations": [{k: v for k, v in it.items() if k != "tcp_base"} for it in self.iterations],
             "latency": {
                 "target_s": transport.latency.target_s if transport else 0.0,
                 "count": len(transport.latency.overshoots_s) if transport else 0,

@@ -166,6 +166,48 @@ def retransmission_monitor(timeouts: list[int], retransmits: list[int], iteratio
                                  "timeouts: run on an idle machine, or lower emulation.capacity_fraction")
 
 
+# A TCP timer waits at least 200 ms of wall time: a retransmission timeout, or the loss probe of a
+# lone tail segment (2·SRTT + 200 ms, which TCPTimeouts does not count). A collective step that
+# outlasts its like steps by this much waited for one; CPU scheduling alone delays less.
+STALL_WALL_S = 0.15
+
+
+def stalls_per_iteration(events: list[dict[str, Any]], dilation: float, iteration_wall_s: list[float]) -> list[int]:
+    """Collective steps (ring steps' receive events) per measured iteration that took longer than
+    the median of the steps of the same collective, phase and size by STALL_WALL_S of wall time and
+    by TIMEOUT_TOLERANCE of their iteration's (less cannot move an iteration's time much)."""
+    iterations = len(iteration_wall_s)
+    steps = [e for e in events if e.get("kind") == "recv" and "phase" in e and 0 <= e.get("iteration", -1)]
+    like: dict[tuple[Any, ...], list[float]] = {}
+    for e in steps:
+        like.setdefault((e.get("step"), e["phase"], e.get("emulated_bytes")), []).append(e["duration_s"])
+    medians = {key: statistics.median(durations) for key, durations in like.items()}
+    counts = [0] * iterations
+    for e in steps:
+        excess_wall_s = (e["duration_s"] - medians[(e.get("step"), e["phase"], e.get("emulated_bytes"))]) * dilation
+        it = e["iteration"]
+        if it < iterations and excess_wall_s > max(STALL_WALL_S, TIMEOUT_TOLERANCE * iteration_wall_s[it]):
+            counts[it] += 1
+    return counts
+
+
+def stall_monitor(stalls: list[int], loss_injected: bool) -> Monitor:
+    """Iterations in which a collective step waited for a TCP timer (stalls_per_iteration)."""
+    total = sum(stalls)
+    if loss_injected:
+        return Monitor("stalls", float(total), True, f"{total} collective steps waited for a TCP timer; "
+                       f"loss is injected by the scenario")
+    stalled = [i for i, n in enumerate(stalls) if n]
+    ok = not stalled
+    where = f" in iteration{'s' if len(stalled) > 1 else ''} {', '.join(map(str, stalled))}" if stalled else ""
+    return Monitor("stalls", float(total), ok,
+                   f"{total} collective steps outlasted their like by over {STALL_WALL_S * 1e3:.0f} ms of wall "
+                   f"time{where} (a TCP timer: a lost tail segment waits a loss probe or a retransmission "
+                   f"timeout of 200 ms)",
+                   "" if ok else "the machine lost a packet; those iterations are longer than the fabric "
+                                 "makes them: run on an idle machine, or lower emulation.capacity_fraction")
+
+
 INA_RETRANSMIT_TOLERANCE = 0.01
 
 

@@ -12,6 +12,8 @@ from testbed.core.ina_fabric import ina_window
 from testbed.core.scenario import Scenario
 from testbed.core.schedule import SUPPORTED_COLLECTIVES, GpuSchedule, Schedule, Step, collective_traffic
 from testbed.core.trace import load_trace
+from testbed.oracle.fabrics import dp_allreduce_s
+from testbed.placer.buckets import worthwhile_bucket_bytes
 from testbed.placer.emit import plan_schedule
 from testbed.placer.plan import Plan, make_plan
 from testbed.placer.profiles import device, load_user_profile
@@ -115,5 +117,8 @@ def schedule_for(scenario: Scenario) -> Schedule:
         return load_chakra(scenario.workload.path, scenario.fabric.hosts, scenario.workload.iterations,
                            scenario.workload.process_groups, scenario.name)
     if scenario.workload.kind == "model":
-        return plan_schedule(model_plan(scenario), scenario.name, scenario.workload.iterations)
+        plan = model_plan(scenario)
+        fabric = scenario.fabric
+        smallest = worthwhile_bucket_bytes(lambda size: dp_allreduce_s(fabric, plan.k, plan.l, size))
+        return plan_schedule(plan, scenario.name, scenario.workload.iterations, smallest)
     return collective_schedule(scenario)

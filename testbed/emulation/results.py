@@ -176,6 +176,8 @@ def assemble(prepared: "Prepared", run_dir: Path, measured: dict, outcome: dict)
     if count:
         sums_ok, sum_problems = _check_sums(prepared, per_host)
     events = _merge_events(hosts_dir, run_dir, reconfigurations, count) if hosts_dir.is_dir() else []
+    stalls = fidelity.stalls_per_iteration(events, dilation.dilation,
+                                           [dilation.emulated_time_s(t) for t in iteration_times_s])
     predicted = prediction.iteration_time_s
     ratios = [t / predicted for t in iteration_times_s]
 
@@ -221,6 +223,7 @@ def assemble(prepared: "Prepared", run_dir: Path, measured: dict, outcome: dict)
         else fidelity.ina_loss_monitor(ina, loss_injected),
         fidelity.retransmission_monitor(timeouts, retransmits, [dilation.emulated_time_s(t) for t in iteration_times_s],
                                         loss_injected or bool(measured.get("faults"))),
+        fidelity.stall_monitor(stalls, loss_injected or bool(measured.get("faults"))),
         fidelity.dark_time_monitor([e["measured_dark_s"] for e in reconfigurations],
                                    [e["configured_dark_s"] for e in reconfigurations]),
     ]
@@ -262,6 +265,7 @@ def assemble(prepared: "Prepared", run_dir: Path, measured: dict, outcome: dict)
         "iteration_times_s": iteration_times_s,
         "iteration_tcp_retransmits": retransmits,
         "iteration_tcp_timeouts": timeouts,
+        "iteration_stalls": stalls,
         "predicted_iteration_time_s": predicted,
         "emulated_over_predicted": ratios,
         "dilation": dilation.dilation,

@@ -92,8 +92,7 @@ def cmd_predict(args: argparse.Namespace) -> int:
 
 def cmd_place(args: argparse.Namespace) -> int:
     from testbed.core.scenario import load_scenario
-    from testbed.core.workloads import model_plan
-    from testbed.placer.emit import plan_schedule
+    from testbed.core.workloads import model_plan, schedule_for
     from testbed.placer.plan import verify
 
     scenario = load_scenario(args.scenario)
@@ -101,7 +100,7 @@ def cmd_place(args: argparse.Namespace) -> int:
         raise InputError(f"{args.scenario}: testbed place needs workload.kind model (got {scenario.workload.kind})")
     with console.status("placing ..."):
         plan = model_plan(scenario)
-        schedule = plan_schedule(plan, scenario.name, scenario.workload.iterations)
+        schedule = schedule_for(scenario)  # the schedule a run replays (buckets fused as the fabric needs)
     problems = verify(plan)
     if problems:
         raise TestbedError(f"the placement failed its own verification: {problems[0]}")

@@ -14,7 +14,7 @@ from testbed.oracle.fabrics import dp_allreduce_s, mp_flow_model
 from testbed.oracle.flow_model import FlowModel
 from testbed.oracle.flows import DarkWindow, Flow, RatesMemo, completion_times
 from testbed.oracle.replanning import PeriodTraffic, period_traffic, plan_replans, replans_during_run
-from testbed.placer.buckets import overlapped_finish_s
+from testbed.placer.buckets import merge_buckets, overlapped_finish_s, worthwhile_bucket_bytes
 from testbed.placer.plan import Plan
 
 
@@ -115,12 +115,14 @@ def predict_plan(plan: Plan, fabric: Fabric, enough_s: float = float("inf")) -> 
         for c in range(op.parts):
             busiest[plan.placement.gpu[i][c]] += us_to_s(op.part_us)
     compute = max(busiest)
+    smallest = worthwhile_bucket_bytes(lambda size: dp_allreduce_s(fabric, plan.k, plan.l, size, model.dp_rate_bps))
+    fused = [merge_buckets(own, smallest) for own in plan.buckets]
     finish = [overlapped_finish_s([(max(ends[j][c] for j, c in bucket.subops),
                                     dp_allreduce_s(fabric, plan.k, plan.l, bucket.bytes, model.dp_rate_bps))
-                                   for bucket in buckets]) for buckets in plan.buckets]
+                                   for bucket in buckets]) for buckets in fused]
     total = max([mp_s, *finish])
     tail_s = total - mp_s
-    buckets = max((len(b) for b in plan.buckets), default=0)
+    buckets = max((len(b) for b in fused), default=0)
     formula = (f"MP critical path {mp_s * 1e3:.3f} ms + DP all-reduce ({dp_s * 1e3:.3f} ms at once) in "
                f"{buckets} bucket{'s' if buckets != 1 else ''} overlapping backward, {tail_s * 1e3:.3f} ms after it")
     if plan.l == 1:

@@ -4,6 +4,7 @@ producing their gradients finish, as data-parallel frameworks overlap it with ba
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from testbed.placer.place import MpPlacement
@@ -43,6 +44,32 @@ def gradient_buckets(placement: MpPlacement, bucket_bytes: float) -> tuple[tuple
             mine.append(Bucket(tuple(held), size))
         buckets.append(tuple(mine))
     return tuple(buckets)
+
+
+def worthwhile_bucket_bytes(allreduce_s: Callable[[float], float]) -> float:
+    """The smallest bucket worth all-reducing alone, given the DP all-reduce's time for M bytes:
+    where its latency equals its time moving data. A ring all-reduce pays 2(n−1)·α of latency and
+    2(n−1)/n·M/R moving data at the rate R its ring gets, so below M = n·α·R latency dominates (at
+    1,024 GPUs, α = 1 µs and 1 Tb/s: 128 MB), and a framework at that scale fuses smaller ones."""
+    latency_s = allreduce_s(1.0)
+    per_byte_s = (allreduce_s(1e9) - latency_s) / (1e9 - 1.0)
+    return latency_s / per_byte_s if per_byte_s > 0 else 0.0
+
+
+def merge_buckets(buckets: tuple[Bucket, ...], min_bytes: float) -> tuple[Bucket, ...]:
+    """Consecutive buckets fused until each holds at least `min_bytes` (the last may hold less)."""
+    merged: list[Bucket] = []
+    held: list[tuple[int, int]] = []
+    size = 0.0
+    for bucket in buckets:
+        held += bucket.subops
+        size += bucket.bytes
+        if size >= min_bytes:
+            merged.append(Bucket(tuple(held), size))
+            held, size = [], 0.0
+    if held:
+        merged.append(Bucket(tuple(held), size))
+    return tuple(merged)
 
 
 def overlapped_finish_s(ready_and_cost_s: list[tuple[float, float]]) -> float:

@@ -7,6 +7,7 @@ from dataclasses import replace
 
 from testbed.core.schedule import GpuSchedule, Schedule, Step, in_order_deps, schedule_traffic, with_channels
 from testbed.placer.balance import inputs_of
+from testbed.placer.buckets import merge_buckets
 from testbed.placer.plan import Plan
 
 
@@ -89,9 +90,11 @@ def _with_buckets(plan: Plan, local: int, steps: list[Step], alias: dict[str, st
     return [t for s in ordered for t in (s, *after.get(s.id, ()))]
 
 
-def plan_schedule(plan: Plan, name: str, iterations: int) -> Schedule:
+def plan_schedule(plan: Plan, name: str, iterations: int, min_bucket_bytes: float = 0.0) -> Schedule:
     """The plan's per-GPU schedule: in order when there is no DP, else a DAG whose DP all-reduce
-    runs in gradient buckets beside the backward compute (testbed.oracle.iteration's model)."""
+    runs in gradient buckets beside the backward compute (testbed.oracle.iteration's model);
+    buckets smaller than `min_bucket_bytes` are fused (buckets.worthwhile_bucket_bytes)."""
+    plan = replace(plan, buckets=tuple(merge_buckets(own, min_bucket_bytes) for own in plan.buckets))
     closing = [frozenset(f"c{b.subops[-1][0]}.{b.subops[-1][1]}" for b in buckets) for buckets in plan.buckets] \
         or [frozenset()] * plan.k
     group = [_merge_computes(steps, closing[g]) for g, steps in enumerate(_group_steps(plan))]

@@ -4,6 +4,7 @@ points, then resumed: finished points are not run again, and the CSV ends with e
 from __future__ import annotations
 
 import csv
+import json
 import signal
 import subprocess
 import sys
@@ -12,6 +13,7 @@ import time
 import pytest
 
 from ..conftest import ROOT
+from .conftest import assert_iterations_match_the_oracle
 
 pytestmark = pytest.mark.root
 
@@ -41,11 +43,10 @@ def test_sweep_completes_and_resumes_without_rerunning_finished_points(tmp_path,
     rows = list(csv.DictReader(open(out / "results.csv")))
     assert len({r["point"] for r in rows}) == 6 and len(rows) == 12
     assert all(r["status"] == "ok" and r["sums_correct"] == "True" for r in rows)
-    by_point = {}
-    for r in rows:
-        point = (r["fabric.kind"], r["fabric.gpu_bandwidth_gbps"])
-        by_point.setdefault(point, []).append(float(r["emulated_over_predicted"]))
-    for ratios in by_point.values():
-        assert all(0.8 <= x <= 1.25 for x in ratios)
+    # Each point's iterations within 0.8-1.25 of the oracle (a 4-GPU run at up to 1.6 Tb/s, 2
+    # iterations), except one its own run flags as having waited for a TCP timer.
+    for point in {r["point"] for r in rows}:
+        assert_iterations_match_the_oracle(json.loads((out / "runs" / point / "results.json").read_text()),
+                                           band=(0.8, 1.25))
     report = subprocess.run([sys.executable, "-m", "testbed", "report", str(out)], capture_output=True, text=True)
     assert report.returncode == 0 and (out / "scatter.png").exists()

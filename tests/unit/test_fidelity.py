@@ -57,3 +57,23 @@ def test_compute_timing_is_judged_by_the_time_compute_added_to_the_iterations():
     assert not compute_timing_monitor(late["overshoot_s"], 0.041, *args).ok
     assert compute_timing_monitor(late["overshoot_s"], 1.0, *args).ok
     assert compute_timing([])["overshoot_frac"] == 0.0
+
+
+def test_a_collective_step_that_waited_for_a_tcp_timer_is_named():
+    """Ring steps of 100 ms of wall time (10 ms real at dilation 10) in iterations of 0.8 s; one
+    took 330 ms: 230 ms over its like, a lost tail segment's loss probe (2·SRTT + 200 ms). 50 ms
+    over is scheduling, not a timer; and in a 10 s iteration 230 ms is under 5% of it."""
+    from testbed.core.fidelity import stall_monitor, stalls_per_iteration
+
+    def step(iteration, index, duration_wall_s, phase="all-gather"):
+        return {"kind": "recv", "phase": phase, "step": "allreduce", "index": index, "iteration": iteration,
+                "emulated_bytes": 1000, "duration_s": duration_wall_s / 10, "host": 0}
+
+    events = [step(0, i, 0.1) for i in range(5)] + [step(0, 5, 0.33), step(1, 0, 0.15)] + \
+        [step(1, i, 0.1) for i in range(1, 6)] + [step(-1, 0, 5.0)]  # a warm-up round is not judged
+    stalls = stalls_per_iteration(events, dilation=10.0, iteration_wall_s=[0.8, 0.8])
+    assert stalls == [1, 0]
+    assert stalls_per_iteration(events, dilation=10.0, iteration_wall_s=[10.0, 10.0]) == [0, 0]
+    monitor = stall_monitor(stalls, loss_injected=False)
+    assert not monitor.ok and "iteration 0" in monitor.detail
+    assert stall_monitor(stalls, loss_injected=True).ok
