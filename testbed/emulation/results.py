@@ -176,8 +176,10 @@ def assemble(prepared: "Prepared", run_dir: Path, measured: dict, outcome: dict)
     if count:
         sums_ok, sum_problems = _check_sums(prepared, per_host)
     events = _merge_events(hosts_dir, run_dir, reconfigurations, count) if hosts_dir.is_dir() else []
+    # Collective runs only: every rank starts its collective together after the barrier.
     stalls = fidelity.stalls_per_iteration(events, dilation.dilation,
-                                           [dilation.emulated_time_s(t) for t in iteration_times_s])
+                                           [dilation.emulated_time_s(t) for t in iteration_times_s]) \
+        if scenario.workload.kind == "collective" else None
     predicted = prediction.iteration_time_s
     ratios = [t / predicted for t in iteration_times_s]
 
@@ -265,7 +267,7 @@ def assemble(prepared: "Prepared", run_dir: Path, measured: dict, outcome: dict)
         "iteration_times_s": iteration_times_s,
         "iteration_tcp_retransmits": retransmits,
         "iteration_tcp_timeouts": timeouts,
-        "iteration_stalls": stalls,
+        "iteration_stalls": stalls if stalls is not None else [0] * count,
         "predicted_iteration_time_s": predicted,
         "emulated_over_predicted": ratios,
         "dilation": dilation.dilation,
