@@ -193,9 +193,11 @@ def stalls_per_iteration(events: list[dict[str, Any]], dilation: float, iteratio
 
 def stall_monitor(stalls: list[int] | None, loss_injected: bool) -> Monitor:
     """Iterations in which a collective step waited for a TCP timer (stalls_per_iteration); None
-    for schedules, whose steps also wait for peers still computing or reaching the collective."""
+    where steps also wait for peers still computing (schedules) or queue behind earlier chunks
+    (BytePS, INA)."""
     if stalls is None:
-        return Monitor("stalls", None, True, "not judged: a schedule's steps also wait for peers' compute")
+        return Monitor("stalls", None, True, "not judged: these steps also wait for peers' compute or queue "
+                       "behind earlier chunks")
     total = sum(stalls)
     if loss_injected:
         return Monitor("stalls", float(total), True, f"{total} collective steps waited for a TCP timer; "

@@ -94,6 +94,9 @@ def _merge_events(hosts_dir: Path, run_dir: Path, extra: list[dict], iterations:
     return events
 
 
+STALL_JUDGED_ALGORITHMS = ("ring", "tree", "halving-doubling")
+
+
 def _check_sums(prepared: "Prepared", per_host: list[dict]) -> tuple[bool, list[str]]:
     """Every collective's result on every host must equal what numpy computes from all inputs."""
     problems = []
@@ -176,10 +179,13 @@ def assemble(prepared: "Prepared", run_dir: Path, measured: dict, outcome: dict)
     if count:
         sums_ok, sum_problems = _check_sums(prepared, per_host)
     events = _merge_events(hosts_dir, run_dir, reconfigurations, count) if hosts_dir.is_dir() else []
-    # Collective runs only: every rank starts its collective together after the barrier.
+    # Collectives whose steps are exchanges between ranks that start together after the barrier;
+    # a schedule's steps also wait for peers' compute, and BytePS and INA chunks queue behind
+    # the chunks before them by design.
+    exchanges = scenario.workload.kind == "collective" and scenario.workload.algorithm in STALL_JUDGED_ALGORITHMS
     stalls = fidelity.stalls_per_iteration(events, dilation.dilation,
                                            [dilation.emulated_time_s(t) for t in iteration_times_s]) \
-        if scenario.workload.kind == "collective" else None
+        if exchanges else None
     predicted = prediction.iteration_time_s
     ratios = [t / predicted for t in iteration_times_s]
 
