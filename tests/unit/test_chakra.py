@@ -282,3 +282,21 @@ def test_concurrent_receives_from_one_peer_each_get_their_message():
     finally:
         a.close()
         b.close()
+
+
+def test_predict_shows_the_schedule_simulation_a_run_and_an_exported_trace_share(tmp_path, capsys):
+    """`testbed predict` of a placed model prints the simulation of its schedule beside the plan
+    oracle; its export, imported as a Chakra workload, predicts exactly that."""
+    import json
+
+    from testbed.interface.cli import main
+
+    assert main(["predict", str(ROOT / "scenarios" / "placed-resnet.yaml"), "--json"]) == 0
+    simulated = json.loads(capsys.readouterr().out)["schedule_simulation_s"]
+    scenario = load_scenario(ROOT / "scenarios" / "placed-resnet.yaml")
+    write(tmp_path / "trace", export_chakra(schedule_for(scenario)), "placed-resnet")
+    chakra = tmp_path / "chakra.yaml"
+    chakra.write_text(f"name: c\nfabric: {json.dumps(scenario.fabric.model_dump(exclude_unset=True))}\n"
+                      f"workload: {{kind: chakra, path: trace, iterations: 1}}\n")
+    assert main(["predict", str(chakra), "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["predicted_iteration_time_s"] == pytest.approx(simulated, rel=1e-9)
