@@ -131,7 +131,11 @@ def live_fabric(fabric_spec: "Fabric", host_rate_bps: float, work_dir: Path,
             fabric.controller_port = controller.start()
             record.add_process(controller.pid)
         fabric.start()
-        pids_path.write_text(json.dumps(fabric.host_pids()))
+        # Whole or not at all: the controller polls for this file and reads it as soon as it exists
+        # (a fresh-clone run read it between its creation and its first byte).
+        partial = pids_path.with_suffix(".tmp")
+        partial.write_text(json.dumps(fabric.host_pids()))
+        partial.replace(pids_path)
         ready = _wait_ready(controller, ready_path) if switched else {}
         yield LiveFabric(fabric, controller, record, ready)
     finally:
