@@ -148,10 +148,10 @@ class Agent:
         """Every step in schedule order: computes wait their dilated time, sends are posted, receives
         block until their message is in, collectives run with real data. Returns the collectives'
         outcomes and when the last step finished."""
-        handles: list[SendHandle] = []
         if self.dag:
             return run_dag_round(self.steps, lambda index: self._step(index, iteration, round_, transport, inputs),
                                  self.position)
+        handles: list[SendHandle] = []
         outcomes = []
         for index, step in enumerate(self.steps):
             self.position["step"] = step["id"]
