@@ -46,7 +46,7 @@ if [ ! -f "$stamp" ]; then
   echo "== building .venv and installing the testbed"
   [ -x .venv/bin/python ] || /usr/bin/python3 -m venv --system-site-packages .venv
   .venv/bin/python -m pip install -q --upgrade pip >/dev/null
-  .venv/bin/python -m pip install -q -e '.[test]'
+  .venv/bin/python -m pip install -q -e '.[test,cluster]'
   rm -f .venv/.installed-*
   touch "$stamp"
 fi

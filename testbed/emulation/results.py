@@ -293,6 +293,7 @@ def assemble(prepared: "Prepared", run_dir: Path, measured: dict, outcome: dict)
         "sum_problems": sum_problems,
         "fidelity": verdict,
         "notes": list(plan.notes),
+        "timings_s": measured.get("timings_s") or {},
     }
     if prepared.schedule.skipped_nodes:  # a Chakra trace's nodes that move no data, by type
         result["skipped_trace_nodes"] = dict(prepared.schedule.skipped_nodes)

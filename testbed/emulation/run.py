@@ -67,9 +67,12 @@ class Runner:
         (self.run_dir / "controller.ready").unlink(missing_ok=True)
         self._write_inputs()
         outcome: dict = {"status": "failed"}
+        self._set_up_started = time.monotonic()
+        timings = self.measured.setdefault("timings_s", {})  # from the start of set-up
         try:
             with SignalGuard(), live_fabric(self.prepared.scenario.fabric, self.prepared.plan.host_rate_bps,
                                              self.run_dir, self._controller_extra()) as live:
+                timings.update(live.timings_s)
                 try:
                     self._run_agents(live)
                     if self.interactive:
@@ -80,6 +83,7 @@ class Runner:
                 finally:
                     with SignalGuard(shield=True):
                         self._stop_agents()
+                    timings["agents_stopped_s"] = self._since_set_up()
             outcome = {"status": "ok"}
         except RunInterrupted as why:
             outcome = {"status": "interrupted", "error": f"run interrupted by {why}"}
@@ -87,11 +91,15 @@ class Runner:
             outcome = {"status": "interrupted", "error": "run interrupted by SIGINT (Ctrl-C)"}
         except RunFailed as error:
             outcome = {"status": "failed", "error": str(error)}
+        timings["torn_down_s"] = self._since_set_up()
         measured = dict(self.measured)
         if self.injector is not None:
             measured["faults"] = self.injector.applied
         with SignalGuard(hold=True):  # a Ctrl-C now stops what follows this run, not its run directory
             return results_mod.assemble(self.prepared, self.run_dir, measured, outcome)
+
+    def _since_set_up(self) -> float:
+        return round(time.monotonic() - self._set_up_started, 3)
 
     def _controller_extra(self) -> dict:
         return {"dilation": self.prepared.plan.dilation.dilation,
@@ -148,6 +156,7 @@ class Runner:
             log.close()
             self.agents.append(process)
             record.add_process(process.pid)
+        self.measured["timings_s"]["agents_launched_s"] = self._since_set_up()
         if scenario.faults:
             self.injector = FaultInjector(timeline(list(scenario.faults), plan.dilation.dilation), epoch,
                                           plan.dilation.dilation, FaultActions(live, self.agents, sides).apply)
@@ -175,7 +184,11 @@ class Runner:
         limit_s = 60.0 + 4 * plan.expected_wall_s
         deadline = time.monotonic() + limit_s
         progress, read_to, moved_at = Progress((0,) * ranks, 0), 0, time.monotonic()
+        timings = self.measured["timings_s"]
         while any(p.poll() is None for p in self.agents):
+            if "agents_started_s" not in timings and progress.lines == 0 and \
+                    all((hosts_dir / f"h{rank}.started").exists() for rank in range(ranks)):
+                timings["agents_started_s"] = self._since_set_up()
             live.controller.check_alive()
             sides.check_alive()
             if any(p.poll() not in (None, 0) for p in self.agents):
@@ -194,6 +207,7 @@ class Runner:
             time.sleep(0.05)
         progress = progress.extended(_read_lines_from(hosts_dir / "progress", read_to)[0])
         self.on_progress(progress.iterations_done(warmups), total)
+        timings["agents_done_s"] = self._since_set_up()
 
     def _stall_report(self, stalled_s: float, bound_s: float, hosts_dir: Path) -> str:
         """Asks every live agent what it waits on (SIGUSR1) and says it in one sentence."""

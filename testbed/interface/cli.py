@@ -1,4 +1,4 @@
-"""The `testbed` command: doctor, check, place, search, predict, run, sweep, report, clean."""
+"""The `testbed` command: doctor, check, place, search, predict, run, sweep, sweep-merge, report, clean."""
 
 from __future__ import annotations
 
@@ -298,67 +298,88 @@ def cmd_sweep(args: argparse.Namespace) -> int:
     from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 
     from testbed.core.scenario import load_scenario
-    from testbed.interface.sweep import parse_sets, plan_points, run_sweep
+    from testbed.interface.sweep import csv_name, in_shard, parse_sets, parse_shard, plan_points, predict_point
 
     scenario = load_scenario(args.scenario)
     sets = parse_sets(args.set)
+    shard = parse_shard(args.shard) if args.shard else None
     planned = plan_points(scenario, sets)
-    if args.predict_only:
-        execute = _predicted_only
-    else:
-        from testbed.emulation.run import Runner, prepare
+    if not args.predict_only:
+        from testbed.emulation.prepare import prepare
 
-        prepared = {}
         for point, point_scenario in planned:  # every point must be runnable before any runs
             try:
-                prepared[point.id] = prepare(point_scenario)
+                prepare(point_scenario)
             except InputError as error:
                 raise InputError(f"sweep point {point.id}: {error}") from None
-        signal.signal(signal.SIGINT, signal.default_int_handler)
-
-        def execute(point_scenario, run_dir):
-            return Runner(prepared[run_dir.name], run_dir).execute()
-
+    signal.signal(signal.SIGINT, signal.default_int_handler)
     stamp = datetime.now(timezone.utc).strftime("%Y%m%d-%H%M%S")
     sweep_dir = Path(args.out) if args.out else Path("sweeps") / f"{scenario.name}-{stamp}"
+    total = sum(in_shard(point, shard) for point, _ in planned)
     with Progress(TextColumn("{task.description}"), BarColumn(), TextColumn("{task.completed}/{task.total}"),
                   TimeElapsedColumn(), console=console) as progress:
-        task = progress.add_task(f"{scenario.name}: sweep points", total=len(planned))
+        task = progress.add_task(f"{scenario.name}: sweep points", total=total)
+        seen = [0]
 
-        def on_point(done, total, point_id, status):
-            progress.update(task, completed=done)
-            progress.console.print(f"{point_id}: {status}", highlight=False)
+        def on_point(point, status):
+            seen[0] += 1
+            progress.update(task, completed=seen[0])
+            progress.console.print(f"{point.id}: {status}", highlight=False)
 
         try:
-            counts = run_sweep(args.scenario, scenario, sets, sweep_dir, execute, on_point)
+            if args.ray:
+                counts = _sweep_on_ray(args, scenario, sets, sweep_dir, shard, on_point)
+            else:
+                from testbed.interface.sweep import run_sweep
+
+                execute = predict_point if args.predict_only else _emulate_point
+                counts = run_sweep(args.scenario, scenario, sets, sweep_dir, execute, on_point, shard)
         except KeyboardInterrupt:  # between two points: nothing half-done
             counts = {"ran": 0, "skipped": 0, "failed": 0, "interrupted": True}
     console.print(f"sweep directory: {sweep_dir} ({counts['ran']} run, {counts['skipped']} already done, "
-                  f"{counts['failed']} failed); table in {sweep_dir / 'results.csv'}")
+                  f"{counts['failed']} failed); table in {sweep_dir / csv_name(shard)}")
+    for point_id in counts.get("lost", []):
+        err_console.print(f"[red]lost[/]: {point_id}: its machine went away; rerun the same command to run it again")
+    if counts.get("stranded"):
+        err_console.print(f"[red]stopped[/]: for a minute no machine of the Ray cluster offered what "
+                          f"{len(counts['stranded'])} waiting point(s) need (the `testbed` resource, or a CPU)")
     if counts["interrupted"]:
         err_console.print(f"[red]interrupted[/]: rerun the same command with --out {sweep_dir} to resume")
         return 1
     return 1 if counts["failed"] else 0
 
 
-def _predicted_only(scenario, run_dir: Path) -> dict:
-    """A sweep point answered by the oracle alone (paper scale, no root)."""
-    from testbed.core.predict import predict_scenario
-    from testbed.core.scenario import scenario_to_yaml
+def _emulate_point(scenario, run_dir: Path) -> dict:
+    from testbed.emulation.run import Runner, prepare
 
-    run_dir.mkdir(parents=True, exist_ok=True)
-    (run_dir / "scenario.yaml").write_text(scenario_to_yaml(scenario))
+    return Runner(prepare(scenario), run_dir).execute()
+
+
+def _sweep_on_ray(args: argparse.Namespace, scenario, sets, sweep_dir: Path, shard, on_point) -> dict:
+    from testbed.emulation.platform import is_root
+    from testbed.interface.ray_sweep import connect, run_on_ray
+    from testbed.interface.sweep import open_sweep
+
+    ray = connect(args.ray, can_emulate=is_root() and not args.predict_only)
     try:
-        prediction = predict_scenario(scenario)
-        result = {"name": scenario.name, "status": "ok", "mode": "predicted", "error": None,
-                  "predicted_iteration_time_s": prediction.iteration_time_s,
-                  "predicted_breakdown": prediction.breakdown.to_json(), "formula": prediction.formula,
-                  "iteration_times_s": [], "emulated_over_predicted": []}
-    except InputError as error:
-        result = {"name": scenario.name, "status": "failed", "mode": "predicted", "error": str(error),
-                  "iteration_times_s": [], "emulated_over_predicted": []}
-    (run_dir / "results.json").write_text(json.dumps(result, indent=1) + "\n")
-    return result
+        sweep = open_sweep(args.scenario, scenario, sets, sweep_dir, shard, lambda p: on_point(p, "done before"))
+        return run_on_ray(ray, sweep, args.predict_only, on_point)
+    finally:
+        ray.shutdown()
+
+
+def cmd_sweep_merge(args: argparse.Namespace) -> int:
+    from testbed.interface.sweep import merge_sweeps
+
+    out = Path(args.out)
+    merged = merge_sweeps(out, [Path(d) for d in args.directories])
+    console.print(f"{out}: {merged['points']} points, {merged['copied']} run directories copied in; "
+                  f"table in {out / 'results.csv'}")
+    if merged["missing"]:
+        shown = ", ".join(merged["missing"][:10]) + (" ..." if len(merged["missing"]) > 10 else "")
+        err_console.print(f"[red]missing[/]: {len(merged['missing'])} point(s) finished in no shard: {shown}")
+        return 1
+    return 0
 
 
 def cmd_report(args: argparse.Namespace) -> int:
@@ -416,7 +437,17 @@ def build_parser() -> argparse.ArgumentParser:
     sweep.add_argument("--out", help="sweep directory (default sweeps/<name>-<timestamp>); an existing one resumes")
     sweep.add_argument("--predict-only", action="store_true",
                        help="answer every point with the oracle alone (any scale, no root)")
+    sweep.add_argument("--ray", metavar="ADDRESS",
+                       help="run the points on the Ray cluster at ADDRESS (`local`: start one on this machine); "
+                            "an emulated point needs a machine with the `testbed` resource")
+    sweep.add_argument("--shard", metavar="I/N",
+                       help="run only the points whose index is I modulo N (0 <= I < N), e.g. one job of a SLURM "
+                            "array; join the shards with `testbed sweep-merge`")
     sweep.set_defaults(func=cmd_sweep)
+    merge = sub.add_parser("sweep-merge", help="join the directories of a sharded sweep into one with one results.csv")
+    merge.add_argument("directories", nargs="+", help="the shards' sweep directories")
+    merge.add_argument("--out", required=True, help="the joined sweep directory (may be one of the shards')")
+    merge.set_defaults(func=cmd_sweep_merge)
     rep = sub.add_parser("report", help="figures and a one-page summary of a run or sweep directory")
     rep.add_argument("directory")
     rep.set_defaults(func=cmd_report)

@@ -8,6 +8,7 @@ import csv
 import itertools
 import json
 import re
+import shutil
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable
@@ -15,7 +16,8 @@ from typing import Any, Callable
 import yaml
 
 from testbed.core.errors import InputError
-from testbed.core.scenario import Scenario, apply_overrides
+from testbed.core.predict import predict_scenario
+from testbed.core.scenario import Scenario, apply_overrides, scenario_to_yaml
 
 MANIFEST = "sweep.json"
 CSV_NAME = "results.csv"
@@ -78,11 +80,30 @@ def check_manifest(sweep_dir: Path, manifest: dict) -> bool:
 
 
 def finished(run_dir: Path) -> bool:
-    """A point counts as done once its run wrote results and was not interrupted."""
+    """A point counts as done once its run wrote results and was not interrupted (a point whose
+    machine was lost is not done: the next run of the sweep tries it again)."""
     try:
-        return json.loads((run_dir / "results.json").read_text())["status"] in ("ok", "failed")
-    except (OSError, ValueError, KeyError):
+        result = json.loads((run_dir / "results.json").read_text())
+    except (OSError, ValueError):
         return False
+    return isinstance(result, dict) and result.get("status") in ("ok", "failed") and not result.get("lost_node")
+
+
+def parse_shard(text: str) -> tuple[int, int]:
+    """`I/N` (0 <= I < N) → (I, N): this job runs the points whose index is I modulo N."""
+    index, sep, count = text.partition("/")
+    try:
+        shard = (int(index), int(count))
+    except ValueError:
+        shard = (-1, 0)
+    if not sep or shard[1] < 1 or not 0 <= shard[0] < shard[1]:
+        raise InputError(f"--shard {text!r}: expected I/N with 0 <= I < N, e.g. --shard 0/4 ... --shard 3/4 "
+                         f"(a SLURM array: --shard $SLURM_ARRAY_TASK_ID/$SLURM_ARRAY_TASK_COUNT)")
+    return shard
+
+
+def in_shard(point: SweepPoint, shard: tuple[int, int] | None) -> bool:
+    return shard is None or point.index % shard[1] == shard[0]
 
 
 def csv_rows(sweep_dir: Path, points: list[SweepPoint]) -> list[dict[str, Any]]:
@@ -118,10 +139,52 @@ def write_csv(path: Path, rows: list[dict[str, Any]], keys: list[str]) -> None:
     tmp.replace(path)
 
 
-def run_sweep(scenario_path: str, scenario: Scenario, sets: dict[str, list[Any]], sweep_dir: Path,
-              execute: Callable[[Scenario, Path], dict], on_point: Callable[[int, int, str, str], None]) -> dict:
-    """Runs every point not yet finished; stops at the first interrupted one. `execute` runs one
-    scenario into a run directory and returns its results (the runner, or the oracle alone)."""
+def predict_point(scenario: Scenario, run_dir: Path) -> dict[str, Any]:
+    """A sweep point answered by the oracle alone (paper scale, no root): its run directory holds
+    the scenario and results.json."""
+    run_dir.mkdir(parents=True, exist_ok=True)
+    (run_dir / "scenario.yaml").write_text(scenario_to_yaml(scenario))
+    result: dict[str, Any]
+    try:
+        prediction = predict_scenario(scenario)
+        result = {"name": scenario.name, "status": "ok", "mode": "predicted", "error": None,
+                  "predicted_iteration_time_s": prediction.iteration_time_s,
+                  "predicted_breakdown": prediction.breakdown.to_json(), "formula": prediction.formula,
+                  "iteration_times_s": [], "emulated_over_predicted": []}
+    except InputError as error:
+        result = {"name": scenario.name, "status": "failed", "mode": "predicted", "error": str(error),
+                  "iteration_times_s": [], "emulated_over_predicted": []}
+    (run_dir / "results.json").write_text(json.dumps(result, indent=1) + "\n")
+    return result
+
+
+def csv_name(shard: tuple[int, int] | None) -> str:
+    """Shards sharing one directory each write their own table (`testbed sweep-merge` joins them)."""
+    return CSV_NAME if shard is None else f"results-shard-{shard[0]}-of-{shard[1]}.csv"
+
+
+@dataclass
+class OpenSweep:
+    """A sweep directory ready to run: the points still to run, and how to record each result."""
+
+    sweep_dir: Path
+    keys: list[str]
+    points: list[SweepPoint]  # every point of this job (its shard), finished or not
+    pending: list[tuple[SweepPoint, Scenario]]
+    skipped: int
+    csv_path: Path
+
+    def run_dir(self, point: SweepPoint) -> Path:
+        return self.sweep_dir / "runs" / point.id
+
+    def write_table(self) -> None:
+        write_csv(self.csv_path, csv_rows(self.sweep_dir, self.points), self.keys)
+
+
+def open_sweep(scenario_path: str, scenario: Scenario, sets: dict[str, list[Any]], sweep_dir: Path,
+               shard: tuple[int, int] | None = None,
+               on_skip: Callable[[SweepPoint], None] = lambda point: None) -> OpenSweep:
+    """Plans the points (all validated), writes or checks the manifest, and finds what is left to run."""
     planned = plan_points(scenario, sets)
     manifest = {"scenario": str(Path(scenario_path).resolve()), "sets": sets,
                 "points": [{"id": p.id, "overrides": p.overrides} for p, _ in planned]}
@@ -129,21 +192,75 @@ def run_sweep(scenario_path: str, scenario: Scenario, sets: dict[str, list[Any]]
     (sweep_dir / "runs").mkdir(parents=True, exist_ok=True)
     if not resumed:
         (sweep_dir / MANIFEST).write_text(json.dumps(manifest, indent=1) + "\n")
-    counts = {"ran": 0, "skipped": 0, "failed": 0, "interrupted": False}
-    points = [p for p, _ in planned]
-    for done, (point, point_scenario) in enumerate(planned):
-        run_dir = sweep_dir / "runs" / point.id
-        if finished(run_dir):
-            counts["skipped"] += 1
-            on_point(done + 1, len(planned), point.id, "done before")
-            continue
-        result = execute(point_scenario, run_dir)
+    mine = [(p, s) for p, s in planned if in_shard(p, shard)]
+    pending = []
+    for point, point_scenario in mine:
+        if finished(sweep_dir / "runs" / point.id):
+            on_skip(point)
+        else:
+            pending.append((point, point_scenario))
+    return OpenSweep(sweep_dir, list(sets), [p for p, _ in mine], pending, len(mine) - len(pending),
+                     sweep_dir / csv_name(shard))
+
+
+def run_sweep(scenario_path: str, scenario: Scenario, sets: dict[str, list[Any]], sweep_dir: Path,
+              execute: Callable[[Scenario, Path], dict], on_point: Callable[[SweepPoint, str], None],
+              shard: tuple[int, int] | None = None) -> dict:
+    """Runs every point not yet finished, one after another; stops at the first interrupted one.
+    `execute` runs one scenario into a run directory and returns its results (the runner, or the
+    oracle alone)."""
+    sweep = open_sweep(scenario_path, scenario, sets, sweep_dir, shard, lambda point: on_point(point, "done before"))
+    counts = {"ran": 0, "skipped": sweep.skipped, "failed": 0, "interrupted": False}
+    for point, point_scenario in sweep.pending:
+        result = execute(point_scenario, sweep.run_dir(point))
         counts["ran"] += 1
         counts["failed"] += result.get("status") == "failed"
-        write_csv(sweep_dir / CSV_NAME, csv_rows(sweep_dir, points), list(sets))
-        on_point(done + 1, len(planned), point.id, result.get("status", "failed"))
+        sweep.write_table()
+        on_point(point, result.get("status", "failed"))
         if result.get("status") == "interrupted":
             counts["interrupted"] = True
             break
-    write_csv(sweep_dir / CSV_NAME, csv_rows(sweep_dir, points), list(sets))
+    sweep.write_table()
     return counts
+
+
+def merge_sweeps(out: Path, sources: list[Path]) -> dict[str, Any]:
+    """Joins sweep directories of one sweep (its shards, run on several machines or jobs) into
+    `out`: every finished run directory copied once, one manifest, one results.csv. Returns the
+    counts and the ids of points no source finished."""
+    manifests = []
+    for source in sources:
+        try:
+            manifests.append(json.loads((source / MANIFEST).read_text()))
+        except (OSError, ValueError):
+            raise InputError(f"{source} is not a sweep directory (no readable {MANIFEST}); give the --out "
+                             f"directories of the shards") from None
+    first = manifests[0]
+    for source, manifest in zip(sources[1:], manifests[1:]):
+        if (manifest.get("sets"), manifest.get("points")) != (first.get("sets"), first.get("points")):
+            raise InputError(f"{source} holds another sweep than {sources[0]} (its --set values or points "
+                             f"differ); merge only the shards of one sweep")
+    out_manifest = out / MANIFEST
+    if out_manifest.exists():
+        existing = json.loads(out_manifest.read_text())
+        if (existing.get("sets"), existing.get("points")) != (first.get("sets"), first.get("points")):
+            raise InputError(f"{out} holds another sweep; choose another --out")
+    (out / "runs").mkdir(parents=True, exist_ok=True)
+    if not out_manifest.exists():
+        out_manifest.write_text(json.dumps(first, indent=1) + "\n")
+    points = [SweepPoint(index, p["overrides"]) for index, p in enumerate(first["points"])]  # in index order
+    copied, missing = 0, []
+    for point in points:
+        target = out / "runs" / point.id
+        if finished(target):
+            continue
+        found = next((s / "runs" / point.id for s in sources if finished(s / "runs" / point.id)), None)
+        if found is None:
+            missing.append(point.id)
+            continue
+        if target.exists():
+            shutil.rmtree(target)
+        shutil.copytree(found, target)
+        copied += 1
+    write_csv(out / CSV_NAME, csv_rows(out, points), list(first["sets"]))
+    return {"points": len(points), "copied": copied, "missing": missing}

@@ -43,6 +43,11 @@ OURS = ("hosts.agent", "controller.launch", "controller.retune_timer", "mininet:
 
 
 def our_processes() -> set[int]:
+    return processes_matching(OURS)
+
+
+def processes_matching(markers: tuple[str, ...]) -> set[int]:
+    """PIDs of the processes whose command line contains one of `markers`."""
     found = set()
     for entry in Path("/proc").iterdir():
         if entry.name.isdigit():
@@ -50,7 +55,7 @@ def our_processes() -> set[int]:
                 cmdline = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
             except OSError:
                 continue
-            if any(marker in cmdline for marker in OURS):
+            if any(marker in cmdline for marker in markers):
                 found.add(int(entry.name))
     return found
 

@@ -13,7 +13,7 @@ import pytest
 from testbed.core.errors import InputError
 from testbed.core.scenario import load_scenario
 from testbed.interface.report import report
-from testbed.interface.sweep import parse_sets, plan_points, run_sweep
+from testbed.interface.sweep import merge_sweeps, parse_sets, parse_shard, plan_points, run_sweep
 
 from ..conftest import ROOT
 
@@ -62,6 +62,47 @@ def test_sweep_resumes_without_rerunning_finished_points(tmp_path):
         run_sweep(str(QUICKSTART), scenario, {"fabric.hosts": [4]}, tmp_path, fake_execute([]), lambda *a: None)
     path = report(tmp_path)
     assert (tmp_path / "scatter.png").stat().st_size > 1000 and "p005" in path.read_text()
+
+
+def test_shards_split_the_points_and_merge_into_one_table(tmp_path):
+    scenario = load_scenario(QUICKSTART)
+    sets = {"fabric.gpu_bandwidth_gbps": [100, 400, 1600], "fabric.kind": ["elect-flat", "elect-cluster"]}
+    ran = []
+    for index in range(4):  # four jobs of an array, each with its own directory
+        calls = []
+        run_sweep(str(QUICKSTART), scenario, sets, tmp_path / f"shard{index}", fake_execute(calls),
+                  lambda *a: None, shard=(index, 4))
+        ran.append(calls)
+        assert (tmp_path / f"shard{index}" / f"results-shard-{index}-of-4.csv").exists()
+    # Points 0..5 dealt round-robin: 0 and 4, 1 and 5, 2, 3; together each exactly once.
+    assert [[name[:4] for name in calls] for calls in ran] == [["p000", "p004"], ["p001", "p005"], ["p002"], ["p003"]]
+    merged = merge_sweeps(tmp_path / "all", [tmp_path / f"shard{i}" for i in range(4)])
+    assert merged == {"points": 6, "copied": 6, "missing": []}
+    rows = list(csv.DictReader(open(tmp_path / "all" / "results.csv")))
+    assert len(rows) == 12 and sorted({r["point"][:4] for r in rows}) == [f"p00{i}" for i in range(6)]
+    partial = merge_sweeps(tmp_path / "part", [tmp_path / "shard0", tmp_path / "shard2"])
+    assert partial["missing"] == [p.id for p, _ in plan_points(scenario, sets) if p.index in (1, 3, 5)]
+    run_sweep(str(QUICKSTART), scenario, {"fabric.hosts": [4, 8]}, tmp_path / "other", fake_execute([]),
+              lambda *a: None)
+    with pytest.raises(InputError, match="holds another sweep"):
+        merge_sweeps(tmp_path / "x", [tmp_path / "shard0", tmp_path / "other"])
+    with pytest.raises(InputError, match="not a sweep directory"):
+        merge_sweeps(tmp_path / "x", [tmp_path / "nothing"])
+    for bad in ("4/4", "1", "a/b", "-1/2", "0/0"):
+        with pytest.raises(InputError, match="--shard"):
+            parse_shard(bad)
+    assert parse_shard("3/8") == (3, 8)
+
+
+def test_a_point_whose_machine_was_lost_runs_again_on_resume(tmp_path):
+    scenario = load_scenario(QUICKSTART)
+    sets = {"fabric.hosts": [4, 8]}
+    run_sweep(str(QUICKSTART), scenario, sets, tmp_path, fake_execute([]), lambda *a: None)
+    lost = next((tmp_path / "runs").iterdir())
+    (lost / "results.json").write_text(json.dumps({"status": "failed", "error": "lost", "lost_node": "n1"}))
+    calls = []
+    counts = run_sweep(str(QUICKSTART), scenario, sets, tmp_path, fake_execute(calls), lambda *a: None)
+    assert calls == [lost.name] and counts["skipped"] == 1
 
 
 def test_predict_only_sweep_and_run_report_from_the_command_line(tmp_path):
