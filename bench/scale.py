@@ -11,6 +11,7 @@ Prints a table and writes bench/results/scale.json and scale.md.
 from __future__ import annotations
 
 import argparse
+import json
 import resource
 import statistics
 import tempfile
@@ -18,7 +19,7 @@ import threading
 import time
 from pathlib import Path
 
-from bench_results import flagged_monitors, save_rows
+from bench_results import RESULTS, flagged_monitors, save_rows
 
 from testbed.core.scenario import apply_overrides, load_scenario
 from testbed.emulation.run import Runner, prepare
@@ -131,6 +132,12 @@ def main() -> int:
     for kind in args.only or list(CASES):
         counts = [int(h) for h in args.hosts.split(",")] if args.hosts else CASES[kind][1]
         rows += [run_point(kind, hosts) for hosts in counts]
+    earlier = RESULTS / "scale.json"
+    if earlier.exists():  # points not measured now keep their last measurement
+        measured = {(r["fabric"], r["hosts"]) for r in rows}
+        rows += [r for r in json.loads(earlier.read_text())["rows"] if (r["fabric"], r["hosts"]) not in measured]
+    order = list(CASES)
+    rows.sort(key=lambda r: (order.index(r["fabric"]), r["hosts"]))
     return save_rows("scale", rows, HEADER, _cells)
 
 

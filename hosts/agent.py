@@ -23,7 +23,14 @@ from hosts import ops
 from hosts.collectives import StepRecord, ring_barrier
 from hosts.dag_round import run_dag_round
 from hosts.data import digest
-from hosts.timing import compute_timing, lower_timer_slack, precise_sleep, wait_until
+from hosts.timing import (
+    background_priority,
+    compute_timing,
+    lower_priority,
+    lower_timer_slack,
+    precise_sleep,
+    wait_until,
+)
 from hosts.transport import SendHandle, TcpTransport
 from testbed.core.contracts import AgentConfig
 
@@ -69,6 +76,7 @@ class Agent:
         # Where this host is, for the runner's stall report: the round and the step it is in.
         self.position: dict = {"round": None, "iteration": None, "step": "start-up"}
         self.transport: TcpTransport | None = None
+        self.barrier_learned: dict = {}  # how long the barrier's start token took around the ring
 
     def waiting_report(self) -> dict:
         """Where this host is and what each of its threads waits for (the runner asks on a stall)."""
@@ -218,7 +226,7 @@ class Agent:
         rates = [size * 8 / seconds for size, seconds in busy if seconds > 0]
         if result is None or data is None:  # a CPU machine holds no result to check
             return {"step_rates_bps": rates, "end_s": end}
-        return {"digest": digest(result), "elements": data.size, "step_rates_bps": rates, "end_s": end,
+        return {"result": result, "elements": data.size, "step_rates_bps": rates, "end_s": end,
                 "op": step["op"], "group_size": len(group), "pos": group.index(self.rank),
                 "seed": data_seed(self.config.seed, group)}
 
@@ -234,7 +242,7 @@ class Agent:
         # The link rate is judged on the data round (the exponent round is one packet per 360 chunks).
         rates = [r.recv_bytes * 8 / (r.end_s - r.start_s - latency_s) for r in records
                  if r.phase == "sum" and r.end_s - r.start_s > latency_s]
-        return {"digest": digest(data), "elements": data.size, "step_rates_bps": rates, "end_s": end,
+        return {"result": data, "elements": data.size, "step_rates_bps": rates, "end_s": end,
                 "op": step["op"], "group_size": len(group), "pos": group.index(self.rank),
                 "seed": data_seed(self.config.seed, group)}
 
@@ -255,11 +263,12 @@ class Agent:
             # Warm-up rounds use their own data and record nothing; measured ones count from 0.
             measured = round_ >= self.warmups
             iteration = round_ - self.warmups if measured else WARMUP_DATA_BASE + round_
-            inputs = self._inputs(iteration)
+            with background_priority():
+                inputs = self._inputs(iteration)
             self.position.update(round=round_, iteration=iteration if measured else None,
                                  step="the barrier before the round")
             arrive = time.monotonic()
-            start_at = ring_barrier(transport, everyone, BARRIER_TAG + 2 * round_)
+            start_at = ring_barrier(transport, everyone, BARRIER_TAG + 2 * round_, learned=self.barrier_learned)
             self._count_tcp_until_now()
             wait_until(start_at, spin=False)
             start = time.monotonic()
@@ -271,6 +280,10 @@ class Agent:
             if not measured:
                 del self.events[events_before:]
                 continue
+            with background_priority():  # results are checked once this rank is out of the round
+                for outcome in outcomes:
+                    if "result" in outcome:
+                        outcome["digest"] = digest(outcome.pop("result"))
             self.events.insert(events_before, self._make_event("barrier", arrive, start, iteration))
             self._event("iteration", start, end, iteration)
             self.iterations.append({
@@ -364,6 +377,8 @@ def main(argv: list[str] | None = None) -> int:
     out_dir = Path(config.out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     slack = lower_timer_slack()
+    if config.niceness:
+        lower_priority(config.niceness)
     agent = None
 
     def stop(signum, frame):

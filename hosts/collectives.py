@@ -228,11 +228,14 @@ def sendrecv(transport: Transport, peer_send: int | None, payload: np.ndarray | 
 
 
 def ring_barrier(transport: Transport, group: list[int], tag: int, start_delay_s: float = 0.02,
-                 clock=time.monotonic) -> float:
+                 clock=time.monotonic, learned: dict | None = None) -> float:
     """Block until every rank of `group` has arrived; returns a common start time on the shared clock.
 
     The first rank collects an arrival token around the ring, then circulates a start time slightly
-    in the future, so that all ranks begin the next iteration at the same instant.
+    in the future, so that all ranks begin the next iteration at the same instant. The start time
+    must outlast the start token's trip around the ring: `learned` (kept by the caller between
+    barriers) holds how long the first rank saw the last trip take, and the next start time leaves
+    1.5 times that (a trip took ~1 s at 128 ranks on 2 cores, against the 0.15 s allowed before).
     """
     n = len(group)
     if n == 1:
@@ -243,9 +246,13 @@ def ring_barrier(transport: Transport, group: list[int], tag: int, start_delay_s
     if pos == 0:
         transport.send(right, tag, token).wait(SEND_TIMEOUT_S)
         transport.recv_into(left, tag, token)
-        token[0] = clock() + start_delay_s + 1e-3 * n
+        sent = clock()
+        trip_s = (learned or {}).get("trip_s", 0.0)
+        token[0] = sent + max(start_delay_s + 1e-3 * n, 1.5 * trip_s)
         transport.send(right, tag + 1, token).wait(SEND_TIMEOUT_S)
         transport.recv_into(left, tag + 1, token)
+        if learned is not None:
+            learned["trip_s"] = clock() - sent
     else:
         transport.recv_into(left, tag, token)
         transport.send(right, tag, token).wait(SEND_TIMEOUT_S)

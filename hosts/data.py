@@ -23,4 +23,4 @@ def expected_sum(seed: int, iteration: int, ranks: int, elements: int) -> np.nda
 
 
 def digest(array: np.ndarray) -> str:
-    return hashlib.sha256(np.ascontiguousarray(array).tobytes()).hexdigest()
+    return hashlib.sha256(np.ascontiguousarray(array).data.cast("B")).hexdigest()  # no copy

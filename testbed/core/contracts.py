@@ -84,6 +84,7 @@ class AgentConfig(Contract):
     progress: str | None = None  # the file of per-round progress lines the runner watches
     connect_timeout_s: float = Field(default=30.0, gt=0)
     ina: InaAgentSettings | None = None
+    niceness: int = Field(default=0, ge=0, le=19)  # the agent's nice value and its session's (hosts.timing)
 
 
 class ControllerConfig(Contract):
