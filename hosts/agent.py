@@ -276,9 +276,9 @@ class Agent:
             events_before = len(self.events)
             # The iteration ends when its last step is done; checking and bookkeeping are not timed.
             outcomes, end = self._run_round(iteration, round_, transport, inputs)
-            self._progressed(round_)
             if not measured:
                 del self.events[events_before:]
+                self._progressed(round_)
                 continue
             with background_priority():  # results are checked once this rank is out of the round
                 for outcome in outcomes:
@@ -301,6 +301,9 @@ class Agent:
                 "step_rates_bps": [r for o in outcomes for r in o["step_rates_bps"]],
             })
             self.kept_events = len(self.events)
+            # Said only once the iteration is recorded: a run stopped after the runner saw it done
+            # keeps it (the check above runs at idle priority and may come a while after `end`).
+            self._progressed(round_)
         # Hold the connections until everyone is done, so no rank's close races a peer's last recv.
         self.position.update(round=None, iteration=None, step="the final barrier")
         ring_barrier(transport, everyone, BARRIER_TAG - 2)
