@@ -304,12 +304,13 @@ def cmd_sweep(args: argparse.Namespace) -> int:
     sets = parse_sets(args.set)
     shard = parse_shard(args.shard) if args.shard else None
     planned = plan_points(scenario, sets)
+    prepared = {}  # on this machine, each point runs as prepared here (on Ray, each worker prepares its own)
     if not args.predict_only:
         from testbed.emulation.prepare import prepare
 
         for point, point_scenario in planned:  # every point must be runnable before any runs
             try:
-                prepare(point_scenario)
+                prepared[point.id] = prepare(point_scenario)
             except InputError as error:
                 raise InputError(f"sweep point {point.id}: {error}") from None
     signal.signal(signal.SIGINT, signal.default_int_handler)
@@ -330,9 +331,13 @@ def cmd_sweep(args: argparse.Namespace) -> int:
             if args.ray:
                 counts = _sweep_on_ray(args, scenario, sets, sweep_dir, shard, on_point)
             else:
+                from testbed.emulation.run import Runner
                 from testbed.interface.sweep import run_sweep
 
-                execute = predict_point if args.predict_only else _emulate_point
+                def emulate(point_scenario, run_dir: Path) -> dict:
+                    return Runner(prepared[run_dir.name], run_dir).execute()
+
+                execute = predict_point if args.predict_only else emulate
                 counts = run_sweep(args.scenario, scenario, sets, sweep_dir, execute, on_point, shard)
         except KeyboardInterrupt:  # between two points: nothing half-done
             counts = {"ran": 0, "skipped": 0, "failed": 0, "interrupted": True}
@@ -347,12 +352,6 @@ def cmd_sweep(args: argparse.Namespace) -> int:
         err_console.print(f"[red]interrupted[/]: rerun the same command with --out {sweep_dir} to resume")
         return 1
     return 1 if counts["failed"] else 0
-
-
-def _emulate_point(scenario, run_dir: Path) -> dict:
-    from testbed.emulation.run import Runner, prepare
-
-    return Runner(prepare(scenario), run_dir).execute()
 
 
 def _sweep_on_ray(args: argparse.Namespace, scenario, sets, sweep_dir: Path, shard, on_point) -> dict:

@@ -117,7 +117,7 @@ def run_on_ray(ray: Any, sweep: OpenSweep, predict_only: bool,
                on_point: Callable[[SweepPoint, str], None], poll_s: float = 0.5) -> dict[str, Any]:
     """Runs the sweep's pending points on the cluster, all submitted at once; Ray starts an
     emulated point when a machine's `testbed` resource is free. Ctrl-C cancels what is in flight
-    (each emulation cleans up and keeps what it measured) and leaves the sweep resumable."""
+    (a running emulation cleans up) and leaves the sweep resumable: cancelled points run again."""
     if not predict_only and ray.cluster_resources().get(EMULATION_RESOURCE, 0) < 1:
         raise EnvironmentProblem(
             f"no machine of the Ray cluster offers the `{EMULATION_RESOURCE}` resource, so no emulated point "
