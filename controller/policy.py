@@ -11,21 +11,32 @@ from testbed.core.units import gbps_to_bps
 from testbed.fabrics.all_kinds import behaviour
 from testbed.fabrics.sip_ocs import multi_shot_demand
 from testbed.fabrics.sip_ring import ring_plan
-from testbed.oracle.circuits import plan_circuits
+from testbed.oracle.circuits import plan_circuits, replan_circuits
 
 POLICIES = ("one-shot", "multi-shot", "periodic")
 
 
 def plan_for(topology: dict[str, Any], fabric: Fabric, traffic: dict[tuple[int, int], float],
-             recurring: tuple[tuple[int, int], ...]) -> dict:
-    """Link state for a traffic matrix: circuits `(switch, src, dst) -> 1` or lightpaths `(src, dst) -> W`."""
+             recurring: tuple[tuple[int, int], ...], current: dict | None = None, dark_s: float = 0.0) -> dict:
+    """Link state for a traffic matrix: circuits `(switch, src, dst) -> 1` or lightpaths `(src, dst) -> W`.
+    With `current` (the state in force) circuits are re-planned as the oracle's multi-shot
+    re-plans are: only for a gain larger than the `dark_s` a retune costs, keeping their switches."""
     n = len(topology["hosts"])
     if link_state(topology) == "circuits":
         q = topology["ocs"]["switches"]
         # The job's recurring pairs keep a circuit (or a relay), as SiP-Ring keeps their lightpaths;
         # the same demand and planner as the oracle's multi-shot re-plans.
         link_bps = gbps_to_bps(fabric.gpu_bandwidth_gbps) / q
-        circuits = plan_circuits(multi_shot_demand(traffic, recurring), n, q, link_bps)
+        demand = multi_shot_demand(traffic, recurring)
+        if current is None:
+            circuits = plan_circuits(demand, n, q, link_bps)
+        else:
+            held: dict[tuple[int, int], list[int]] = {}
+            for (switch, i, j), count in current.items():
+                if count > 0:
+                    held.setdefault((i, j), []).append(switch)
+            circuits = replan_circuits(demand, n, q, link_bps, {p: tuple(sorted(qs)) for p, qs in held.items()},
+                                       dark_s)
         return {(switch, i, j): 1 for (i, j), switches in circuits.switch_of.items() for switch in switches}
     lightpaths = ring_plan(fabric, n, traffic, recurring)
     return {pair: len(path.wavelengths) for pair, path in lightpaths.lightpaths.items()}

@@ -98,9 +98,11 @@ class FabricBehaviour:
     # scenario's default period).
     period_per_reconfig: float | None = None
     # Whether the controller re-plans every estimation period during a run, and the flow model it
-    # sets for a period's measured traffic, replan(fabric, k, l, traffic, recurring pairs to keep).
+    # sets for a period's measured traffic, replan(fabric, k, l, traffic, recurring pairs to keep,
+    # the model in force, the dark time a retune costs).
     replans: Callable[[Fabric], bool] = lambda fabric: False
-    replan: Callable[[Fabric, int, int, Traffic, tuple[tuple[int, int], ...]], FlowModel] | None = None
+    replan: Callable[[Fabric, int, int, Traffic, tuple[tuple[int, int], ...], FlowModel, float],
+                     FlowModel] | None = None
 
 
 def relayed(build: Callable[[Fabric, TopologyBuilder], dict[str, Any]],

@@ -9,7 +9,7 @@ from typing import Any
 from testbed.core.scenario import Fabric
 from testbed.core.units import gbps_to_bps, us_to_s
 from testbed.fabrics.base import TopologyBuilder, relayed
-from testbed.oracle.circuits import plan_circuits
+from testbed.oracle.circuits import CircuitPlan, plan_circuits, replan_circuits
 from testbed.oracle.flow_model import FlowModel, Traffic, relay_paths, ring_allreduce_s
 
 DEFAULT_OCS_SWITCHES = 16
@@ -44,23 +44,39 @@ def multi_shot_demand(traffic: Traffic, recurring: tuple[tuple[int, int], ...]) 
     return {**{pair: floor for pair in recurring}, **traffic}
 
 
-def replan(fabric: Fabric, k: int, l: int, traffic: Traffic, recurring: tuple[tuple[int, int], ...]) -> FlowModel:
-    """The circuits a multi-shot controller sets for a period's measured traffic."""
-    return _circuit_model(fabric, k, 1, multi_shot_demand(traffic, recurring), None)
+def replan(fabric: Fabric, k: int, l: int, traffic: Traffic, recurring: tuple[tuple[int, int], ...],
+           current: FlowModel | None = None, dark_s: float = 0.0) -> FlowModel:
+    """The circuits a multi-shot controller sets for a period's measured traffic, from the plan in
+    force (`current`): it retunes only for a gain larger than the `dark_s` a retune costs, as the
+    controller does."""
+    demand = multi_shot_demand(traffic, recurring)
+    if current is None:
+        return _circuit_model(fabric, k, 1, demand, None)
+    switches = ocs_switches(fabric)
+    link = gbps_to_bps(fabric.gpu_bandwidth_gbps) / switches
+    held = {(i, j): tuple(range(round(bps / link))) for (kind, i, j), bps in current.capacity_bps.items()
+            if kind == "circuit"}
+    return _model_of(k, demand, replan_circuits(demand, k, switches, link, held, dark_s), link)
 
 
 def _circuit_model(fabric: Fabric, k: int, l: int, traffic: Traffic, rings: dict[int, float] | None) -> FlowModel:
     switches = ocs_switches(fabric)
     link = gbps_to_bps(fabric.gpu_bandwidth_gbps) / switches
     plan = plan_circuits(traffic, k, switches, link, ring_demand=rings)
+    model = _model_of(k, traffic, plan, link)
+    if l > 1:
+        model.dp_rate_bps = min(plan.circuits.get((g, g), 0) for g in range(k)) * link
+    return model
+
+
+def _model_of(k: int, traffic: Traffic, plan: CircuitPlan, link: float) -> FlowModel:
+    """Circuits as resources of `link` b/s each; pairs without one relay through GPUs."""
     caps, links = {}, {}
     for (i, j), count in plan.circuits.items():
         if i != j:
             caps[("circuit", i, j)] = count * link
             links[(i, j)] = ("circuit", i, j)
     model = FlowModel(caps, relay_paths(k, links, traffic))
-    if l > 1:
-        model.dp_rate_bps = min(plan.circuits.get((g, g), 0) for g in range(k)) * link
     model.notes.append(f"circuits by {plan.method}; longest transfer {plan.longest_s * 1e3:.3f} ms, "
                        f"bound {plan.bound_s * 1e3:.3f} ms")
     return model

@@ -86,8 +86,9 @@ def dp_allreduce_s(fabric: Fabric, k: int, l: int, grad_bytes: float, planned_ra
     return ring_allreduce_s(l, grad_bytes, rate, us_to_s(fabric.latency_us))
 
 
-def replan(fabric: Fabric, k: int, l: int, traffic: Traffic, recurring: tuple[tuple[int, int], ...]) -> FlowModel:
-    """The lightpaths the controller tunes for a period's measured traffic."""
+def replan(fabric: Fabric, k: int, l: int, traffic: Traffic, recurring: tuple[tuple[int, int], ...],
+           current: FlowModel | None = None, dark_s: float = 0.0) -> FlowModel:
+    """The lightpaths the controller tunes for a period's measured traffic (whatever is in force)."""
     nodes = ring_nodes(fabric, k, l)
     return ring_flow_model(fabric, nodes, ring_plan(fabric, nodes, traffic, kept_pairs(fabric, k, l, nodes, recurring)))
 

@@ -21,6 +21,7 @@ from testbed.core.units import transfer_time_s
 Pair = tuple[int, int]  # (source GPU, destination GPU)
 Demand = dict[Pair, float]  # bytes per pair
 Circuits = dict[Pair, int]  # circuits per pair
+SwitchesOf = dict[Pair, tuple[int, ...]]  # the OCS of each of a pair's circuits
 
 MILP_MAX_PAIRS = 400  # above this, the greedy planner (exact MILPs get slow)
 MILP_TIME_LIMIT_S = 10.0
@@ -116,13 +117,21 @@ def _milp(demand: Demand, ports: int, link_bps: float, nodes: int) -> tuple[Circ
     return circuits, bound_s
 
 
-def _assign_switches(circuits: Circuits, switches: int) -> dict[tuple[int, int], tuple[int, ...]]:
+def _assign_switches(circuits: Circuits, switches: int, keep: SwitchesOf | None = None) -> SwitchesOf:
     """Colour the bipartite circuit multigraph (transmit side, receive side) with the switches as
     colours, so that each switch joins every port at most once. With degree ≤ Q an exact colouring
-    exists (König); alternating-path swaps find it."""
+    exists (König); alternating-path swaps find it, starting from any proper partial colouring.
+    `keep` (a plan in force) starts it: a circuit that stays stays on its switch where it can, as
+    moving it would darken two ports for nothing."""
     at_tx: dict[int, dict[int, int]] = defaultdict(dict)  # node -> switch -> receiving node
     at_rx: dict[int, dict[int, int]] = defaultdict(dict)  # node -> switch -> transmitting node
-    for (i, j), count in sorted(circuits.items()):
+    remaining = dict(circuits)
+    for (i, j), kept in sorted((keep or {}).items()):
+        for q in kept[:remaining.get((i, j), 0)]:
+            if q < switches and q not in at_tx[i] and q not in at_rx[j]:
+                at_tx[i][q], at_rx[j][q] = j, i
+                remaining[(i, j)] -= 1
+    for (i, j), count in sorted(remaining.items()):
         for _ in range(count):
             a = next(q for q in range(switches) if q not in at_tx[i])
             b = next(q for q in range(switches) if q not in at_rx[j])
@@ -198,3 +207,20 @@ def _plan_cached(traffic_items: tuple[tuple[Pair, float], ...], nodes: int, swit
     switch_of = _assign_switches(best, switches)
     final = {pair: len(qs) for pair, qs in switch_of.items()}
     return CircuitPlan(final, switch_of, method, _longest(demand, final, link_bps), bound)
+
+
+def replan_circuits(traffic: Demand, nodes: int, switches: int, link_bps: float,
+                    current: SwitchesOf, dark_s: float) -> CircuitPlan:
+    """A multi-shot re-plan from a plan in force (`current`: the switches of each pair's circuits).
+    It retunes only when the period's traffic would finish sooner by more than the dark time the
+    change costs, and then keeps every circuit it can on its switch. Without this, a period's
+    measured traffic (never twice the same) picks among equally good plans at random, and each pick
+    darkens ports for nothing: 42-49 retunes in one iteration that a steady plan serves as well."""
+    fresh = plan_circuits(traffic, nodes, switches, link_bps)
+    held = {pair: len(qs) for pair, qs in current.items() if qs and pair[0] != pair[1]}
+    demand = _pair_demand(traffic)
+    held_s = _longest(demand, held, link_bps)
+    if fresh.circuits == held or not fresh.longest_s + dark_s < held_s:
+        return CircuitPlan(held, {pair: current[pair] for pair in held}, "kept", held_s, fresh.bound_s)
+    switch_of = _assign_switches(fresh.circuits, switches, keep=current)
+    return CircuitPlan(fresh.circuits, switch_of, fresh.method, fresh.longest_s, fresh.bound_s)

@@ -13,6 +13,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Any
 
 from testbed.core.scenario import Fabric
 from testbed.core.topology import estimate_period_us, reconfig_us
@@ -58,21 +59,23 @@ def plan_replans(fabric: Fabric, k: int, l: int, steady: FlowModel, traffic: Per
                  recurring: tuple[tuple[int, int], ...]) -> Replans:
     """Every period with traffic in the period before, the kind's controller re-plans from that
     traffic; the links whose capacity changed go dark for reconfig_us from the period's start."""
-    replan: Callable[[Fabric, int, int, Traffic, tuple[tuple[int, int], ...]], FlowModel] | None
+    replan: Callable[[Fabric, int, int, Traffic, tuple[tuple[int, int], ...], FlowModel, float], FlowModel] | None
     replan = behaviour(fabric.kind).replan
     assert replan is not None, f"{fabric.kind} re-plans during a run but has no replan()"
     dark_s = us_to_s(reconfig_us(fabric))
-    cache: dict[frozenset[tuple[tuple[int, int], int]], FlowModel] = {}
+    cache: dict[tuple[frozenset[Any], frozenset[Any]], FlowModel] = {}
     current, count, windows = steady, 0, []
     for period in sorted(p + 1 for p in traffic.by_period):
         last = traffic.by_period[period - 1]
-        # Layers repeat, and so do their periods' traffic: plan each distinct estimate once.
+        # Layers repeat, and so do their periods' traffic: plan each distinct estimate once from
+        # each plan in force.
         key = frozenset((pair, round(math.log2(size))) for pair, size in last.items() if size > 0)
         if not key:
             continue
-        model = cache.get(key)
+        held = frozenset(current.capacity_bps.items())
+        model = cache.get((key, held))
         if model is None:
-            model = cache[key] = replan(fabric, k, l, last, recurring)
+            model = cache[(key, held)] = replan(fabric, k, l, last, recurring, current, dark_s)
         changed = frozenset(r for r in set(model.capacity_bps) | set(current.capacity_bps)
                             if model.capacity_bps.get(r) != current.capacity_bps.get(r))
         if changed:

@@ -174,5 +174,9 @@ def test_multi_shot_ocs_replans_circuits_during_training(tmp_path, machine_state
     assert result["sums_correct"]
     assert result["reconfigurations"] >= 2 and result["breakdown"]["reconfiguration_s"] > 0
     assert result["fidelity"]["monitors"]["dark_time"]["ok"], result["fidelity"]["monitors"]["dark_time"]
-    # One iteration, so nothing averages out its slowest message: a wider band than RATIO_BAND.
-    assert 0.8 <= result["emulated_over_predicted"][0] <= 1.2, result["emulated_over_predicted"]
+    # The controller retunes only where a re-plan gains more than its dark time, as the oracle's
+    # re-plans do (5-7 retunes, 1.022-1.030 over three runs; re-planning on every period's noise made
+    # 42-49 retunes and 1.12-1.19). The run's yardstick leaves those few dark windows out, so the
+    # one iteration gets RATIO_BAND (twice the widest deviation the benches saw).
+    assert RATIO_BAND[0] <= result["emulated_over_predicted"][0] <= RATIO_BAND[1], result["emulated_over_predicted"]
+    assert result["reconfigurations"] <= 15, "the controller retunes on noise"

@@ -82,8 +82,7 @@ def _stop(run: subprocess.Popen) -> None:
     run.wait(timeout=120)
 
 
-@pytest.mark.parametrize("attempt", range(5))
-def test_example_scripts_drive_a_held_run_while_its_iterations_run(tmp_path, machine_state, attempt):
+def test_example_scripts_drive_a_held_run_while_its_iterations_run(tmp_path, machine_state):
     run_line, script_lines = _hold_block()
     run, run_dir, out = _start_held(tmp_path, run_line, hosts=4, iterations=4)
     try:

@@ -5,7 +5,7 @@ from hypothesis import strategies as st
 from testbed.core.predict import ring_allreduce_time_s
 from testbed.core.scenario import Fabric
 from testbed.fabrics.ps import byteps_bytes_per_machine
-from testbed.oracle.circuits import plan_circuits
+from testbed.oracle.circuits import plan_circuits, replan_circuits
 from testbed.oracle.fabrics import dp_allreduce_s, mp_flow_model
 from testbed.oracle.flows import Flow, completion_times, max_min_rates
 from testbed.oracle.iteration import dp_ring_bytes, predict_plan
@@ -65,6 +65,29 @@ def test_more_pairs_than_ports_still_fill_the_ports_heaviest_first():
     traffic = {(0, 1): 600, (1, 2): 500, (0, 2): 400, (2, 0): 300, (1, 0): 200, (2, 1): 100}
     plan = plan_circuits(traffic, 3, 1, 1e9)
     assert plan.circuits == {(0, 1): 1, (1, 2): 1, (2, 0): 1} and plan.method == "greedy"
+
+
+def test_a_multi_shot_re_plan_retunes_only_when_it_gains_more_than_the_dark_time():
+    # 2 GPUs, 2 switches of 8 Gb/s (1 GB/s): 1 MB each way takes 1 ms on the one circuit each pair
+    # holds, 0.5 ms on two. The gain, 0.5 ms, is worth a 0.4 ms dark time, not a 0.6 ms one.
+    demand = {(0, 1): 1e6, (1, 0): 1e6}
+    held = {(0, 1): (0,), (1, 0): (1,)}
+    kept = replan_circuits(demand, 2, 2, 8e9, held, dark_s=0.6e-3)
+    assert kept.method == "kept" and kept.switch_of == held and kept.longest_s == pytest.approx(1e-3)
+    retuned = replan_circuits(demand, 2, 2, 8e9, held, dark_s=0.4e-3)
+    assert retuned.circuits == {(0, 1): 2, (1, 0): 2} and retuned.longest_s == pytest.approx(0.5e-3)
+
+
+def test_a_re_plan_keeps_each_remaining_circuit_on_its_switch():
+    # 3 GPUs, 2 switches. In force: 0->1 and 1->0, both on switch 1. The period also asks for 0->2
+    # and 2->0, which have no circuit (an unbounded transfer), so the re-plan retunes: one circuit
+    # per pair (node 0 sends to two GPUs and receives from two over its 2 ports). Kept where they
+    # are, 0->1 and 1->0 stay on switch 1 and the new pairs take switch 0; coloured afresh, in pair
+    # order, 0->1 would move to switch 0 and darken two ports for nothing.
+    demand = {(0, 1): 1e6, (1, 0): 1e6, (0, 2): 1e6, (2, 0): 1e6}
+    plan = replan_circuits(demand, 3, 2, 8e9, {(0, 1): (1,), (1, 0): (1,)}, dark_s=1e-3)
+    assert {pair: plan.switch_of[pair] for pair in demand} == {(0, 1): (1,), (1, 0): (1,), (0, 2): (0,), (2, 0): (0,)}
+    assert plan_circuits(demand, 3, 2, 8e9).switch_of[(0, 1)] == (0,)
 
 
 def test_wavelength_programme_serves_a_pair_the_greedy_first_fit_blocks():
@@ -237,7 +260,9 @@ def test_more_dark_time_never_shortens_an_iteration(kind, options):
         times.append(prediction.iteration_time_s)
         dark.append(prediction.breakdown.reconfiguration_s)
     assert times == sorted(times) and times[-1] > times[0]
-    assert dark[0] == 0 and dark == sorted(dark) and dark[-1] > 0
+    # The time spent dark need not grow: a longer retune is worth making less often, so the
+    # controller makes fewer (SiP-OCS at 1,000 µs: 11 re-plans retune, against 35 at 25 µs).
+    assert dark[0] == 0 and all(d > 0 for d in dark[1:])
 
 
 def test_one_shot_sip_ocs_ignores_the_reconfiguration_time_and_multi_shot_pays_it():
