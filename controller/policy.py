@@ -12,6 +12,7 @@ from testbed.fabrics.all_kinds import behaviour
 from testbed.fabrics.sip_ocs import multi_shot_demand
 from testbed.fabrics.sip_ring import ring_plan
 from testbed.oracle.circuits import plan_circuits, replan_circuits
+from testbed.oracle.retune_gain import worth_retuning
 
 POLICIES = ("one-shot", "multi-shot", "periodic")
 
@@ -19,8 +20,8 @@ POLICIES = ("one-shot", "multi-shot", "periodic")
 def plan_for(topology: dict[str, Any], fabric: Fabric, traffic: dict[tuple[int, int], float],
              recurring: tuple[tuple[int, int], ...], current: dict | None = None, dark_s: float = 0.0) -> dict:
     """Link state for a traffic matrix: circuits `(switch, src, dst) -> 1` or lightpaths `(src, dst) -> W`.
-    With `current` (the state in force) circuits are re-planned as the oracle's multi-shot
-    re-plans are: only for a gain larger than the `dark_s` a retune costs, keeping their switches."""
+    With `current` (the state in force) the plan changes as the oracle's re-plans do: only for a
+    gain larger than the `dark_s` a retune costs (retune_gain), circuits keeping their switches."""
     n = len(topology["hosts"])
     if link_state(topology) == "circuits":
         q = topology["ocs"]["switches"]
@@ -39,7 +40,10 @@ def plan_for(topology: dict[str, Any], fabric: Fabric, traffic: dict[tuple[int, 
                                        dark_s)
         return {(switch, i, j): 1 for (i, j), switches in circuits.switch_of.items() for switch in switches}
     lightpaths = ring_plan(fabric, n, traffic, recurring)
-    return {pair: len(path.wavelengths) for pair, path in lightpaths.lightpaths.items()}
+    fresh = {pair: len(path.wavelengths) for pair, path in lightpaths.lightpaths.items()}
+    if current is not None and not worth_retuning(traffic, current, fresh, gbps_to_bps(fabric.wavelength_gbps), dark_s):
+        return dict(current)
+    return fresh
 
 
 def default_policy(fabric: Fabric) -> str:

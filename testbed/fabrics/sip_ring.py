@@ -12,6 +12,7 @@ from testbed.core.scenario import Fabric
 from testbed.core.units import gbps_to_bps, us_to_s
 from testbed.fabrics.base import TopologyBuilder, relayed
 from testbed.oracle.flow_model import FlowModel, Traffic, relay_paths, ring_allreduce_s
+from testbed.oracle.retune_gain import worth_retuning
 from testbed.oracle.wavelengths import WavelengthPlan, plan_wavelengths
 
 
@@ -88,9 +89,16 @@ def dp_allreduce_s(fabric: Fabric, k: int, l: int, grad_bytes: float, planned_ra
 
 def replan(fabric: Fabric, k: int, l: int, traffic: Traffic, recurring: tuple[tuple[int, int], ...],
            current: FlowModel | None = None, dark_s: float = 0.0) -> FlowModel:
-    """The lightpaths the controller tunes for a period's measured traffic (whatever is in force)."""
+    """The lightpaths the controller tunes for a period's measured traffic, from the plan in force
+    (`current`): it retunes only when worth the `dark_s` a retune costs, as the controller does."""
     nodes = ring_nodes(fabric, k, l)
-    return ring_flow_model(fabric, nodes, ring_plan(fabric, nodes, traffic, kept_pairs(fabric, k, l, nodes, recurring)))
+    plan = ring_plan(fabric, nodes, traffic, kept_pairs(fabric, k, l, nodes, recurring))
+    if current is None:
+        return ring_flow_model(fabric, nodes, plan)
+    wave_bps = gbps_to_bps(fabric.wavelength_gbps)
+    held = {(s, d): round(bps / wave_bps) for (kind, s, d), bps in current.capacity_bps.items() if kind == "lightpath"}
+    fresh = {pair: len(path.wavelengths) for pair, path in plan.lightpaths.items()}
+    return ring_flow_model(fabric, nodes, plan) if worth_retuning(traffic, held, fresh, wave_bps, dark_s) else current
 
 
 BEHAVIOUR = relayed(build, flow_model, dp_allreduce_s, "lightpath", lambda fabric: 2 * fabric.neighbors,

@@ -17,6 +17,7 @@ import numpy as np
 from scipy.optimize import Bounds, LinearConstraint, milp
 
 from testbed.core.units import transfer_time_s
+from testbed.oracle.retune_gain import worth_retuning
 
 Pair = tuple[int, int]  # (source GPU, destination GPU)
 Demand = dict[Pair, float]  # bytes per pair
@@ -211,16 +212,15 @@ def _plan_cached(traffic_items: tuple[tuple[Pair, float], ...], nodes: int, swit
 
 def replan_circuits(traffic: Demand, nodes: int, switches: int, link_bps: float,
                     current: SwitchesOf, dark_s: float) -> CircuitPlan:
-    """A multi-shot re-plan from a plan in force (`current`: the switches of each pair's circuits).
-    It retunes only when the period's traffic would finish sooner by more than the dark time the
-    change costs, and then keeps every circuit it can on its switch. Without this, a period's
-    measured traffic (never twice the same) picks among equally good plans at random, and each pick
-    darkens ports for nothing: 42-49 retunes in one iteration that a steady plan serves as well."""
+    """A multi-shot re-plan from a plan in force (`current`: the switches of each pair's circuits):
+    it retunes only when worth the dark time (retune_gain), and then keeps every circuit it can on
+    its switch. Re-planning on each period's measured traffic made 42-49 retunes in one iteration
+    that a steady plan served as well."""
     fresh = plan_circuits(traffic, nodes, switches, link_bps)
     held = {pair: len(qs) for pair, qs in current.items() if qs and pair[0] != pair[1]}
     demand = _pair_demand(traffic)
-    held_s = _longest(demand, held, link_bps)
-    if fresh.circuits == held or not fresh.longest_s + dark_s < held_s:
-        return CircuitPlan(held, {pair: current[pair] for pair in held}, "kept", held_s, fresh.bound_s)
+    if not worth_retuning(demand, held, fresh.circuits, link_bps, dark_s):
+        return CircuitPlan(held, {pair: current[pair] for pair in held}, "kept", _longest(demand, held, link_bps),
+                           fresh.bound_s)
     switch_of = _assign_switches(fresh.circuits, switches, keep=current)
     return CircuitPlan(fresh.circuits, switch_of, fresh.method, fresh.longest_s, fresh.bound_s)

@@ -273,3 +273,20 @@ def test_multi_shot_circuits_keep_every_recurring_pair_reachable():
     mp_phase = {(0, 1): 5e6, (1, 0): 5e6, (2, 3): 5e6, (3, 2): 5e6}  # the last period saw no DP traffic
     rendering = render(topo, plan_for(topo, fabric, mp_phase, recurring))
     assert not set(recurring) & set(rendering.unreachable)
+
+
+def test_a_ring_re_plan_retunes_only_when_it_gains_more_than_the_dark_time():
+    from controller.policy import plan_for
+
+    # 6 GPUs, 4 wavelengths of 25 Gb/s, 1 MB to each clockwise neighbour. The fresh plan gives each
+    # 3 wavelengths (one stays with the counter-clockwise neighbour): 8 Mbit / 75 Gb/s = 106.7 µs.
+    # In force, GPU 0 sends to 1 on 2 (160 µs): 53.3 µs to gain, worth a 25 µs retune, not a 100 µs one.
+    topo = ring(6, 4)
+    fabric = Fabric(kind="sip-ring", hosts=6, gpu_bandwidth_gbps=100, wavelengths=4, wavelength_gbps=25, neighbors=2)
+    ring_pairs = tuple((i, (i + 1) % 6) for i in range(6))
+    traffic = {pair: 1e6 for pair in ring_pairs}
+    fresh = plan_for(topo, fabric, traffic, ring_pairs)
+    assert {pair: fresh[pair] for pair in ring_pairs} == {pair: 3 for pair in ring_pairs}
+    held = {**fresh, (0, 1): 2, (0, 5): 2}
+    assert plan_for(topo, fabric, traffic, ring_pairs, held, dark_s=100e-6) == held
+    assert plan_for(topo, fabric, traffic, ring_pairs, held, dark_s=25e-6) == fresh
