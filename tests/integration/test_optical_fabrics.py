@@ -66,7 +66,6 @@ def _tcp_rate_bps(live, src: int, dst: int, seconds: float = 3.0) -> float:
         out = live.fabric.host(src).cmd(f"iperf3 -c {ip} -p 5302 -t {seconds} -J")
     finally:
         server.wait(timeout=20)
-    import json
 
     return json.loads(out)["end"]["sum_received"]["bits_per_second"]
 
@@ -133,11 +132,9 @@ def test_ring_allreduce_scenario_matches_the_oracle_on_each_fabric(name, hosts, 
     assert result["status"] == "ok", result["error"]
     assert result["sums_correct"]
     assert_iterations_match_the_oracle(result)
-    events = [json.loads(line) for line in (tmp_path / "run" / "events.jsonl").read_text().splitlines()]
-    if name == "ring-allreduce":  # the controller re-plans every period; its dark times are on record
+    if name == "ring-allreduce":  # the controller re-plans every period; whatever it retunes is on time
         dark = result["fidelity"]["monitors"]["dark_time"]
         assert dark["ok"], dark
-        assert any(e["kind"] == "reconfiguration" for e in events)
 
 
 def test_placed_schedule_on_sip_ring_matches_the_schedule_oracle(tmp_path, machine_state):
@@ -158,6 +155,11 @@ def test_placed_schedule_on_sip_ring_matches_the_schedule_oracle(tmp_path, machi
     assert result["status"] == "ok", result["error"]
     assert result["sums_correct"]
     assert RATIO_BAND[0] <= result["emulated_over_predicted"][0] <= RATIO_BAND[1], result["emulated_over_predicted"]
+    # Its phases (MP transfers, then the DP ring) change the traffic enough that some re-plans are
+    # worth their dark time: each is timed by the hosts.
+    assert result["reconfigurations"] >= 1
+    dark = result["fidelity"]["monitors"]["dark_time"]
+    assert dark["ok"], dark
 
 
 def test_multi_shot_ocs_replans_circuits_during_training(tmp_path, machine_state):
