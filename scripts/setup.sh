@@ -3,13 +3,50 @@
 #   bash scripts/setup.sh run    set up, then run scenarios/quickstart.yaml end to end
 #   bash scripts/setup.sh test   set up, then run the whole test suite (unit and root integration)
 #   bash scripts/setup.sh        set up only (the Vagrant VM provisions with this)
+#   bash scripts/setup.sh wheels DIR   fill DIR with every Python package the set-up installs (any user)
+# With TESTBED_WHEELHOUSE=DIR the set-up installs Python packages from DIR only, never from an index
+# (a machine without Internet access; its Debian packages must already be installed).
 # Idempotent: packages, the venv and the calibration are only (re)made when missing or stale.
 set -euo pipefail
 
 action="${1:-none}"
-case "$action" in run|test|none) ;; *) echo "usage: bash scripts/setup.sh [run|test]" >&2; exit 2 ;; esac
+case "$action" in run|test|none|wheels) ;; *) echo "usage: bash scripts/setup.sh [run|test|wheels DIR]" >&2; exit 2 ;; esac
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+# Folders the caller names are relative to where they ran this from.
+absolute() { case "$1" in /*) echo "$1" ;; *) echo "$PWD/$1" ;; esac; }
+dir="${2:+$(absolute "$2")}"
+wheelhouse="${TESTBED_WHEELHOUSE:+$(absolute "$TESTBED_WHEELHOUSE")}"
 cd "$root"
+
+if [ "$action" = wheels ]; then
+  if [ -z "$dir" ]; then
+    echo "usage: bash scripts/setup.sh wheels DIR (the folder to fill with the testbed's Python packages)" >&2
+    exit 2
+  fi
+  /usr/bin/python3 -m pip --version >/dev/null 2>&1 ||
+    { echo "pip is missing for /usr/bin/python3: apt-get install python3-pip, then retry" >&2; exit 2; }
+  mkdir -p "$dir"
+  # The pinned dependencies with the extras the set-up installs, what builds the project, and pip.
+  /usr/bin/python3 - > "$dir/requirements.txt" <<'PY'
+import tomllib
+project = tomllib.load(open("pyproject.toml", "rb"))
+wanted = project["project"]["dependencies"] + [r for extra in ("test", "cluster")
+                                              for r in project["project"]["optional-dependencies"][extra]]
+print("\n".join(wanted + project["build-system"]["requires"] + ["pip"]))
+PY
+  /usr/bin/python3 -m pip download -q --only-binary=:all: -d "$dir" -r "$dir/requirements.txt"
+  echo "== $(ls "$dir"/*.whl | wc -l) packages in $dir; on the machine without Internet access:"
+  echo "   TESTBED_WHEELHOUSE=$dir bash scripts/setup.sh [run|test]"
+  exit 0
+fi
+pip_from=()
+if [ -n "$wheelhouse" ]; then
+  if [ ! -f "$wheelhouse/requirements.txt" ]; then
+    echo "TESTBED_WHEELHOUSE=$TESTBED_WHEELHOUSE holds no wheelhouse; fill one with: bash scripts/setup.sh wheels DIR" >&2
+    exit 2
+  fi
+  pip_from=(--no-index --find-links "$wheelhouse")
+fi
 
 if [ "$(id -u)" != 0 ]; then
   echo "setup.sh must run as root (Mininet and Open vSwitch need it); try: sudo bash scripts/setup.sh $action" >&2
@@ -45,8 +82,8 @@ stamp=".venv/.installed-$(sha256sum pyproject.toml | cut -c1-16)"
 if [ ! -f "$stamp" ]; then
   echo "== building .venv and installing the testbed"
   [ -x .venv/bin/python ] || /usr/bin/python3 -m venv --system-site-packages .venv
-  .venv/bin/python -m pip install -q --upgrade pip >/dev/null
-  .venv/bin/python -m pip install -q -e '.[test,cluster]'
+  .venv/bin/python -m pip install -q "${pip_from[@]}" --upgrade pip >/dev/null
+  .venv/bin/python -m pip install -q "${pip_from[@]}" -e '.[test,cluster]'
   rm -f .venv/.installed-*
   touch "$stamp"
 fi
