@@ -17,6 +17,8 @@ import time
 
 from bench_results import save_rows
 
+from testbed.emulation.results import busy_fraction, cpu_times
+
 A, B = "tbtun-a", "tbtun-b"
 UNDER = ("10.201.0.1", "10.201.0.2")  # the "machines'" addresses
 OVER = ("10.202.0.1", "10.202.0.2")  # the emulation's addresses across the tunnel
@@ -27,11 +29,6 @@ def sh(command: str, check: bool = True) -> str:
     if check and done.returncode != 0:
         raise RuntimeError(f"`{command}` failed: {done.stderr.strip() or done.stdout.strip()}")
     return done.stdout
-
-
-def cpu_times() -> tuple[int, int]:
-    fields = [int(v) for v in open("/proc/stat").readline().split()[1:]]
-    return sum(fields), fields[3] + fields[4]
 
 
 def set_up() -> tuple[str | None, list[str]]:
@@ -74,13 +71,12 @@ def measure(label: str, server_ns: str, client_ns: str, address: str) -> dict:
     finally:
         if server.poll() is None:
             server.kill()
-    total, idle = busy1[0] - busy0[0], busy1[1] - busy0[1]
     pings = sh(f"ip netns exec {client_ns} ping -c 100 -i 0.01 -q {address}")
     rtt = re.search(r"= ([\d.]+)/([\d.]+)/([\d.]+)/([\d.]+) ms", pings)
     return {"link": label, "rate_mbps": out["end"]["sum_received"]["bits_per_second"] / 1e6,
             "retransmits": out["end"]["sum_sent"].get("retransmits"),
             "rtt_min_ms": float(rtt.group(1)), "rtt_avg_ms": float(rtt.group(2)), "rtt_max_ms": float(rtt.group(3)),
-            "cpu_busy_frac": 1 - idle / total if total else None, "status": "ok", "correct": True}
+            "cpu_busy_frac": busy_fraction(busy0, busy1), "status": "ok", "correct": True}
 
 
 def main() -> int:

@@ -202,12 +202,13 @@ class OpticalFabricApp(app_manager.OSKenApp):
                 continue
             demand = traffic_pairs(self.last_period if policy == "multi-shot" else self.total)
             if demand:
-                wanted = plan_for(self.topology, self.fabric, demand, self.recurring, self.state,
-                                  us_to_s(self.settings["reconfig_us"]))
+                wanted = reconfig.normalise(plan_for(self.topology, self.fabric, demand, self.recurring, self.state,
+                                                     us_to_s(self.settings["reconfig_us"])))
+                if wanted == self.state:  # most periods: no re-plan is worth its dark time
+                    continue
                 # A plan that leaves a pair the job needs without a path (the period's traffic gives
                 # more pairs than ports, and relays do not join them all) would stall its TCP.
-                cuts = cut_pairs(self._render(reconfig.normalise(wanted)).unreachable, self.schedule_traffic)
-                if not cuts and reconfig.normalise(wanted) != self.state:
+                if not cut_pairs(self._render(wanted).unreachable, self.schedule_traffic):
                     with self.lock:
                         ident = self.next_id
                         self.next_id += 1

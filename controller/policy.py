@@ -10,9 +10,8 @@ from testbed.core.scenario import Fabric
 from testbed.core.units import gbps_to_bps
 from testbed.fabrics.all_kinds import behaviour
 from testbed.fabrics.sip_ocs import multi_shot_demand
-from testbed.fabrics.sip_ring import ring_plan
+from testbed.fabrics.sip_ring import retuned_ring_plan
 from testbed.oracle.circuits import plan_circuits, replan_circuits
-from testbed.oracle.retune_gain import worth_retuning
 
 POLICIES = ("one-shot", "multi-shot", "periodic")
 
@@ -39,11 +38,10 @@ def plan_for(topology: dict[str, Any], fabric: Fabric, traffic: dict[tuple[int, 
             circuits = replan_circuits(demand, n, q, link_bps, {p: tuple(sorted(qs)) for p, qs in held.items()},
                                        dark_s)
         return {(switch, i, j): 1 for (i, j), switches in circuits.switch_of.items() for switch in switches}
-    lightpaths = ring_plan(fabric, n, traffic, recurring)
-    fresh = {pair: len(path.wavelengths) for pair, path in lightpaths.lightpaths.items()}
-    if current is not None and not worth_retuning(traffic, current, fresh, gbps_to_bps(fabric.wavelength_gbps), dark_s):
-        return dict(current)
-    return fresh
+    lightpaths = retuned_ring_plan(fabric, n, traffic, recurring, current, dark_s)
+    if lightpaths is None:
+        return dict(current or {})
+    return {pair: len(path.wavelengths) for pair, path in lightpaths.lightpaths.items()}
 
 
 def default_policy(fabric: Fabric) -> str:

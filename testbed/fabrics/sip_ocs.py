@@ -56,20 +56,20 @@ def replan(fabric: Fabric, k: int, l: int, traffic: Traffic, recurring: tuple[tu
     link = gbps_to_bps(fabric.gpu_bandwidth_gbps) / switches
     held = {(i, j): tuple(range(round(bps / link))) for (kind, i, j), bps in current.capacity_bps.items()
             if kind == "circuit"}
-    return _model_of(k, demand, replan_circuits(demand, k, switches, link, held, dark_s), link)
+    return _plan_flow_model(k, demand, replan_circuits(demand, k, switches, link, held, dark_s), link)
 
 
 def _circuit_model(fabric: Fabric, k: int, l: int, traffic: Traffic, rings: dict[int, float] | None) -> FlowModel:
     switches = ocs_switches(fabric)
     link = gbps_to_bps(fabric.gpu_bandwidth_gbps) / switches
     plan = plan_circuits(traffic, k, switches, link, ring_demand=rings)
-    model = _model_of(k, traffic, plan, link)
+    model = _plan_flow_model(k, traffic, plan, link)
     if l > 1:
         model.dp_rate_bps = min(plan.circuits.get((g, g), 0) for g in range(k)) * link
     return model
 
 
-def _model_of(k: int, traffic: Traffic, plan: CircuitPlan, link: float) -> FlowModel:
+def _plan_flow_model(k: int, traffic: Traffic, plan: CircuitPlan, link: float) -> FlowModel:
     """Circuits as resources of `link` b/s each; pairs without one relay through GPUs."""
     caps, links = {}, {}
     for (i, j), count in plan.circuits.items():

@@ -87,18 +87,30 @@ def dp_allreduce_s(fabric: Fabric, k: int, l: int, grad_bytes: float, planned_ra
     return ring_allreduce_s(l, grad_bytes, rate, us_to_s(fabric.latency_us))
 
 
+def retuned_ring_plan(fabric: Fabric, nodes: int, traffic: Traffic, keep: tuple[tuple[int, int], ...],
+                      held: dict[tuple[int, int], int] | None, dark_s: float) -> WavelengthPlan | None:
+    """The wavelength plan for a period's measured traffic, or None where the plan in force
+    (`held`: wavelengths per pair) stays because retuning would not gain its `dark_s`."""
+    plan = ring_plan(fabric, nodes, traffic, keep)
+    if held is None:
+        return plan
+    fresh = {pair: len(path.wavelengths) for pair, path in plan.lightpaths.items()}
+    return plan if worth_retuning(traffic, held, fresh, gbps_to_bps(fabric.wavelength_gbps), dark_s) else None
+
+
 def replan(fabric: Fabric, k: int, l: int, traffic: Traffic, recurring: tuple[tuple[int, int], ...],
            current: FlowModel | None = None, dark_s: float = 0.0) -> FlowModel:
     """The lightpaths the controller tunes for a period's measured traffic, from the plan in force
     (`current`): it retunes only when worth the `dark_s` a retune costs, as the controller does."""
     nodes = ring_nodes(fabric, k, l)
-    plan = ring_plan(fabric, nodes, traffic, kept_pairs(fabric, k, l, nodes, recurring))
-    if current is None:
-        return ring_flow_model(fabric, nodes, plan)
     wave_bps = gbps_to_bps(fabric.wavelength_gbps)
-    held = {(s, d): round(bps / wave_bps) for (kind, s, d), bps in current.capacity_bps.items() if kind == "lightpath"}
-    fresh = {pair: len(path.wavelengths) for pair, path in plan.lightpaths.items()}
-    return ring_flow_model(fabric, nodes, plan) if worth_retuning(traffic, held, fresh, wave_bps, dark_s) else current
+    held = None if current is None else {(s, d): round(bps / wave_bps)
+                                         for (kind, s, d), bps in current.capacity_bps.items() if kind == "lightpath"}
+    plan = retuned_ring_plan(fabric, nodes, traffic, kept_pairs(fabric, k, l, nodes, recurring), held, dark_s)
+    if plan is None:
+        assert current is not None
+        return current
+    return ring_flow_model(fabric, nodes, plan)
 
 
 BEHAVIOUR = relayed(build, flow_model, dp_allreduce_s, "lightpath", lambda fabric: 2 * fabric.neighbors,
