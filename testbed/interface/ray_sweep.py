@@ -203,7 +203,7 @@ def _record(sweep: OpenSweep, point: SweepPoint, status: str, counts: dict[str, 
             on_point: Callable[[SweepPoint, str], None]) -> None:
     counts["ran"] += 1
     counts["failed"] += status == "failed"
-    sweep.write_table()
+    sweep.record(point)
     on_point(point, status)
 
 

@@ -9,7 +9,7 @@ import itertools
 import json
 import re
 import shutil
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
@@ -107,33 +107,41 @@ def in_shard(point: SweepPoint, shard: tuple[int, int] | None) -> bool:
 
 
 def csv_rows(sweep_dir: Path, points: list[SweepPoint]) -> list[dict[str, Any]]:
-    rows = []
-    for point in points:
-        run_dir = sweep_dir / "runs" / point.id
-        try:
-            result = json.loads((run_dir / "results.json").read_text())
-        except (OSError, ValueError):
-            continue
-        common = {"point": point.id, **point.overrides, "status": result.get("status"),
-                  "predicted_s": result.get("predicted_iteration_time_s"),
-                  "faithful": (result.get("fidelity") or {}).get("ok"), "sums_correct": result.get("sums_correct"),
-                  "dilation": result.get("dilation"), "byte_scale": result.get("byte_scale"),
-                  "run_dir": str(Path("runs") / point.id)}
-        times = result.get("iteration_times_s") or []
-        ratios = result.get("emulated_over_predicted") or []
-        if not times:
-            rows.append({**common, "iteration": None, "emulated_s": None, "emulated_over_predicted": None})
-        for iteration, (emulated, ratio) in enumerate(zip(times, ratios)):
-            rows.append({**common, "iteration": iteration, "emulated_s": emulated, "emulated_over_predicted": ratio})
+    return [row for point in points for row in point_rows(sweep_dir, point)]
+
+
+def point_rows(sweep_dir: Path, point: SweepPoint) -> list[dict[str, Any]]:
+    """The table's rows of one point: one per measured iteration (one if none), none if the point
+    has no results yet."""
+    rows: list[dict[str, Any]] = []
+    run_dir = sweep_dir / "runs" / point.id
+    try:
+        result = json.loads((run_dir / "results.json").read_text())
+    except (OSError, ValueError):
+        return rows
+    common = {"point": point.id, **point.overrides, "status": result.get("status"),
+              "predicted_s": result.get("predicted_iteration_time_s"),
+              "faithful": (result.get("fidelity") or {}).get("ok"), "sums_correct": result.get("sums_correct"),
+              "dilation": result.get("dilation"), "byte_scale": result.get("byte_scale"),
+              "run_dir": str(Path("runs") / point.id)}
+    times = result.get("iteration_times_s") or []
+    ratios = result.get("emulated_over_predicted") or []
+    if not times:
+        rows.append({**common, "iteration": None, "emulated_s": None, "emulated_over_predicted": None})
+    for iteration, (emulated, ratio) in enumerate(zip(times, ratios)):
+        rows.append({**common, "iteration": iteration, "emulated_s": emulated, "emulated_over_predicted": ratio})
     return rows
 
 
+def csv_columns(keys: list[str]) -> list[str]:
+    return ["point", *keys, "iteration", "emulated_s", "predicted_s", "emulated_over_predicted", "status",
+            "faithful", "sums_correct", "dilation", "byte_scale", "run_dir"]
+
+
 def write_csv(path: Path, rows: list[dict[str, Any]], keys: list[str]) -> None:
-    columns = ["point", *keys, "iteration", "emulated_s", "predicted_s", "emulated_over_predicted", "status",
-               "faithful", "sums_correct", "dilation", "byte_scale", "run_dir"]
     tmp = path.with_suffix(".tmp")
     with open(tmp, "w", newline="") as out:
-        writer = csv.DictWriter(out, fieldnames=columns, extrasaction="ignore")
+        writer = csv.DictWriter(out, fieldnames=csv_columns(keys), extrasaction="ignore")
         writer.writeheader()
         writer.writerows(rows)
     tmp.replace(path)
@@ -174,11 +182,30 @@ class OpenSweep:
     skipped: int
     csv_path: Path
 
+    rows: dict[str, list[dict[str, Any]]] = field(default_factory=dict)  # point id -> its rows, once read
+    table_written: bool = False  # by this process: rows from an earlier, interrupted one may be stale
+
     def run_dir(self, point: SweepPoint) -> Path:
         return self.sweep_dir / "runs" / point.id
 
     def write_table(self) -> None:
-        write_csv(self.csv_path, csv_rows(self.sweep_dir, self.points), self.keys)
+        """The whole table, in point order, from the rows read so far (each point's are read once)."""
+        for point in self.points:
+            if point.id not in self.rows:
+                self.rows[point.id] = point_rows(self.sweep_dir, point)
+        write_csv(self.csv_path, [row for point in self.points for row in self.rows[point.id]], self.keys)
+        self.table_written = True
+
+    def record(self, point: SweepPoint) -> None:
+        """A point just finished: its rows go to the end of the table (finishing order; the final
+        write_table puts every row in point order). Rewriting the table per point would read every
+        finished point's results again: quadratic in a sweep of thousands of points."""
+        self.rows[point.id] = point_rows(self.sweep_dir, point)
+        if not self.table_written:
+            self.write_table()
+            return
+        with open(self.csv_path, "a", newline="") as out:
+            csv.DictWriter(out, fieldnames=csv_columns(self.keys), extrasaction="ignore").writerows(self.rows[point.id])
 
 
 def open_sweep(scenario_path: str, scenario: Scenario, sets: dict[str, list[Any]], sweep_dir: Path,
@@ -215,7 +242,7 @@ def run_sweep(scenario_path: str, scenario: Scenario, sets: dict[str, list[Any]]
         result = execute(point_scenario, sweep.run_dir(point))
         counts["ran"] += 1
         counts["failed"] += result.get("status") == "failed"
-        sweep.write_table()
+        sweep.record(point)
         on_point(point, result.get("status", "failed"))
         if result.get("status") == "interrupted":
             counts["interrupted"] = True

@@ -64,6 +64,31 @@ def test_sweep_resumes_without_rerunning_finished_points(tmp_path):
     assert (tmp_path / "scatter.png").stat().st_size > 1000 and "p005" in path.read_text()
 
 
+def test_the_table_grows_by_each_finished_point_and_a_resumed_sweep_repeats_no_row(tmp_path):
+    """Each finished point's rows are appended (not the whole table rebuilt per point); a resumed
+    sweep first rewrites the table, so the interrupted point's stale rows do not stay beside its rerun."""
+    scenario = load_scenario(QUICKSTART)
+    sets = {"fabric.gpu_bandwidth_gbps": [100, 400, 1600, 3200]}
+    seen = []
+
+    def execute(scenario, run_dir, inner=fake_execute([], interrupt_at=2)):
+        table = tmp_path / "results.csv"
+        seen.append([(r["point"], r["iteration"]) for r in csv.DictReader(open(table))] if table.exists() else [])
+        return inner(scenario, run_dir)
+
+    run_sweep(str(QUICKSTART), scenario, sets, tmp_path, execute, lambda *a: None)
+    assert seen == [[], [("p000-gpu_bandwidth_gbps=100", "0"), ("p000-gpu_bandwidth_gbps=100", "1")]]
+    seen.clear()
+    run_sweep(str(QUICKSTART), scenario, sets, tmp_path, lambda sc, rd: execute(sc, rd, fake_execute([])),
+              lambda *a: None)
+    # Before anything reruns, the interrupted sweep's table (p000, p001 interrupted); once p001 has
+    # rerun, its rows once; then p002's.
+    assert [len(snapshot) for snapshot in seen] == [4, 4, 6]
+    assert all(len(set(snapshot)) == len(snapshot) for snapshot in seen)
+    rows = [(r["point"], r["iteration"]) for r in csv.DictReader(open(tmp_path / "results.csv"))]
+    assert len(rows) == 8 == len(set(rows)) and rows == sorted(rows)
+
+
 def test_shards_split_the_points_and_merge_into_one_table(tmp_path):
     scenario = load_scenario(QUICKSTART)
     sets = {"fabric.gpu_bandwidth_gbps": [100, 400, 1600], "fabric.kind": ["elect-flat", "elect-cluster"]}
