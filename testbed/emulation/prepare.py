@@ -23,7 +23,7 @@ from testbed.core.workloads import schedule_for
 from testbed.oracle.collectives import Prediction, collective_cost
 from testbed.oracle.fabrics import forwarding_load_factor, mp_flow_model
 from testbed.oracle.replanning import replans_during_run
-from testbed.oracle.schedule_sim import message_rates_bps, simulate_schedule
+from testbed.oracle.schedule_sim import simulate_schedule, simulate_with_message_rates
 
 # A reconfiguration's rule changes and their barrier take about a millisecond here (DESIGN §8);
 # dark time must be accurate to the dark_time monitor's DARK_TOLERANCE.
@@ -88,7 +88,7 @@ def _prepare_schedule(scenario: Scenario, calibration: Calibration) -> Prepared:
     the average step (overheads add up along the critical path) rather than the shortest one, and
     messages by the smallest of those that carry most of the bytes."""
     schedule = schedule_for(scenario)
-    prediction = simulate_schedule(schedule.to_json(), scenario.fabric)
+    prediction, message_bps = simulate_with_message_rates(schedule.to_json(), scenario.fabric)
     steps = max(len(gpu.steps) for gpu in schedule.gpus)
     sizes = sorted(step.message_bytes() for gpu in schedule.gpus for step in gpu.steps if step.kind == "send")
     average_step = prediction.iteration_time_s / max(1, steps)
@@ -101,7 +101,7 @@ def _prepare_schedule(scenario: Scenario, calibration: Calibration) -> Prepared:
                            warmup_iteration_s=_warmup_iteration_s(scenario, schedule, prediction))
     return Prepared(scenario, schedule, prediction, plan, average_step, bulk,
                     pair_rate_frac=_pair_rate_fractions(scenario, schedule),
-                    message_rate_frac=_message_rate_fractions(scenario, schedule))
+                    message_rate_frac=_message_rate_fractions(scenario, schedule, message_bps))
 
 
 BULK_SHARE = 0.9  # the message-size monitor judges the messages that carry this share of the bytes
@@ -120,7 +120,8 @@ def _bulk_smallest(sizes: list[int], default: float) -> float:
     return sizes[-1]
 
 
-def _message_rate_fractions(scenario: Scenario, schedule: Schedule) -> dict[tuple[int, int, str], float] | None:
+def _message_rate_fractions(scenario: Scenario, schedule: Schedule,
+                            message_bps: dict[tuple[int, int, str], float]) -> dict[tuple[int, int, str], float] | None:
     """A DAG's messages, each against the rate it got in the oracle's simulation; where the
     controller re-plans paths during the run, no static model says what one message gets, so
     they are left unjudged (an empty map; the iteration times and dark times judge the run)."""
@@ -129,7 +130,7 @@ def _message_rate_fractions(scenario: Scenario, schedule: Schedule) -> dict[tupl
     if replans_during_run(scenario.fabric):
         return {}
     rate = gbps_to_bps(scenario.fabric.gpu_bandwidth_gbps)
-    return {key: bps / rate for key, bps in message_rates_bps(schedule.to_json(), scenario.fabric).items()}
+    return {key: bps / rate for key, bps in message_bps.items()}
 
 
 def _pair_rate_fractions(scenario: Scenario, schedule: Schedule) -> dict[tuple[int, int], float]:

@@ -185,23 +185,24 @@ class _Dag:
 
 
 def simulate_schedule(schedule: dict[str, Any], fabric: Fabric) -> Prediction:
+    return simulate_with_message_rates(schedule, fabric)[0]
+
+
+def simulate_with_message_rates(schedule: dict[str, Any], fabric: Fabric
+                                ) -> tuple[Prediction, dict[tuple[int, int, str], float]]:
+    """The schedule's prediction, and each point-to-point message's average rate in the same
+    simulation by (sender, receiver, tag): what a message shares its path with (a DAG's concurrent
+    transfers) is in it. One simulation for both: at hundreds of GPUs it takes seconds."""
     if int(schedule["hosts"]) != fabric.hosts:
         raise InputError(f"the schedule has {schedule['hosts']} GPUs but fabric.hosts is {fabric.hosts}; "
                          f"they must match")
     dag = _Dag(schedule, fabric)
     total = dag.run()
     busiest = max(dag.compute_s)
-    return Prediction(total, Breakdown(compute_s=busiest, communication_s=total - busiest),
-                      "schedule simulation: steps when their dependencies are done, one compute at a time per "
-                      "GPU, transfers and ring collectives as max-min fair flows")
-
-
-def message_rates_bps(schedule: dict[str, Any], fabric: Fabric) -> dict[tuple[int, int, str], float]:
-    """Each point-to-point message's average rate in the simulation, by (sender, receiver, tag):
-    what a message shares its path with (a DAG's concurrent transfers) is in it."""
-    dag = _Dag(schedule, fabric)
-    dag.run()
-    return dag.message_bps
+    prediction = Prediction(total, Breakdown(compute_s=busiest, communication_s=total - busiest),
+                            "schedule simulation: steps when their dependencies are done, one compute at a time "
+                            "per GPU, transfers and ring collectives as max-min fair flows")
+    return prediction, dag.message_bps
 
 
 def collective_rates_bps(steps: list[list[dict[str, Any]]], model: FlowModel) -> dict[tuple[Any, ...], float]:
