@@ -4,14 +4,21 @@
 #   bash scripts/setup.sh test   set up, then run the whole test suite (unit and root integration)
 #   bash scripts/setup.sh        set up only (the Vagrant VM provisions with this)
 #   bash scripts/setup.sh wheels DIR   fill DIR with every Python package the set-up installs (any user)
+#   bash scripts/setup.sh vm [test]    the same set-up and quickstart (and tests) inside a local VM
+#                                      with the kernel datapath and netem (scripts/vm.sh)
 # With TESTBED_WHEELHOUSE=DIR the set-up installs Python packages from DIR only, never from an index
 # (a machine without Internet access; its Debian packages must already be installed).
 # Idempotent: packages, the venv and the calibration are only (re)made when missing or stale.
 set -euo pipefail
 
 action="${1:-none}"
-case "$action" in run|test|none|wheels) ;; *) echo "usage: bash scripts/setup.sh [run|test|wheels DIR]" >&2; exit 2 ;; esac
+case "$action" in run|test|none|wheels|vm) ;; *) echo "usage: bash scripts/setup.sh [run|test|wheels DIR|vm [test]]" >&2; exit 2 ;; esac
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+case "$action" in
+  vm)  # everything else happens inside the guest
+    exec bash "$root/scripts/vm.sh" "${2:-run}"
+    ;;
+esac
 # Folders the caller names are relative to where they ran this from.
 absolute() { case "$1" in /*) echo "$1" ;; *) echo "$PWD/$1" ;; esac; }
 dir="${2:+$(absolute "$2")}"
