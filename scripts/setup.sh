@@ -60,18 +60,8 @@ if [ "$(id -u)" != 0 ]; then
   exit 2
 fi
 
-packages=(mininet openvswitch-switch iperf3 ethtool iproute2 nftables iptables tcpdump iputils-ping procps
-          python3 python3-venv python3-pip)
-missing=()
-for p in "${packages[@]}"; do
-  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
-done
-if [ ${#missing[@]} -gt 0 ]; then
-  echo "== installing: ${missing[*]}"
-  export DEBIAN_FRONTEND=noninteractive
-  apt-get update -q
-  apt-get install -y -q --no-install-recommends "${missing[@]}"
-fi
+source "$root/scripts/packages.sh"
+install_missing "${testbed_packages[@]}"
 
 if ! ovs-vsctl --timeout=5 show >/dev/null 2>&1; then
   echo "== starting Open vSwitch"

@@ -18,9 +18,8 @@ cache="${TESTBED_VM_DIR:-/var/cache/testbed-vm}"
 release=bookworm
 mirror="${TESTBED_VM_MIRROR:-http://deb.debian.org/debian}"
 # What scripts/setup.sh installs, plus a kernel, an init and an SSH server.
-guest_packages=(linux-image-amd64 systemd-sysv udev kmod openssh-server
-                mininet openvswitch-switch iperf3 ethtool iproute2 nftables iptables tcpdump iputils-ping
-                procps python3 python3-venv python3-pip)
+source "$root/scripts/packages.sh"
+guest_packages=(linux-image-amd64 systemd-sysv udev kmod openssh-server "${testbed_packages[@]}")
 cpus="${TESTBED_VM_CPUS:-2}"
 memory_mb="${TESTBED_VM_MEMORY_MB:-4096}"
 disk_gb=12
@@ -29,17 +28,7 @@ if [ "$(id -u)" != 0 ]; then
   echo "setup.sh vm must run as root (debootstrap builds the guest's files); try: sudo bash scripts/setup.sh vm" >&2
   exit 2
 fi
-host_packages=(qemu-system-x86 qemu-utils debootstrap openssh-client e2fsprogs python3-pip)
-missing=()
-for p in "${host_packages[@]}"; do
-  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
-done
-if [ ${#missing[@]} -gt 0 ]; then
-  echo "== installing: ${missing[*]}"
-  export DEBIAN_FRONTEND=noninteractive
-  apt-get update -q
-  apt-get install -y -q --no-install-recommends "${missing[@]}"
-fi
+install_missing qemu-system-x86 qemu-utils debootstrap openssh-client e2fsprogs python3-pip
 
 mkdir -p "$cache"
 key="$(printf '%s\n' "$release" "${guest_packages[@]}" "$(sed -n '/^# --- guest set-up/,/^# --- end/p' "$0")" |
