@@ -2,6 +2,8 @@
 # The testbed in a local VM with the kernel Open vSwitch datapath and netem (as root):
 #   bash scripts/setup.sh vm         build the guest image once, boot it, run the quickstart inside
 #   bash scripts/setup.sh vm test    the same, then the whole test suite inside
+#   bash scripts/vm.sh exec COMMAND  set up inside, then run COMMAND in the guest's checkout
+#                                    (bench/vm.py uses it)
 # The guest is Debian 12 built with debootstrap from Debian's packages, booted under QEMU (software
 # emulation: it runs anywhere, slowly) with user-mode networking: SSH is forwarded on 127.0.0.1
 # only and the guest reaches nothing else. The guest needs no network: its Debian packages are in
@@ -12,7 +14,11 @@
 set -euo pipefail
 
 action="${1:-run}"
-case "$action" in run|test) ;; *) echo "usage: bash scripts/setup.sh vm [test]" >&2; exit 2 ;; esac
+case "$action" in
+  run|test) ;;
+  exec) [ -n "${2:-}" ] || { echo "usage: bash scripts/vm.sh exec COMMAND" >&2; exit 2; } ;;
+  *) echo "usage: bash scripts/setup.sh vm [test]" >&2; exit 2 ;;
+esac
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cache="${TESTBED_VM_DIR:-/var/cache/testbed-vm}"
 release=bookworm
@@ -121,7 +127,11 @@ tar -C "$cache" -cf - wheels | ssh "${ssh_opts[@]}" root@127.0.0.1 'rm -rf /root
 inside="cd /root/testbed && TESTBED_WHEELHOUSE=/root/wheels bash scripts/setup.sh"
 ran=$(date +%s)
 status=0
-ssh "${ssh_opts[@]}" root@127.0.0.1 "$inside run" || status=$?
+if [ "$action" = exec ]; then
+  ssh "${ssh_opts[@]}" root@127.0.0.1 "$inside >&2 && cd /root/testbed && $2" || status=$?
+else
+  ssh "${ssh_opts[@]}" root@127.0.0.1 "$inside run" || status=$?
+fi
 if [ "$status" = 0 ] && [ "$action" = test ]; then
   ssh "${ssh_opts[@]}" root@127.0.0.1 "$inside test" || status=$?
 fi
