@@ -104,7 +104,8 @@ ssh_opts=(-q -p "$port" -i "$cache/id_ed25519" -o BatchMode=yes -o StrictHostKey
 echo "== booting the guest (QEMU, software emulation, ${cpus} CPUs, ${memory_mb} MB)"
 booted=$(date +%s)
 # qemu64 runs fastest under software emulation; the x86-64-v2 features are what numpy's wheels need.
-qemu-system-x86_64 -accel tcg,thread=multi -cpu qemu64,+ssse3,+sse4.1,+sse4.2,+popcnt,+cx16,+lahf_lm \
+# In a session of its own: Ctrl-C reaches this script (which shuts the guest down), not QEMU.
+setsid qemu-system-x86_64 -accel tcg,thread=multi -cpu qemu64,+ssse3,+sse4.1,+sse4.2,+popcnt,+cx16,+lahf_lm \
   -smp "$cpus" -m "$memory_mb" -kernel "$cache/vmlinuz-$key" -initrd "$cache/initrd-$key" \
   -append "root=/dev/vda rw console=ttyS0 net.ifnames=1 quiet" \
   -drive "file=$state,if=virtio,format=qcow2" \
