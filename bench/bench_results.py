@@ -22,6 +22,16 @@ def flagged_monitors(result: dict) -> str:
                      for name, m in monitors.items() if not m.get("ok", True))
 
 
+def run_summary(result: dict) -> dict:
+    """What every bench row says of a run: its status, exact sums, fidelity (and what it flagged),
+    dilation, and emulated/predicted as min / mean / max."""
+    ratios = result["emulated_over_predicted"]
+    return {"status": result["status"], "correct": result["sums_correct"], "faithful": result["fidelity"]["ok"],
+            "flagged": flagged_monitors(result), "dilation": result["dilation"],
+            "ratio_min": min(ratios, default=None), "ratio_mean": sum(ratios) / len(ratios) if ratios else None,
+            "ratio_max": max(ratios, default=None)}
+
+
 def ratio_cells(row: dict) -> str:
     """Emulated/predicted as min / mean / max, then whether the sums were exact and the run faithful."""
     return (f"{cell(row['ratio_min'])} / {cell(row['ratio_mean'])} / {cell(row['ratio_max'])} | "

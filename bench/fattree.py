@@ -10,12 +10,11 @@ from __future__ import annotations
 
 import argparse
 import json
-import statistics
 import tempfile
 import time
 from pathlib import Path
 
-from bench_results import cell, flagged_monitors, ratio_cells, save_rows
+from bench_results import cell, ratio_cells, run_summary, save_rows
 
 from testbed.core.scenario import apply_overrides, load_scenario
 from testbed.emulation.run import Runner, prepare
@@ -35,16 +34,10 @@ def main() -> int:
         started = time.monotonic()
         with tempfile.TemporaryDirectory(prefix="testbed-bench-") as work:
             result = Runner(prepare(scenario), Path(work) / "run").execute()
-        ratios = result["emulated_over_predicted"]
         rows.append({
-            "hosts": args.hosts, "oversubscription": oversubscription, "status": result["status"],
-            "correct": result["sums_correct"], "faithful": result["fidelity"]["ok"],
-            "flagged": flagged_monitors(result),
-            "ratio_mean": statistics.fmean(ratios) if ratios else None,
-            "ratio_min": min(ratios) if ratios else None, "ratio_max": max(ratios) if ratios else None,
+            "hosts": args.hosts, "oversubscription": oversubscription, **run_summary(result),
             "emulated_ms": min(result["iteration_times_s"]) * 1e3 if result["iteration_times_s"] else None,
-            "predicted_ms": result["predicted_iteration_time_s"] * 1e3, "dilation": result["dilation"],
-            "wall_s": time.monotonic() - started,
+            "predicted_ms": result["predicted_iteration_time_s"] * 1e3, "wall_s": time.monotonic() - started,
         })
         print(json.dumps(rows[-1]), flush=True)
     base = rows[0]

@@ -11,14 +11,13 @@ from __future__ import annotations
 
 import argparse
 import json
-import statistics
 import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
 
-from bench_results import cell, flagged_monitors, ratio_cells, save_rows
+from bench_results import cell, ratio_cells, run_summary, save_rows
 
 from testbed.core.calibration import load_calibration
 from testbed.core.scenario import load_scenario
@@ -39,15 +38,11 @@ def measure_here(where: str) -> list[dict]:
         started = time.monotonic()
         with tempfile.TemporaryDirectory(prefix="testbed-bench-") as work:
             result = Runner(prepare(scenario), Path(work) / "run").execute()
-        ratios = result["emulated_over_predicted"]
         rows.append({
             "where": where, "case": name.removesuffix(".yaml"), "datapath": platform.datapath,
             "netem": platform.netem, "capacity_mbps": calibration.capacity_bps / 1e6,
-            "timer_p99_us": calibration.timer_error_s * 1e6, "status": result["status"],
-            "correct": result["sums_correct"], "faithful": result["fidelity"]["ok"],
-            "flagged": flagged_monitors(result), "dilation": result["dilation"],
-            "ratio_min": min(ratios, default=None), "ratio_mean": statistics.fmean(ratios) if ratios else None,
-            "ratio_max": max(ratios, default=None), "wall_s": time.monotonic() - started,
+            "timer_p99_us": calibration.timer_error_s * 1e6, **run_summary(result),
+            "wall_s": time.monotonic() - started,
         })
     return rows
 

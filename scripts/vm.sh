@@ -81,11 +81,16 @@ fi
 
 port="$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')"
 work="$(mktemp -d /tmp/testbed-vm.XXXXXX)"
+# A command as root in the guest, over the forwarded port with the VM's own key.
+guest() {
+  ssh -q -p "$port" -i "$cache/id_ed25519" -o BatchMode=yes -o StrictHostKeyChecking=no \
+    -o UserKnownHostsFile=/dev/null -o ConnectTimeout=5 -o ServerAliveInterval=30 root@127.0.0.1 "$@"
+}
 qemu_pid=""
 stop_vm() {
   if [ -n "$qemu_pid" ] && kill -0 "$qemu_pid" 2>/dev/null; then
     # A clean shutdown keeps the guest's disk consistent; QEMU is killed if it takes too long.
-    ssh "${ssh_opts[@]}" root@127.0.0.1 'systemctl poweroff' 2>/dev/null || true
+    guest 'systemctl poweroff' 2>/dev/null || true
     for _ in $(seq 1 60); do kill -0 "$qemu_pid" 2>/dev/null || break; sleep 1; done
     kill "$qemu_pid" 2>/dev/null || true
     wait "$qemu_pid" 2>/dev/null || true
@@ -99,8 +104,6 @@ trap 'exit 130' INT TERM
 # so a second `vm` skips what the first set up; delete it to start from the image again.
 state="$cache/state-$key.qcow2"
 [ -f "$state" ] || qemu-img create -q -f qcow2 -b "$image" -F raw "$state"
-ssh_opts=(-q -p "$port" -i "$cache/id_ed25519" -o BatchMode=yes -o StrictHostKeyChecking=no
-          -o UserKnownHostsFile=/dev/null -o ConnectTimeout=5 -o ServerAliveInterval=30)
 echo "== booting the guest (QEMU, software emulation, ${cpus} CPUs, ${memory_mb} MB)"
 booted=$(date +%s)
 # qemu64 runs fastest under software emulation; the x86-64-v2 features are what numpy's wheels need.
@@ -113,28 +116,28 @@ setsid qemu-system-x86_64 -accel tcg,thread=multi -cpu qemu64,+ssse3,+sse4.1,+ss
   -display none -serial "file:$work/console.log" -monitor none &
 qemu_pid=$!
 for _ in $(seq 1 120); do
-  ssh "${ssh_opts[@]}" root@127.0.0.1 true 2>/dev/null && break
+  guest true 2>/dev/null && break
   kill -0 "$qemu_pid" 2>/dev/null || { echo "the VM stopped while booting; its console: $work/console.log" >&2
                                        tail -20 "$work/console.log" >&2; exit 1; }
   sleep 2
 done
-ssh "${ssh_opts[@]}" root@127.0.0.1 true || { echo "the VM did not answer SSH within 4 minutes" >&2
+guest true || { echo "the VM did not answer SSH within 4 minutes" >&2
                                              tail -20 "$work/console.log" >&2; exit 1; }
 echo "== guest up in $(( $(date +%s) - booted )) s; copying the checkout and the wheelhouse"
 tar -C "$root" --exclude=./.venv --exclude=./.git --exclude=./runs --exclude=./sweeps -czf - . |
-  ssh "${ssh_opts[@]}" root@127.0.0.1 'mkdir -p /root/testbed && tar -C /root/testbed -xzf -'
-tar -C "$cache" -cf - wheels | ssh "${ssh_opts[@]}" root@127.0.0.1 'rm -rf /root/wheels && tar -C /root -xf -'
+  guest 'mkdir -p /root/testbed && tar -C /root/testbed -xzf -'
+tar -C "$cache" -cf - wheels | guest 'rm -rf /root/wheels && tar -C /root -xf -'
 
 inside="cd /root/testbed && TESTBED_WHEELHOUSE=/root/wheels bash scripts/setup.sh"
 ran=$(date +%s)
 status=0
 if [ "$action" = exec ]; then
-  ssh "${ssh_opts[@]}" root@127.0.0.1 "$inside >&2 && cd /root/testbed && $2" || status=$?
+  guest "$inside >&2 && cd /root/testbed && $2" || status=$?
 else
-  ssh "${ssh_opts[@]}" root@127.0.0.1 "$inside run" || status=$?
+  guest "$inside run" || status=$?
 fi
 if [ "$status" = 0 ] && [ "$action" = test ]; then
-  ssh "${ssh_opts[@]}" root@127.0.0.1 "$inside test" || status=$?
+  guest "$inside test" || status=$?
 fi
 echo "== inside the VM: exit $status after $(( $(date +%s) - ran )) s (boot $(( ran - booted )) s)"
 exit "$status"
