@@ -49,15 +49,22 @@ class FaultInjector(threading.Thread):
                  act: Callable[[FaultStep], None]) -> None:
         super().__init__(name="faults", daemon=True)
         self.steps, self.epoch_s, self.dilation, self.act = steps, epoch_s, dilation, act
+        self.clock_s = epoch_s
         self.applied: list[dict[str, Any]] = []
         self.error: str | None = None
         self._active: dict[int, FaultStep] = {}
         self._stopping = threading.Event()
         self._lock = threading.Lock()
 
+    def start_at(self, clock_s: float) -> None:
+        """Starts applying the steps, timed from `clock_s` (monotonic wall seconds); what was applied
+        is still recorded against the epoch."""
+        self.clock_s = clock_s
+        self.start()
+
     def run(self) -> None:
         for step in self.steps:
-            if self._stopping.wait(max(0.0, self.epoch_s + step.wall_offset_s - time.monotonic())):
+            if self._stopping.wait(max(0.0, self.clock_s + step.wall_offset_s - time.monotonic())):
                 return
             with self._lock:
                 if self._stopping.is_set():
@@ -83,7 +90,8 @@ class FaultInjector(threading.Thread):
         with self._lock:
             for index, step in list(self._active.items()):
                 self._do(FaultStep(step.wall_offset_s, step.fault, index, True))
-        self.join(timeout=5)
+        if self.is_alive():
+            self.join(timeout=5)
 
     def started(self) -> list[str]:
         return [a["fault"] for a in self.applied if a["phase"] == "start"]

@@ -165,7 +165,6 @@ class Runner:
         if scenario.faults:
             self.injector = FaultInjector(timeline(list(scenario.faults), plan.dilation.dilation), epoch,
                                           plan.dilation.dilation, FaultActions(live, self.agents, sides).apply)
-            self.injector.start()
         self.on_started()
         try:
             self._watch(live, sides, hosts_dir)
@@ -194,6 +193,11 @@ class Runner:
             if "agents_started_s" not in timings and progress.lines == 0 and \
                     all((hosts_dir / f"h{rank}.started").exists() for rank in range(ranks)):
                 timings["agents_started_s"] = self._since_set_up()
+            if self.injector is not None and self.injector.ident is None and \
+                    all((hosts_dir / f"h{rank}.connected").exists() for rank in range(ranks)):
+                # Faults are timed from the moment every rank is connected, however long start-up took.
+                timings["agents_connected_s"] = self._since_set_up()
+                self.injector.start_at(time.monotonic())
             live.controller.check_alive()
             sides.check_alive()
             if any(p.poll() not in (None, 0) for p in self.agents):

@@ -138,3 +138,32 @@ def test_stopped_agents_keep_the_iterations_they_completed(tmp_path):
         # every event belongs to a completed iteration, and each completed one has its events
         assert {e["iteration"] for e in events} == set(kept)
         assert sum(e["kind"] == "iteration" for e in events) == len(kept)
+
+
+def test_faults_are_timed_from_the_clock_start_and_recorded_against_the_epoch():
+    from testbed.core.faults import FaultInjector, timeline
+    from testbed.core.scenario import Fault
+
+    # 40 ms real-world at dilation 5 is 0.2 s of wall time after the clock starts, however late
+    # that is after the epoch (agents that took 0.3 s to connect).
+    fault = Fault(kind="link_down", at_ms=40, host=2, duration_ms=10)
+    applied_at = []
+    epoch = time.monotonic()
+    injector = FaultInjector(timeline([fault], 5.0), epoch, 5.0, lambda step: applied_at.append(time.monotonic()))
+    time.sleep(0.3)
+    clock = time.monotonic()
+    injector.start_at(clock)
+    deadline = time.monotonic() + 5
+    while len(applied_at) < 2 and time.monotonic() < deadline:
+        time.sleep(0.01)
+    injector.stop()
+    assert len(applied_at) == 2
+    assert 0.2 <= applied_at[0] - clock < 0.45 and 0.25 <= applied_at[1] - clock < 0.5  # a busy machine adds
+    start = injector.applied[0]
+    assert start["phase"] == "start" and 0.1 <= start["t_s"] < 0.15  # (0.3 + 0.2) s / 5
+
+
+def test_an_injector_never_started_stops_cleanly():
+    from testbed.core.faults import FaultInjector
+
+    FaultInjector([], time.monotonic(), 1.0, lambda step: None).stop()
