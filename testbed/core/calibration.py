@@ -8,6 +8,10 @@ from pathlib import Path
 
 from testbed.core.paths import calibration_path
 
+# The INA node's rate where `doctor --calibrate` has not measured it: what it measured on the
+# 2-core machine the DESIGN §8 figures come from.
+INA_NODE_PACKETS_PER_S = 45_000
+
 
 @dataclass(frozen=True)
 class Calibration:
@@ -17,9 +21,17 @@ class Calibration:
     datapath: str
     measured_at: str
     measured: bool = True
+    # Packets/s the INA node program answered with workers sharing the cores (None: measured by an
+    # older calibration, before this was part of it).
+    ina_node_packets_per_s: float | None = None
 
     def to_json(self) -> dict[str, object]:
         return asdict(self)
+
+    @property
+    def node_packets_per_s(self) -> float:
+        """The INA node's measured packet rate, or the reference machine's if never measured."""
+        return self.ina_node_packets_per_s or INA_NODE_PACKETS_PER_S
 
 
 # Conservative stand-ins used until `testbed doctor --calibrate` has run (DESIGN §8 figures, halved).
@@ -30,6 +42,7 @@ DEFAULT_CALIBRATION = Calibration(
     datapath="user",
     measured_at="never",
     measured=False,
+    ina_node_packets_per_s=INA_NODE_PACKETS_PER_S / 2,
 )
 
 

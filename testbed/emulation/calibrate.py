@@ -11,7 +11,9 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 from testbed.core.calibration import Calibration
+from testbed.core.contracts import InaNodeConfig
 from testbed.core.errors import RunFailed
+from testbed.core.ina_fabric import DEFAULT_POOL_SLOTS, MAX_WINDOW
 from testbed.core.scenario import Fabric
 from testbed.emulation.live import live_fabric, require_emulation_platform
 from testbed.emulation.platform import datapath
@@ -30,6 +32,30 @@ for _ in range(300):
     t = time.monotonic(); time.sleep(1e-3); plain.append(time.monotonic() - t - 1e-3)
 plain.sort()
 print(json.dumps({"precise_p99_s": precise[int(0.99 * len(precise))], "plain_median_s": plain[len(plain) // 2]}))
+"""
+
+
+# The aggregation node program's packet rate: INA_WORKERS workers all-reduce int32 buffers of
+# INA_PACKETS packets each through a node on an unshaped fabric, INA_ROUNDS times after a first
+# round that lines them up, with the runs' largest window; the node is the bottleneck.
+INA_WORKERS = 4
+INA_PACKETS = 600
+INA_ROUNDS = 12
+INA_PROBE = """
+import json, sys, time
+import numpy as np
+from hosts.ina.client import MAX_RETRANSMITS_PER_CHUNK, InaEndpoint
+from hosts.ina.protocol import ELEMENTS_PER_PACKET
+me, node, worker, workers, window, packets, rounds = sys.argv[1:8]
+endpoint = InaEndpoint(me, node, rto_s=0.2, min_rto=0.05, give_up_s=30.0)
+job = endpoint.register(1, int(worker), tuple(workers.split(",")), int(window))
+data = np.ones(int(packets) * ELEMENTS_PER_PACKET, dtype=np.int32)
+job.allreduce(data.copy())
+began = time.monotonic()
+for _ in range(int(rounds)):
+    job.allreduce(data.copy())
+print(json.dumps({"seconds": time.monotonic() - began, "retransmits": job.counters["retransmits"]}))
+endpoint.close()
 """
 
 
@@ -78,6 +104,43 @@ def _timer_probe(fabric) -> dict:
     return json.loads(match.group(0))
 
 
+def _ina_node_rate(fabric, work: Path) -> float:
+    """Packets per second the node program received and answered, all workers together."""
+    hosts = fabric.topology["hosts"]
+    config = work / "ina_node_config.json"
+    config.write_text(InaNodeConfig(pool_slots=DEFAULT_POOL_SLOTS, sharing="reserved", address=hosts[0]["ip"],
+                                    ready=str(work / "ina_node.ready"), counters=str(work / "ina_node.json")).dumps())
+    node = fabric.host(0).popen([sys.executable, "-m", "hosts.ina.node", "--config", str(config)],
+                                stdout=-1, stderr=-1, text=True)
+    workers = []
+    try:
+        deadline = time.monotonic() + 30
+        while not (work / "ina_node.ready").exists():
+            if node.poll() is not None or time.monotonic() > deadline:
+                detail = node.communicate()[1][-200:] if node.poll() is not None else "no answer in 30 s"
+                raise RunFailed(f"the aggregation node did not start during calibration: {detail}")
+            time.sleep(0.02)
+        addresses = ",".join(hosts[w]["ip"] for w in range(1, INA_WORKERS + 1))
+        for worker in range(INA_WORKERS):
+            args = [hosts[worker + 1]["ip"], hosts[0]["ip"], str(worker), addresses, str(MAX_WINDOW),
+                    str(INA_PACKETS), str(INA_ROUNDS)]
+            workers.append(fabric.host(worker + 1).popen([sys.executable, "-c", INA_PROBE, *args],
+                                                         stdout=-1, stderr=-1, text=True))
+        seconds = []
+        for process in workers:
+            out, err = process.communicate(timeout=300)
+            match = re.search(r"\{.*\}", out)
+            if process.returncode != 0 or match is None:
+                raise RunFailed(f"the INA probe failed inside a host: {err.strip()[-200:]}")
+            seconds.append(json.loads(match.group(0))["seconds"])
+        return INA_WORKERS * INA_PACKETS * INA_ROUNDS / max(seconds)
+    finally:
+        for process in [node, *workers]:
+            if process.poll() is None:
+                process.kill()
+                process.communicate()
+
+
 def calibrate() -> Calibration:
     require_emulation_platform()
     with tempfile.TemporaryDirectory(prefix="testbed-calibrate-") as work:
@@ -85,10 +148,12 @@ def calibrate() -> Calibration:
         with live_fabric(fabric, UNSHAPED_BPS, Path(work)) as live:
             timers = _timer_probe(live.fabric)
             capacity = _iperf_pairs(live.fabric)
+            ina_rate = _ina_node_rate(live.fabric, Path(work))
     return Calibration(
         capacity_bps=capacity,
         timer_error_s=timers["precise_p99_s"],
         sleep_overshoot_s=timers["plain_median_s"],
+        ina_node_packets_per_s=ina_rate,
         datapath=datapath(),
         measured_at=datetime.now(timezone.utc).isoformat(timespec="seconds"),
     )

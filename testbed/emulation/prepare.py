@@ -45,6 +45,8 @@ class Prepared:
     pair_rate_frac: dict[tuple[int, int], float] | None = None
     # DAG schedules: the share of B each message got in the oracle's simulation, by (src, dst, tag)
     message_rate_frac: dict[tuple[int, int, str], float] | None = None
+    # Fabrics with an aggregation node: the packet rate this machine's node program answered.
+    ina_node_packets_per_s: float | None = None
 
 
 
@@ -73,12 +75,13 @@ def prepare(scenario: Scenario, calibration: Calibration | None = None) -> Prepa
                            gbps_to_bps(fabric.gpu_bandwidth_gbps), us_to_s(fabric.latency_us))
     shortest = us_to_s(fabric.latency_us) + transfer_time_s(cost.smallest_message_bytes,
                                                              gbps_to_bps(fabric.gpu_bandwidth_gbps))
-    cap = _ina_rate_cap(scenario) if KINDS[fabric.kind].aggregation_node else None
+    cap = _ina_rate_cap(scenario, calibration) if KINDS[fabric.kind].aggregation_node else None
     plan = _emulation_plan(scenario, schedule, prediction, calibration, shortest, cost.smallest_message_bytes, cap)
     # On fabrics slower than Elect-Flat (a share of circuits, wavelengths, uplinks) busy transfers
     # should see the host rate scaled by how much slower the oracle says the collective is.
     expected = plan.host_rate_bps * min(1.0, cost.time_s / prediction.iteration_time_s)
-    return Prepared(scenario, schedule, prediction, plan, shortest, cost.smallest_message_bytes, expected)
+    return Prepared(scenario, schedule, prediction, plan, shortest, cost.smallest_message_bytes, expected,
+                    ina_node_packets_per_s=calibration.node_packets_per_s if cap else None)
 
 
 def _prepare_schedule(scenario: Scenario, calibration: Calibration) -> Prepared:
@@ -150,8 +153,8 @@ def _pair_rate_fractions(scenario: Scenario, schedule: Schedule) -> dict[tuple[i
     return fractions
 
 
-def _ina_rate_cap(scenario: Scenario) -> float:
-    return max_worker_rate_bps(scenario.fabric.hosts)
+def _ina_rate_cap(scenario: Scenario, calibration: Calibration) -> float:
+    return max_worker_rate_bps(scenario.fabric.hosts, calibration.node_packets_per_s)
 
 
 def _prepare_ina(scenario: Scenario, schedule: Schedule, prediction: Prediction, calibration: Calibration) -> Prepared:
@@ -160,7 +163,8 @@ def _prepare_ina(scenario: Scenario, schedule: Schedule, prediction: Prediction,
     results at the rate its port carries INA payload."""
     fabric, size = scenario.fabric, float(schedule.gpus[0].steps[0].collective().bytes)
     shortest = prediction.iteration_time_s / 2  # the data round; the exponent round is about α
-    plan = _emulation_plan(scenario, schedule, prediction, calibration, shortest, size, _ina_rate_cap(scenario))
+    cap = _ina_rate_cap(scenario, calibration)
+    plan = _emulation_plan(scenario, schedule, prediction, calibration, shortest, size, cap)
     payload_share = (PAYLOAD_BYTES / FRAME_BYTES) * (MTU_FRAME_BYTES / TCP_PAYLOAD_BYTES)
     expected = plan.host_rate_bps * payload_share
     if fabric.aggregation_gbps:
@@ -168,7 +172,8 @@ def _prepare_ina(scenario: Scenario, schedule: Schedule, prediction: Prediction,
         expected = min(expected, plan.host_rate_bps * share)
     workers = len(schedule.gpus[0].steps[0].collective().group)
     expected /= 1 + collision_fraction(fabric, workers) * (workers - 1)  # everyone waits on the fallback host
-    return Prepared(scenario, schedule, prediction, plan, shortest, size, expected)
+    return Prepared(scenario, schedule, prediction, plan, shortest, size, expected,
+                    ina_node_packets_per_s=calibration.node_packets_per_s)
 
 
 def _prepare_byteps(scenario: Scenario, schedule: Schedule, prediction: Prediction,

@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from hosts.ina.protocol import DATA_PORT, FALLBACK_PORT
+from testbed.core.calibration import load_calibration
 from testbed.core.contracts import InaAgentSettings, InaNodeConfig
 from testbed.core.errors import RunFailed
 from testbed.core.ina_fabric import ina_settings
@@ -42,8 +43,9 @@ class SideProcesses:
         aggregation_bps = (plan.dilation.emulated_rate_bps(gbps_to_bps(fabric.aggregation_gbps))
                            if fabric.aggregation_gbps else None)
         per_job = len(prepared.schedule.gpus[0].steps[0].collective().group)
+        node_rate = prepared.ina_node_packets_per_s or load_calibration().node_packets_per_s
         node_config, agent_config = ina_settings(fabric, per_job, plan.host_rate_bps, aggregation_bps,
-                                                 scenario.seed, str(self.run_dir.resolve()))
+                                                 scenario.seed, str(self.run_dir.resolve()), node_rate)
         self._node_config_path = self.run_dir / "ina_node_config.json"
         self._node_config_path.write_text(InaNodeConfig(**node_config, address=node_host["ip"]).dumps())
         self._launch_node()

@@ -25,7 +25,7 @@ def cmd_doctor(args: argparse.Namespace) -> int:
     if args.calibrate:
         from testbed.emulation.calibrate import calibrate
 
-        with console.status("calibrating: forwarding capacity and timer precision inside a host ..."):
+        with console.status("calibrating: forwarding capacity, timer precision and the INA node's packet rate ..."):
             measured = calibrate()
         path = store_calibration(measured)
         console.print(f"calibration stored in {path}")
@@ -45,7 +45,9 @@ def cmd_doctor(args: argparse.Namespace) -> int:
     table.add_row("cores", str(report.cores))
     if calibration.measured:
         table.add_row("calibration", f"capacity {calibration.capacity_bps / 1e6:.0f} Mb/s, timer p99 error "
-                      f"{calibration.timer_error_s * 1e6:.0f} µs ({calibration.measured_at}, {calibration_path()})")
+                      f"{calibration.timer_error_s * 1e6:.0f} µs, INA node "
+                      f"{calibration.node_packets_per_s / 1e3:.0f}k packets/s ({calibration.measured_at}, "
+                      f"{calibration_path()})")
     else:
         table.add_row("calibration",
                       "[yellow]none[/]: run `testbed doctor --calibrate`; auto uses conservative defaults")
@@ -396,7 +398,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="testbed", description="Emulate ML-training interconnects with real packets.")
     sub = parser.add_subparsers(dest="command", required=True)
     doctor = sub.add_parser("doctor", help="what this machine can emulate")
-    doctor.add_argument("--calibrate", action="store_true", help="measure capacity and timer precision, store them")
+    doctor.add_argument("--calibrate", action="store_true", help="measure capacity, timers, INA node rate")
     doctor.add_argument("--json", action="store_true")
     doctor.set_defaults(func=cmd_doctor)
     check = sub.add_parser("check", help="validate a scenario (no root needed)")
