@@ -4,6 +4,7 @@
 #   bash scripts/setup.sh vm test    the same, then the whole test suite inside
 #   bash scripts/vm.sh exec COMMAND  set up inside, then run COMMAND in the guest's checkout
 #                                    (bench/vm.py uses it)
+#   bash scripts/vm.sh box FILE      the image as a local Vagrant box for vagrant-libvirt (README)
 # The guest is Debian 12 built with debootstrap from Debian's packages, booted under QEMU (software
 # emulation: it runs anywhere, slowly) with user-mode networking: SSH is forwarded on 127.0.0.1
 # only and the guest reaches nothing else. The guest needs no network: its Debian packages are in
@@ -17,15 +18,17 @@ action="${1:-run}"
 case "$action" in
   run|test) ;;
   exec) [ -n "${2:-}" ] || { echo "usage: bash scripts/vm.sh exec COMMAND" >&2; exit 2; } ;;
+  box) case "${2:-}" in *.box) ;; *) echo "usage: bash scripts/vm.sh box FILE.box" >&2; exit 2 ;; esac ;;
   *) echo "usage: bash scripts/setup.sh vm [test]" >&2; exit 2 ;;
 esac
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cache="${TESTBED_VM_DIR:-/var/cache/testbed-vm}"
 release=bookworm
 mirror="${TESTBED_VM_MIRROR:-http://deb.debian.org/debian}"
-# What scripts/setup.sh installs, plus a kernel, an init and an SSH server.
+# What scripts/setup.sh installs, plus a kernel, an init, an SSH server, and what Vagrant expects
+# of a box (sudo, rsync for its synced folder).
 source "$root/scripts/packages.sh"
-guest_packages=(linux-image-amd64 systemd-sysv udev kmod openssh-server "${testbed_packages[@]}")
+guest_packages=(linux-image-amd64 systemd-sysv udev kmod openssh-server sudo rsync "${testbed_packages[@]}")
 cpus="${TESTBED_VM_CPUS:-2}"
 memory_mb="${TESTBED_VM_MEMORY_MB:-4096}"
 disk_gb=12
@@ -35,6 +38,12 @@ if [ "$(id -u)" != 0 ]; then
   exit 2
 fi
 install_missing qemu-system-x86 qemu-utils debootstrap openssh-client e2fsprogs python3-pip
+if [ "$action" = box ]; then
+  # Vagrant logs into its boxes with its own published key pair; the box carries the public half.
+  vagrant_key="$(ls /usr/share/rubygems-integration/all/gems/vagrant-*/keys/vagrant.pub 2>/dev/null | head -1 || true)"
+  [ -n "$vagrant_key" ] || { echo "vm.sh box needs Vagrant's public key: install vagrant (apt-get install vagrant) and retry" >&2; exit 2; }
+  box_file="$(cd "$(dirname "$2")" && pwd)/$(basename "$2")"
+fi
 
 mkdir -p "$cache"
 key="$(printf '%s\n' "$release" "${guest_packages[@]}" "$(sed -n '/^# --- guest set-up/,/^# --- end/p' "$0")" |
@@ -87,7 +96,7 @@ guest() {
     -o UserKnownHostsFile=/dev/null -o ConnectTimeout=5 -o ServerAliveInterval=30 root@127.0.0.1 "$@"
 }
 qemu_pid=""
-stop_vm() {
+stop_vm_only() {
   if [ -n "$qemu_pid" ] && kill -0 "$qemu_pid" 2>/dev/null; then
     # A clean shutdown keeps the guest's disk consistent; QEMU is killed if it takes too long.
     guest 'systemctl poweroff' 2>/dev/null || true
@@ -95,14 +104,22 @@ stop_vm() {
     kill "$qemu_pid" 2>/dev/null || true
     wait "$qemu_pid" 2>/dev/null || true
   fi
+}
+stop_vm() {
+  stop_vm_only
   rm -rf "$work"
 }
 trap stop_vm EXIT
 trap 'exit 130' INT TERM
 
 # The guest's own changes (its venv, its calibration) live in an overlay kept beside the image,
-# so a second `vm` skips what the first set up; delete it to start from the image again.
+# so a second `vm` skips what the first set up; delete it to start from the image again. A box
+# starts from the image alone.
 state="$cache/state-$key.qcow2"
+if [ "$action" = box ]; then
+  state="$work/box.qcow2"
+  qemu-img create -q -f qcow2 -b "$image" -F raw "$state"
+fi
 [ -f "$state" ] || qemu-img create -q -f qcow2 -b "$image" -F raw "$state"
 echo "== booting the guest (QEMU, software emulation, ${cpus} CPUs, ${memory_mb} MB)"
 booted=$(date +%s)
@@ -123,6 +140,36 @@ for _ in $(seq 1 120); do
 done
 guest true || { echo "the VM did not answer SSH within 4 minutes" >&2
                                              tail -20 "$work/console.log" >&2; exit 1; }
+if [ "$action" = box ]; then
+  echo "== guest up in $(( $(date +%s) - booted )) s; adding Vagrant's user"
+  guest 'id vagrant >/dev/null 2>&1 || useradd -m -s /bin/bash vagrant
+         install -d -m 700 -o vagrant -g vagrant ~vagrant/.ssh
+         cat > ~vagrant/.ssh/authorized_keys && chown vagrant:vagrant ~vagrant/.ssh/authorized_keys
+         chmod 600 ~vagrant/.ssh/authorized_keys
+         echo "vagrant ALL=(ALL) NOPASSWD:ALL" > /etc/sudoers.d/vagrant && chmod 440 /etc/sudoers.d/vagrant
+         visudo -cq' < "$vagrant_key"
+  stop_vm_only
+  mkdir -p "$work/box"
+  qemu-img convert -O qcow2 -c "$state" "$work/box/box.img"
+  cp "$cache/vmlinuz-$key" "$work/box/vmlinuz"
+  cp "$cache/initrd-$key" "$work/box/initrd.img"
+  printf '{"provider": "libvirt", "format": "qcow2", "virtual_size": %s}\n' "$disk_gb" > "$work/box/metadata.json"
+  # The image has no boot loader: libvirt boots its kernel directly, as QEMU does here.
+  cat > "$work/box/Vagrantfile" <<'BOX'
+Vagrant.configure("2") do |config|
+  config.vm.provider "libvirt" do |lv|
+    lv.kernel = File.expand_path("vmlinuz", __dir__)
+    lv.initrd = File.expand_path("initrd.img", __dir__)
+    lv.cmd_line = "root=/dev/vda rw console=ttyS0 net.ifnames=1"
+    lv.disk_bus = "virtio"
+  end
+end
+BOX
+  tar -C "$work/box" -czf "$box_file.tmp" metadata.json Vagrantfile box.img vmlinuz initrd.img
+  mv "$box_file.tmp" "$box_file"
+  echo "== box written: $box_file ($(du -h "$box_file" | cut -f1)); add it with: vagrant box add --name testbed-local $box_file"
+  exit 0
+fi
 echo "== guest up in $(( $(date +%s) - booted )) s; copying the checkout and the wheelhouse"
 tar -C "$root" --exclude=./.venv --exclude=./.git --exclude=./runs --exclude=./sweeps -czf - . |
   guest 'mkdir -p /root/testbed && tar -C /root/testbed -xzf -'
