@@ -46,7 +46,7 @@ if [ "$action" = box ]; then
 fi
 
 mkdir -p "$cache"
-key="$(printf '%s\n' "$release" "${guest_packages[@]}" "$(sed -n '/^# --- guest set-up/,/^# --- end/p' "$0")" |
+key="$(printf '%s\n' "$release" "${guest_packages[@]}" "$(sed -n '/^ *# --- guest set-up/,/^ *# --- end/p' "$0")" |
        sha256sum | cut -c1-16)"
 image="$cache/guest-$key.raw"
 started=$(date +%s)
@@ -61,6 +61,7 @@ if [ ! -f "$image" ]; then
   install -d -m 700 "$rootfs/root/.ssh"
   install -m 600 "$cache/id_ed25519.pub" "$rootfs/root/.ssh/authorized_keys"
   echo testbed-vm > "$rootfs/etc/hostname"
+  printf '127.0.0.1 localhost\n127.0.1.1 testbed-vm\n' > "$rootfs/etc/hosts"
   printf '/dev/vda / ext4 rw,relatime 0 1\n' > "$rootfs/etc/fstab"
   printf '[Match]\nName=en* eth*\n[Network]\nDHCP=ipv4\n' > "$rootfs/etc/systemd/network/20-wired.network"
   ln -sf /lib/systemd/system/systemd-networkd.service \
@@ -75,6 +76,9 @@ if [ ! -f "$image" ]; then
   mkfs.ext4 -q -F -L testbed -d "$rootfs" "$image.tmp" "${disk_gb}G"
   mv "$image.tmp" "$image"
   rm -rf "$rootfs"
+  # Images of an older package list, and their kernels and overlays, are of no further use.
+  find "$cache" -maxdepth 1 \( -name 'guest-*.raw' -o -name 'state-*.qcow2' -o -name 'vmlinuz-*' \
+    -o -name 'initrd-*' \) ! -name "*-$key*" -delete
   echo "== image built in $(( $(date +%s) - started )) s"
 fi
 
