@@ -77,6 +77,9 @@ class ModelWorkload(_Strict):
     dp: int = Field(default=1, ge=1)
     degree: int | None = Field(default=None, ge=1)  # default: the fabric's (Q for sip-ocs)
     device: str = "v100"
+    # constant: every op at the device's large-GEMM throughput; waves: a GEMM piece too small to
+    # fill the GPU's multiprocessors with output tiles gets less (testbed/placer/profiles.py)
+    efficiency: Literal["constant", "waves"] = "constant"
     profile: str | None = None  # a user op profile (YAML/JSON) instead of the zoo model
     tau_us: float = Field(default=10.0, gt=0)
     # DP all-reduce in buckets of this many bytes, each started as the backward compute fills it

@@ -101,7 +101,7 @@ def model_plan(scenario: Scenario) -> Plan:
         raise InputError(f"{scenario.name}: workload.model.name '{model.name}' is not in the zoo "
                          f"({', '.join(sorted(MODELS))}); or give workload.model.profile")
     try:
-        return make_plan(graph, device(model.device), model.mp, model.dp, model.global_batch,
+        return make_plan(graph, device(model.device, model.efficiency), model.mp, model.dp, model.global_batch,
                          fabric_degree(scenario), model.tau_us, scenario.fabric.gpu_bandwidth_gbps,
                          model.dp_bucket_bytes)
     except InputError as error:

@@ -13,7 +13,14 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from testbed.placer.profiles import LAUNCH_US, MIN_OP_US, DeviceProfile, op_us_per_sample
+from testbed.placer.profiles import (
+    LAUNCH_US,
+    MIN_OP_US,
+    DeviceProfile,
+    gemm_efficiency,
+    gemm_part_shape,
+    op_us_per_sample,
+)
 from testbed.placer.zoo import ModelGraph, Op
 
 TAU_US = 10.0
@@ -77,10 +84,22 @@ def balance(graph: ModelGraph, profile: DeviceProfile, local_batch: int, k: int,
         else:
             split, forced = _forward_split(op, [balanced[p] for p in parents])
             parts = forced or max(1, min(cap, op.max_parts, round(total_us / tau_us)))
-        part_us = max(MIN_OP_US, total_us / parts) + LAUNCH_US
+        part_us = max(MIN_OP_US, total_us / parts / _efficiency(op, balanced, self_parent, profile, local_batch,
+                                                                split, parts)) + LAUNCH_US
         balanced.append(BalancedOp(i, op, parts, split, part_us, op.out_bytes_per_sample * local_batch, parents,
                                    self_parent))
     return balanced
+
+
+def _efficiency(op: Op, balanced: list[BalancedOp], self_parent: int | None, profile: DeviceProfile,
+                local_batch: int, split: str, parts: int) -> float:
+    """Share of the device's GEMM throughput one part of `op` gets. A backward op is taken at its
+    forward op's output shape, an approximation: its data-gradient GEMM has the input's shape and
+    its weight-gradient GEMM the weights'."""
+    if profile.efficiency != "waves":
+        return 1.0
+    shape = gemm_part_shape(balanced[self_parent].op if self_parent is not None else op, local_batch, split, parts)
+    return gemm_efficiency(*shape, profile.sms) if shape else 1.0
 
 
 def _overlap(a: int, na: int, b: int, nb: int) -> float:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 from dataclasses import dataclass, replace
 from pathlib import Path
 
@@ -19,26 +20,67 @@ MIN_OP_US = 1.0  # shortest op a GPU runs
 @dataclass(frozen=True)
 class DeviceProfile:
     name: str
-    matmul_flops: float  # achieved (not peak) fp16 tensor throughput, FLOP/s
+    matmul_flops: float  # achieved (not peak) fp16 tensor throughput on large GEMMs, FLOP/s
     memory_bytes_per_s: float  # achieved memory bandwidth for memory-bound ops
     memory_bytes: float  # device memory
     source: str
+    sms: int = 80  # streaming multiprocessors: a GEMM's output tiles run this many at a time
+    # "waves": a GEMM too small to fill the GPU gets a share of matmul_flops (gemm_efficiency);
+    # "constant": every op gets all of it, however small its piece.
+    efficiency: str = "constant"
 
 
 # Achieved throughput is ~40-50% of the datasheet peak on large matmuls; memory-bound ops ~70%.
 DEVICES = {
-    "v100": DeviceProfile("v100", 0.45 * 125e12, 0.7 * 900e9, 32e9, "NVIDIA V100 SXM2 32 GB datasheet"),
-    "a100": DeviceProfile("a100", 0.45 * 312e12, 0.7 * 2039e9, 80e9, "NVIDIA A100 SXM4 80 GB datasheet"),
-    "h100": DeviceProfile("h100", 0.45 * 989e12, 0.7 * 3350e9, 80e9, "NVIDIA H100 SXM5 80 GB datasheet"),
+    "v100": DeviceProfile("v100", 0.45 * 125e12, 0.7 * 900e9, 32e9, "NVIDIA V100 SXM2 32 GB datasheet", sms=80),
+    "a100": DeviceProfile("a100", 0.45 * 312e12, 0.7 * 2039e9, 80e9, "NVIDIA A100 SXM4 80 GB datasheet", sms=108),
+    "h100": DeviceProfile("h100", 0.45 * 989e12, 0.7 * 3350e9, 80e9, "NVIDIA H100 SXM5 80 GB datasheet", sms=132),
 }
+EFFICIENCY_MODELS = ("constant", "waves")
 COMPUTE_BOUND = frozenset({"conv", "linear", "attention"})
+GEMM_KINDS = frozenset({"conv", "linear"})  # one GEMM whose output is positions × channels
+# Output tile shapes cuBLAS chooses among for fp16 GEMMs (NVIDIA, Matrix Multiplication Background
+# User's Guide, DU-09799-001, §2.3 "Typical Tile Dimensions In cuBLAS And Performance").
+GEMM_TILES = ((256, 128), (128, 256), (128, 128), (256, 64), (64, 256), (128, 64), (64, 128), (64, 64))
 
 
-def device(name: str) -> DeviceProfile:
+def device(name: str, efficiency: str = "constant") -> DeviceProfile:
+    if efficiency not in EFFICIENCY_MODELS:
+        raise InputError(f"unknown GPU efficiency model '{efficiency}'; known: {', '.join(EFFICIENCY_MODELS)}")
     try:
-        return DEVICES[name]
+        return replace(DEVICES[name], efficiency=efficiency)
     except KeyError:
         raise InputError(f"unknown device profile '{name}'; known: {', '.join(sorted(DEVICES))}") from None
+
+
+def gemm_efficiency(rows: float, columns: float, sms: int) -> float:
+    """Share of the large-GEMM throughput a GEMM whose output is rows × columns gets (NVIDIA, Matrix
+    Multiplication Background User's Guide, §3 "Dimension Quantization Effects"): its output is cut
+    into tiles that run `sms` at a time, so partial tiles and a last partial wave leave part of the
+    GPU idle. The best of cuBLAS's tile shapes, each taken at the large-GEMM rate: smaller tiles
+    are slower per FLOP in practice, so small GEMMs lose at least this much."""
+    rows, columns = max(1.0, rows), max(1.0, columns)
+    best = 0.0
+    for tile_rows, tile_columns in GEMM_TILES:
+        tiles = math.ceil(rows / tile_rows) * math.ceil(columns / tile_columns)
+        waves = math.ceil(tiles / sms)
+        best = max(best, rows * columns / (waves * sms * tile_rows * tile_columns))
+    return best
+
+
+def gemm_part_shape(op: Op, local_batch: int, split: str, parts: int) -> tuple[float, float] | None:
+    """(rows, columns) of one part's output GEMM: positions × samples by output channels (the
+    zoo's `max_parts` of a conv or linear op is its output channels), cut as the split cuts it;
+    None for an op that is not one GEMM or whose time was measured."""
+    if op.kind not in GEMM_KINDS or op.compute_us_per_sample is not None:
+        return None
+    channels = float(min(op.max_parts, op.out_bytes_per_sample / BYTES_PER_ELEMENT))
+    rows = op.out_bytes_per_sample / BYTES_PER_ELEMENT / channels * local_batch
+    if parts > 1 and split == "column":
+        channels /= parts
+    elif parts > 1 and split == "sample":
+        rows /= parts
+    return rows, channels  # a row split cuts the reduction dimension: the output keeps its shape
 
 
 def _per_sample(op: Op) -> float:

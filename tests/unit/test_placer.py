@@ -175,3 +175,37 @@ def test_accuracy_curves_put_the_knee_where_their_source_says():
     assert transformer.iterations(1024) == 3 * transformer.min_steps  # below the knee: ~proportional
     assert transformer.iterations(16384) == 1.125 * transformer.min_steps  # far above it: nearly flat
     assert abs(curve("resnet50").iterations(8192) - 90 * 1_281_167 / 8192) / 14_075 < 0.01
+
+
+def test_gemm_efficiency_by_wave_quantization_matches_hand_counts():
+    from testbed.placer.profiles import gemm_efficiency
+
+    # ResNet-50's last 1×1 conv: 7×7 positions by 2,048 channels on a V100's 80 SMs.
+    # One sample: 64×64 tiles, 1 × 32 = 32 tiles in one wave of 80: 49·2048 / (80·64·64) = 0.30625.
+    assert gemm_efficiency(49, 2048, 80) == pytest.approx(0.30625)
+    # 32 samples: 25 × 32 = 800 tiles of 64×64 in 10 full waves: 1568·2048 / (10·80·4096) = 0.98.
+    assert gemm_efficiency(49 * 32, 2048, 80) == pytest.approx(0.98)
+    # The same cut 16 ways by channel (128 each): 25 × 2 = 50 tiles of 64×64, one wave: 0.6125.
+    assert gemm_efficiency(49 * 32, 128, 80) == pytest.approx(0.6125)
+    # conv1 at 32 images: 112·112·32 rows by 64 channels: 256×64 tiles give 1,568 in 20 waves
+    # (0.98), 64×64 tiles 6,272 in 79 waves: 401,408·64 / (79·80·4096) = 0.99241.
+    assert gemm_efficiency(112 * 112 * 32, 64, 80) == pytest.approx(401_408 * 64 / (79 * 80 * 4096))
+    # A GEMM that fills whole waves of whole tiles runs at the full rate.
+    assert gemm_efficiency(256 * 80, 128, 80) == pytest.approx(1.0)
+
+
+def test_waves_slow_small_pieces_and_constant_leaves_them_alone():
+    from testbed.placer.balance import balance
+
+    graph = MODELS["resnet50"]()
+    constant = {op.op.name: op for op in balance(graph, device("v100"), 1, 1)}
+    waves = {op.op.name: op for op in balance(graph, device("v100", "waves"), 1, 1)}
+    last = graph.op("s4b2.conv3")  # 2·49·512·2048 FLOPs per sample at 0.45·125 TFLOP/s: 1.8269 µs
+    flops_us = last.flops_per_sample / (0.45 * 125e12) * 1e6
+    assert constant["s4b2.conv3"].part_us == pytest.approx(max(1.0, flops_us) + 1.0)
+    assert waves["s4b2.conv3"].part_us == pytest.approx(max(1.0, flops_us / 0.30625) + 1.0)
+    # Its backward op is taken at the forward op's shape; memory-bound ops are untouched.
+    assert waves["s4b2.conv3.bwd"].part_us == pytest.approx(max(1.0, 2 * flops_us / 0.30625) + 1.0)
+    assert waves["s4b2.add"].part_us == constant["s4b2.add"].part_us
+    with pytest.raises(InputError, match="unknown GPU efficiency model 'fast'"):
+        device("v100", "fast")
