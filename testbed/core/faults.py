@@ -1,6 +1,7 @@
 """Fault injection during a run: the scenario's `faults:` as a timeline (pure), and the thread
-that applies each fault at its time and undoes timed ones. The actions themselves (iptables in a
-host, killing an agent, restarting the controller or the aggregation node) are the runner's."""
+that applies each fault at its time and undoes timed ones, and the netem commands of a link fault.
+The actions themselves (tc or iptables in a host, killing an agent, restarting the controller or the
+aggregation node) are the runner's."""
 
 from __future__ import annotations
 
@@ -41,12 +42,44 @@ def timeline(faults: list[Fault], dilation: float) -> list[FaultStep]:
     return sorted(steps, key=lambda s: (s.wall_offset_s, s.undo))
 
 
+def leaf_classes(tc_class_show: str) -> list[str]:
+    """The HTB classes in `tc class show` output that no class names as its parent: where an
+    interface's packets queue."""
+    classes, parents = [], set()
+    for line in tc_class_show.splitlines():
+        fields = line.split()
+        if len(fields) >= 3 and fields[0] == "class":
+            classes.append(fields[2])
+            if "parent" in fields[:-1]:
+                parents.add(fields[fields.index("parent") + 1])
+    return [c for c in classes if c not in parents]
+
+
+NETEM_LIMIT_PACKETS = 10_000  # netem queues what it delays; with loss only, a queue as deep as HTB's
+
+
+def netem_link_commands(step: FaultStep, host_interface: str, leaves: list[str],
+                        switch_port: str) -> tuple[list[str], list[str]]:
+    """(commands inside the GPU's host, commands in the root namespace) that start or end a lossy
+    or dead link with netem on the egress of both ends: the host side under each of its shaping
+    classes, the switch side as the port's root qdisc. Packets are lost on the wire, so neither
+    sender hears of it (an iptables drop on output fails the sender's own call instead)."""
+    fault = step.fault
+    loss = "100%" if fault.kind == "link_down" else f"{(fault.loss_frac or 0.0) * 100:.4f}%"
+    if step.undo:  # HTB grafts its default leaf queue back; a veth goes back to its own default
+        return ([f"tc qdisc del dev {host_interface} parent {leaf}" for leaf in leaves],
+                [f"tc qdisc del dev {switch_port} root"])
+    netem = f"netem loss {loss} limit {NETEM_LIMIT_PACKETS}"
+    return ([f"tc qdisc replace dev {host_interface} parent {leaf} {netem}" for leaf in leaves],
+            [f"tc qdisc replace dev {switch_port} root {netem}"])
+
+
 class FaultInjector(threading.Thread):
     """Applies `steps` relative to `epoch_s` with `act(step)`; records what it did, in real-world
     milliseconds since the epoch. `stop()` undoes timed faults still active, so a run ends clean."""
 
     def __init__(self, steps: list[FaultStep], epoch_s: float, dilation: float,
-                 act: Callable[[FaultStep], None]) -> None:
+                 act: Callable[[FaultStep], str | None]) -> None:
         super().__init__(name="faults", daemon=True)
         self.steps, self.epoch_s, self.dilation, self.act = steps, epoch_s, dilation, act
         self.clock_s = epoch_s
@@ -73,7 +106,7 @@ class FaultInjector(threading.Thread):
 
     def _do(self, step: FaultStep) -> None:
         try:
-            self.act(step)
+            how = self.act(step)
         except Exception as error:  # reported as the run's failure, naming the fault
             self.error = f"injecting {describe(step.fault)} failed: {error}"
             return
@@ -83,7 +116,8 @@ class FaultInjector(threading.Thread):
             self._active[step.index] = step
         self.applied.append({"kind": step.fault.kind, "fault": describe(step.fault), "index": step.index,
                              "phase": "end" if step.undo else "start",
-                             "t_s": (time.monotonic() - self.epoch_s) / self.dilation})
+                             "t_s": (time.monotonic() - self.epoch_s) / self.dilation,
+                             **({"by": how} if how else {})})
 
     def stop(self) -> None:
         self._stopping.set()

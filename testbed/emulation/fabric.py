@@ -195,10 +195,13 @@ class MininetFabric:
             node = self.net.get(name)
             run_all_checked(node, commands, f"configuring {name}")
 
-    def _root_cmd(self, commands: list[str]) -> None:
+    def root_node(self):
+        """A node whose commands run in the root namespace (where the switches' ports are)."""
         assert self.net is not None
-        switch = self.net.switches[0]  # switches run in the root namespace
-        run_all_checked(switch, commands, "configuring the fabric")
+        return self.net.switches[0]  # switches run in the root namespace
+
+    def _root_cmd(self, commands: list[str]) -> None:
+        run_all_checked(self.root_node(), commands, "configuring the fabric")
 
     def host(self, rank: int):
         assert self.net is not None

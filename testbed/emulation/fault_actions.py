@@ -1,5 +1,6 @@
 """What each fault does to a live run (the shim beside testbed.core.faults): loss or a dead link as
-iptables rules in a GPU's host (both directions, loopback untouched), SIGKILL of an agent, a
+netem on both ends of a GPU's link where the kernel has it, else as iptables rules in the GPU's
+host (both directions, loopback untouched), SIGKILL of an agent, a
 controller killed and restarted on its own port, an aggregation node killed and restarted."""
 
 from __future__ import annotations
@@ -7,7 +8,7 @@ from __future__ import annotations
 import subprocess
 from typing import TYPE_CHECKING
 
-from testbed.core.faults import FaultStep
+from testbed.core.faults import FaultStep, leaf_classes, netem_link_commands
 from testbed.emulation.fabric import run_checked
 
 if TYPE_CHECKING:
@@ -24,16 +25,32 @@ def link_rules(step: FaultStep) -> list[str]:
 
 
 class FaultActions:
-    def __init__(self, live: "LiveFabric", agents: list[subprocess.Popen], sides: "SideProcesses") -> None:
-        self.live, self.agents, self.sides = live, agents, sides
+    def __init__(self, live: "LiveFabric", agents: list[subprocess.Popen], sides: "SideProcesses",
+                 netem: bool) -> None:
+        self.live, self.agents, self.sides, self.netem = live, agents, sides, netem
 
-    def apply(self, step: FaultStep) -> None:
+    def apply(self, step: FaultStep) -> str | None:
+        """Does what `step` says; for a link fault, says how ('netem' or 'iptables')."""
         fault = step.fault
         rank = fault.host if fault.host is not None else -1  # link and agent faults name one (validated)
         if fault.kind in ("link_loss", "link_down"):
             host = self.live.fabric.host(rank)
-            for command in link_rules(step):
-                run_checked(host, command, f"injecting {fault.kind} on GPU {rank}")
+            doing = f"injecting {fault.kind} on GPU {rank}"
+            if not self.netem:
+                for command in link_rules(step):
+                    run_checked(host, command, doing)
+                return "iptables"
+            for intf in self.live.fabric.topology["hosts"][rank]["interfaces"]:
+                if "switch" not in intf:
+                    continue
+                leaves = leaf_classes(host.cmd(f"tc class show dev {intf['name']}"))
+                port = f"{intf['switch']}-eth{intf['port']}"  # Mininet's name for the switch's end
+                inside, outside = netem_link_commands(step, intf["name"], leaves, port)
+                for command in inside:
+                    run_checked(host, command, doing)
+                for command in outside:
+                    run_checked(self.live.fabric.root_node(), command, doing)
+            return "netem"
         elif fault.kind == "agent_kill":
             self.agents[rank].kill()
         elif fault.kind == "controller_restart":
@@ -42,3 +59,4 @@ class FaultActions:
             self.live.record.add_process(controller.pid)
         elif fault.kind == "node_restart":
             self.sides.restart_ina_node()
+        return None

@@ -31,6 +31,7 @@ from testbed.emulation.live import (
     live_fabric,
     require_emulation_platform,
 )
+from testbed.emulation.platform import netem_available
 from testbed.emulation.prepare import Prepared, prepare  # noqa: F401 (run's public names)
 from testbed.emulation.side_processes import SideProcesses
 
@@ -164,7 +165,8 @@ class Runner:
         self.measured["timings_s"]["agents_launched_s"] = self._since_set_up()
         if scenario.faults:
             self.injector = FaultInjector(timeline(list(scenario.faults), plan.dilation.dilation), epoch,
-                                          plan.dilation.dilation, FaultActions(live, self.agents, sides).apply)
+                                          plan.dilation.dilation,
+                                          FaultActions(live, self.agents, sides, _netem_for(scenario)).apply)
         self.on_started()
         try:
             self._watch(live, sides, hosts_dir)
@@ -270,6 +272,11 @@ class Runner:
                 process.wait(timeout=5)
             except subprocess.TimeoutExpired:
                 pass
+
+
+def _netem_for(scenario: Scenario) -> bool:
+    """Link faults use netem where the kernel has it (probed only when a scenario has one)."""
+    return any(f.kind in ("link_loss", "link_down") for f in scenario.faults) and netem_available()
 
 
 def _hold(live: LiveFabric) -> None:

@@ -1,0 +1,37 @@
+"""The commands of a link fault where the kernel has netem (pure; the VM runs them for real)."""
+
+from __future__ import annotations
+
+from testbed.core.faults import FaultStep, leaf_classes, netem_link_commands
+from testbed.core.scenario import Fault
+
+# `tc class show dev h1-eth0` after htb_commands_small_first(..., 100e6), as this machine prints it.
+HTB_SMALL_FIRST = """\
+class htb 1:5 parent 1:1 prio 0 rate 4558Kbit ceil 109116Kbit burst 13068b cburst 13053b
+class htb 1:10 parent 1:1 prio 1 rate 104558Kbit ceil 104558Kbit burst 13043b cburst 13043b
+class htb 1:1 root rate 109116Kbit ceil 109116Kbit burst 13053b cburst 13053b
+"""
+
+
+def test_leaf_classes_are_those_no_class_names_as_parent():
+    assert leaf_classes(HTB_SMALL_FIRST) == ["1:5", "1:10"]
+    assert leaf_classes("class htb 1:1 root rate 100Mbit ceil 100Mbit burst 1600b cburst 1600b\n") == ["1:1"]
+    assert leaf_classes("") == []
+
+
+def test_loss_goes_on_both_ends_egress_and_is_undone_there():
+    fault = Fault(kind="link_loss", at_ms=30, host=1, loss_frac=0.05)
+    inside, outside = netem_link_commands(FaultStep(0.0, fault, 0, False), "h2-eth0", ["1:5", "1:10"], "s1-eth2")
+    assert inside == ["tc qdisc replace dev h2-eth0 parent 1:5 netem loss 5.0000% limit 10000",
+                      "tc qdisc replace dev h2-eth0 parent 1:10 netem loss 5.0000% limit 10000"]
+    assert outside == ["tc qdisc replace dev s1-eth2 root netem loss 5.0000% limit 10000"]
+    inside, outside = netem_link_commands(FaultStep(0.0, fault, 0, True), "h2-eth0", ["1:5", "1:10"], "s1-eth2")
+    assert inside == ["tc qdisc del dev h2-eth0 parent 1:5", "tc qdisc del dev h2-eth0 parent 1:10"]
+    assert outside == ["tc qdisc del dev s1-eth2 root"]
+
+
+def test_a_dead_link_loses_everything():
+    fault = Fault(kind="link_down", at_ms=40, host=2, duration_ms=10)
+    inside, outside = netem_link_commands(FaultStep(0.0, fault, 0, False), "h3-eth0", ["1:1"], "s1-eth3")
+    assert inside == ["tc qdisc replace dev h3-eth0 parent 1:1 netem loss 100% limit 10000"]
+    assert outside == ["tc qdisc replace dev s1-eth3 root netem loss 100% limit 10000"]
