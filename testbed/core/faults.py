@@ -43,12 +43,12 @@ def timeline(faults: list[Fault], dilation: float) -> list[FaultStep]:
 
 
 def leaf_classes(tc_class_show: str) -> list[str]:
-    """The HTB classes in `tc class show` output that no class names as its parent: where an
-    interface's packets queue."""
+    """The HTB classes in `tc class show` output that no HTB class names as its parent: where an
+    interface's packets queue (a netem attached under one shows a class of its own: not HTB's)."""
     classes, parents = [], set()
     for line in tc_class_show.splitlines():
         fields = line.split()
-        if len(fields) >= 3 and fields[0] == "class":
+        if len(fields) >= 3 and fields[:2] == ["class", "htb"]:
             classes.append(fields[2])
             if "parent" in fields[:-1]:
                 parents.add(fields[fields.index("parent") + 1])
@@ -58,20 +58,18 @@ def leaf_classes(tc_class_show: str) -> list[str]:
 NETEM_LIMIT_PACKETS = 10_000  # netem queues what it delays; with loss only, a queue as deep as HTB's
 
 
-def netem_link_commands(step: FaultStep, host_interface: str, leaves: list[str],
-                        switch_port: str) -> tuple[list[str], list[str]]:
-    """(commands inside the GPU's host, commands in the root namespace) that start or end a lossy
-    or dead link with netem on the egress of both ends: the host side under each of its shaping
-    classes, the switch side as the port's root qdisc. Packets are lost on the wire, so neither
-    sender hears of it (an iptables drop on output fails the sender's own call instead)."""
+def netem_commands(step: FaultStep, interface: str, leaves: list[str] | None) -> list[str]:
+    """Commands that start or end a lossy or dead link with netem on the egress of one end of it:
+    under each of its shaping classes (`leaves`), or as the root qdisc of an unshaped port (None).
+    Packets are lost on the wire, so no sender hears of it (an iptables drop on output fails the
+    sender's own call instead)."""
     fault = step.fault
     loss = "100%" if fault.kind == "link_down" else f"{(fault.loss_frac or 0.0) * 100:.4f}%"
-    if step.undo:  # HTB grafts its default leaf queue back; a veth goes back to its own default
-        return ([f"tc qdisc del dev {host_interface} parent {leaf}" for leaf in leaves],
-                [f"tc qdisc del dev {switch_port} root"])
-    netem = f"netem loss {loss} limit {NETEM_LIMIT_PACKETS}"
-    return ([f"tc qdisc replace dev {host_interface} parent {leaf} {netem}" for leaf in leaves],
-            [f"tc qdisc replace dev {switch_port} root {netem}"])
+    parents = [f"parent {leaf}" for leaf in leaves] if leaves is not None else ["root"]
+    if step.undo:  # HTB grafts its default leaf queue back; a port goes back to its own default
+        return [f"tc qdisc del dev {interface} {parent}" for parent in parents]
+    return [f"tc qdisc replace dev {interface} {parent} netem loss {loss} limit {NETEM_LIMIT_PACKETS}"
+            for parent in parents]
 
 
 class FaultInjector(threading.Thread):

@@ -6,9 +6,10 @@ controller killed and restarted on its own port, an aggregation node killed and 
 from __future__ import annotations
 
 import subprocess
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
-from testbed.core.faults import FaultStep, leaf_classes, netem_link_commands
+from testbed.core.errors import RunFailed
+from testbed.core.faults import FaultStep, leaf_classes, netem_commands
 from testbed.emulation.fabric import run_checked
 
 if TYPE_CHECKING:
@@ -29,6 +30,18 @@ class FaultActions:
                  netem: bool) -> None:
         self.live, self.agents, self.sides, self.netem = live, agents, sides, netem
 
+    def _far_end(self, intf: dict) -> tuple[Any, str, bool]:
+        """(node, interface, shaped) at the other end of a GPU's interface: a switch port, which
+        nothing shapes, in the root namespace; or a shaped port of another host (the ina node's)."""
+        fabric = self.live.fabric
+        if "switch" in intf:
+            return fabric.root_node(), f"{intf['switch']}-eth{intf['port']}", False  # Mininet's port name
+        for rank, host in enumerate(fabric.topology["hosts"]):
+            for other in host["interfaces"]:
+                if other["name"] == intf.get("peer"):
+                    return fabric.host(rank), other["name"], True
+        raise RunFailed(f"interface {intf['name']} has no other end in the topology")
+
     def apply(self, step: FaultStep) -> str | None:
         """Does what `step` says; for a link fault, says how ('netem' or 'iptables')."""
         fault = step.fault
@@ -41,15 +54,11 @@ class FaultActions:
                     run_checked(host, command, doing)
                 return "iptables"
             for intf in self.live.fabric.topology["hosts"][rank]["interfaces"]:
-                if "switch" not in intf:
-                    continue
-                leaves = leaf_classes(host.cmd(f"tc class show dev {intf['name']}"))
-                port = f"{intf['switch']}-eth{intf['port']}"  # Mininet's name for the switch's end
-                inside, outside = netem_link_commands(step, intf["name"], leaves, port)
-                for command in inside:
-                    run_checked(host, command, doing)
-                for command in outside:
-                    run_checked(self.live.fabric.root_node(), command, doing)
+                for node, interface, shaped in ((host, intf["name"], True), self._far_end(intf)):
+                    # An interface without shaping classes takes netem as its root qdisc.
+                    leaves = (leaf_classes(node.cmd(f"tc class show dev {interface}")) or None) if shaped else None
+                    for command in netem_commands(step, interface, leaves):
+                        run_checked(node, command, doing)
             return "netem"
         elif fault.kind == "agent_kill":
             self.agents[rank].kill()

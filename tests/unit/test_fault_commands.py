@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from testbed.core.faults import FaultStep, leaf_classes, netem_link_commands
+from testbed.core.faults import FaultStep, leaf_classes, netem_commands
 from testbed.core.scenario import Fault
 
 # `tc class show dev h1-eth0` after htb_commands_small_first(..., 100e6), as this machine prints it.
@@ -19,19 +19,25 @@ def test_leaf_classes_are_those_no_class_names_as_parent():
     assert leaf_classes("") == []
 
 
-def test_loss_goes_on_both_ends_egress_and_is_undone_there():
+def test_a_netem_leaf_under_htb_is_not_taken_for_a_shaping_class():
+    with_netem = HTB_SMALL_FIRST + "class netem 8001:1 parent 8001:\n"
+    assert leaf_classes(with_netem) == ["1:5", "1:10"]
+
+
+def test_loss_goes_under_each_shaping_class_or_at_the_root_and_is_undone_there():
     fault = Fault(kind="link_loss", at_ms=30, host=1, loss_frac=0.05)
-    inside, outside = netem_link_commands(FaultStep(0.0, fault, 0, False), "h2-eth0", ["1:5", "1:10"], "s1-eth2")
-    assert inside == ["tc qdisc replace dev h2-eth0 parent 1:5 netem loss 5.0000% limit 10000",
-                      "tc qdisc replace dev h2-eth0 parent 1:10 netem loss 5.0000% limit 10000"]
-    assert outside == ["tc qdisc replace dev s1-eth2 root netem loss 5.0000% limit 10000"]
-    inside, outside = netem_link_commands(FaultStep(0.0, fault, 0, True), "h2-eth0", ["1:5", "1:10"], "s1-eth2")
-    assert inside == ["tc qdisc del dev h2-eth0 parent 1:5", "tc qdisc del dev h2-eth0 parent 1:10"]
-    assert outside == ["tc qdisc del dev s1-eth2 root"]
+    start, end = FaultStep(0.0, fault, 0, False), FaultStep(0.0, fault, 0, True)
+    assert netem_commands(start, "h2-eth0", ["1:5", "1:10"]) == [
+        "tc qdisc replace dev h2-eth0 parent 1:5 netem loss 5.0000% limit 10000",
+        "tc qdisc replace dev h2-eth0 parent 1:10 netem loss 5.0000% limit 10000"]
+    assert netem_commands(start, "s1-eth2", None) == [
+        "tc qdisc replace dev s1-eth2 root netem loss 5.0000% limit 10000"]
+    assert netem_commands(end, "h2-eth0", ["1:5", "1:10"]) == ["tc qdisc del dev h2-eth0 parent 1:5",
+                                                               "tc qdisc del dev h2-eth0 parent 1:10"]
+    assert netem_commands(end, "s1-eth2", None) == ["tc qdisc del dev s1-eth2 root"]
 
 
 def test_a_dead_link_loses_everything():
     fault = Fault(kind="link_down", at_ms=40, host=2, duration_ms=10)
-    inside, outside = netem_link_commands(FaultStep(0.0, fault, 0, False), "h3-eth0", ["1:1"], "s1-eth3")
-    assert inside == ["tc qdisc replace dev h3-eth0 parent 1:1 netem loss 100% limit 10000"]
-    assert outside == ["tc qdisc replace dev s1-eth3 root netem loss 100% limit 10000"]
+    assert netem_commands(FaultStep(0.0, fault, 0, False), "h3-eth0", ["1:1"]) == [
+        "tc qdisc replace dev h3-eth0 parent 1:1 netem loss 100% limit 10000"]
