@@ -46,7 +46,7 @@ def cmd_doctor(args: argparse.Namespace) -> int:
     if calibration.measured:
         table.add_row("calibration", f"capacity {calibration.capacity_bps / 1e6:.0f} Mb/s, timer p99 error "
                       f"{calibration.timer_error_s * 1e6:.0f} µs, INA node "
-                      f"{calibration.node_packets_per_s / 1e3:.0f}k packets/s ({calibration.measured_at}, "
+                      f"{calibration.node_packets_per_s:,.0f} packets/s ({calibration.measured_at}, "
                       f"{calibration_path()})")
     else:
         table.add_row("calibration",
