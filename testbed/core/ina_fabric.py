@@ -63,7 +63,7 @@ SHARED_OCCUPANCY = 1.3  # measured: 14-16% of chunks collided where 2 jobs × 8 
 MAX_WINDOW = 16  # outstanding chunks per worker and job: several times the emulated bandwidth-delay product
 # The node program sustains a share of the packet rate `doctor --calibrate` measures with full
 # windows from 4 workers: bench/ina.py's runs kept at least 0.92 of their rate up to 23-24k
-# packets/s on a machine where that probe measured 43-48k. `auto` keeps the workers' total under
+# packets/s on a machine where that probe measured 42.7-47.6k. `auto` keeps the workers' total under
 # NODE_LOAD_FRACTION of the sustained rate.
 NODE_SUSTAINED_FRACTION = 0.45
 NODE_LOAD_FRACTION = 0.6
