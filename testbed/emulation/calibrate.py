@@ -44,7 +44,7 @@ INA_ROUNDS = 12
 INA_PROBE = """
 import json, sys, time
 import numpy as np
-from hosts.ina.client import MAX_RETRANSMITS_PER_CHUNK, InaEndpoint
+from hosts.ina.client import InaEndpoint
 from hosts.ina.protocol import ELEMENTS_PER_PACKET
 me, node, worker, workers, window, packets, rounds = sys.argv[1:8]
 endpoint = InaEndpoint(me, node, rto_s=0.2, min_rto=0.05, give_up_s=30.0)
@@ -54,7 +54,7 @@ job.allreduce(data.copy())
 began = time.monotonic()
 for _ in range(int(rounds)):
     job.allreduce(data.copy())
-print(json.dumps({"seconds": time.monotonic() - began, "retransmits": job.counters["retransmits"]}))
+print(json.dumps({"seconds": time.monotonic() - began}))
 endpoint.close()
 """
 
@@ -95,13 +95,18 @@ def _iperf_pairs(fabric) -> float:
                 process.wait()
 
 
-def _timer_probe(fabric) -> dict:
-    process = fabric.host(0).popen([sys.executable, "-c", TIMER_PROBE], stdout=-1, stderr=-1, text=True)
-    out, err = process.communicate(timeout=60)
+def _probe_result(process, what: str, timeout_s: float) -> dict:
+    """The JSON line a probe program printed inside a host."""
+    out, err = process.communicate(timeout=timeout_s)
     match = re.search(r"\{.*\}", out)
     if process.returncode != 0 or match is None:
-        raise RunFailed(f"the timer probe failed inside a host: {err.strip()[-200:]}")
+        raise RunFailed(f"the {what} failed inside a host: {err.strip()[-200:]}")
     return json.loads(match.group(0))
+
+
+def _timer_probe(fabric) -> dict:
+    process = fabric.host(0).popen([sys.executable, "-c", TIMER_PROBE], stdout=-1, stderr=-1, text=True)
+    return _probe_result(process, "timer probe", 60)
 
 
 def _ina_node_rate(fabric, work: Path) -> float:
@@ -126,14 +131,8 @@ def _ina_node_rate(fabric, work: Path) -> float:
                     str(INA_PACKETS), str(INA_ROUNDS)]
             workers.append(fabric.host(worker + 1).popen([sys.executable, "-c", INA_PROBE, *args],
                                                          stdout=-1, stderr=-1, text=True))
-        seconds = []
-        for process in workers:
-            out, err = process.communicate(timeout=300)
-            match = re.search(r"\{.*\}", out)
-            if process.returncode != 0 or match is None:
-                raise RunFailed(f"the INA probe failed inside a host: {err.strip()[-200:]}")
-            seconds.append(json.loads(match.group(0))["seconds"])
-        return INA_WORKERS * INA_PACKETS * INA_ROUNDS / max(seconds)
+        seconds = max(_probe_result(process, "INA probe", 300)["seconds"] for process in workers)
+        return INA_WORKERS * INA_PACKETS * INA_ROUNDS / seconds
     finally:
         for process in [node, *workers]:
             if process.poll() is None:
