@@ -43,6 +43,7 @@ class OpticalFabricApp(app_manager.OSKenApp):
         self.topology = Topology.loads(Path(config.topology).read_text(), where=config.topology).as_dict()
         self.fabric = Fabric(**config.fabric)
         self.dilation = config.dilation
+        self.byte_scale = config.byte_scale
         self.ready_path = Path(config.ready)
         self.events_path = Path(config.events)
         self.n = len(self.topology["hosts"])
@@ -61,8 +62,8 @@ class OpticalFabricApp(app_manager.OSKenApp):
         self.barriers: dict[tuple[int, int], threading.Event] = {}
         self.counters: dict[tuple[int, str, str], int] = {}
         self.ip_rank = {h["ip"]: h["rank"] for h in self.topology["hosts"]}
-        self.total = [[0] * self.n for _ in range(self.n)]
-        self.last_period = [[0] * self.n for _ in range(self.n)]
+        self.total = [[0.0] * self.n for _ in range(self.n)]
+        self.last_period = [[0.0] * self.n for _ in range(self.n)]
         self.reconfig_events: list[dict] = []
         self.requests: queue.Queue = queue.Queue()
         self.next_id = 1
@@ -184,17 +185,23 @@ class OpticalFabricApp(app_manager.OSKenApp):
         self.api_port = server.server_address[1]
 
     # ---- traffic estimation and policy ----------------------------------------------------------
+    def _close_period(self) -> None:
+        """Fold the switches' latest byte counters into the traffic matrices, in emulated bytes."""
+        matrix = [[0.0] * self.n for _ in range(self.n)]
+        for (_, src, dst), count in list(self.counters.items()):
+            if src in self.ip_rank and dst in self.ip_rank:
+                # The counters count scaled-down wall bytes; the planners weigh emulated bytes against
+                # the emulated link rate and dark time, or a smaller byte scale would hide every gain.
+                matrix[self.ip_rank[src]][self.ip_rank[dst]] += count / self.byte_scale
+        with self.lock:
+            self.last_period = [[matrix[i][j] - self.total[i][j] for j in range(self.n)] for i in range(self.n)]
+            self.total = matrix
+
     def _estimate_loop(self) -> None:
         while True:
             period_s = us_to_s(self.settings["estimate_period_us"]) * self.dilation
             time.sleep(period_s)
-            matrix = [[0] * self.n for _ in range(self.n)]
-            for (_, src, dst), count in list(self.counters.items()):
-                if src in self.ip_rank and dst in self.ip_rank:
-                    matrix[self.ip_rank[src]][self.ip_rank[dst]] += count
-            with self.lock:
-                self.last_period = [[matrix[i][j] - self.total[i][j] for j in range(self.n)] for i in range(self.n)]
-                self.total = matrix
+            self._close_period()
             for dp in list(self.datapaths.values()):
                 dp.send_msg(dp.ofproto_parser.OFPFlowStatsRequest(dp, table_id=0))
             policy = self.settings["policy"]
@@ -333,7 +340,7 @@ class OpticalFabricApp(app_manager.OSKenApp):
     def traffic(self) -> dict:
         with self.lock:
             return {"period_s": us_to_s(self.settings["estimate_period_us"]), "dilation": self.dilation,
-                    "last_period_bytes": self.last_period, "total_bytes": self.total}
+                    "byte_scale": self.byte_scale, "last_period_bytes": self.last_period, "total_bytes": self.total}
 
     def update_settings(self, changes: dict) -> dict:
         unknown = sorted(set(changes) - set(self.settings))

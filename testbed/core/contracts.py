@@ -96,6 +96,7 @@ class ControllerConfig(Contract):
     host_logs: str
     fabric: dict[str, Any]  # the scenario's fabric section, validated again by the scenario model
     dilation: float | None = Field(default=None, gt=0)  # reconfigurable fabrics from here on
+    byte_scale: float = Field(default=1.0, gt=0)  # wall bytes per emulated byte, to read the counters
     schedule: str | None = None
     events: str | None = None
 

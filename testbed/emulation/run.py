@@ -107,7 +107,7 @@ class Runner:
         return round(time.monotonic() - self._set_up_started, 3)
 
     def _controller_extra(self) -> dict:
-        return {"dilation": self.prepared.plan.dilation.dilation,
+        return {"dilation": self.prepared.plan.dilation.dilation, "byte_scale": self.prepared.plan.dilation.byte_scale,
                 "schedule": str((self.run_dir / "schedule.json").resolve()),
                 "events": str((self.run_dir / "controller_events.jsonl").resolve())}
 

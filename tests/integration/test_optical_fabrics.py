@@ -181,4 +181,9 @@ def test_multi_shot_ocs_replans_circuits_during_training(tmp_path, machine_state
     # 42-49 retunes and 1.12-1.19). The run's yardstick leaves those few dark windows out, so the
     # one iteration gets RATIO_BAND (twice the widest deviation the benches saw).
     assert RATIO_BAND[0] <= result["emulated_over_predicted"][0] <= RATIO_BAND[1], result["emulated_over_predicted"]
-    assert result["reconfigurations"] <= 15, "the controller retunes on noise"
+    # Retuning on noise changed the plan in nearly every period; a run that retunes at the phase
+    # changes does so in a few of them (6-8 of about 70 periods here; once 16, at a lower
+    # calibration). So the bound counts the periods the agents ran, 2 ms (10 × 200 µs) dilated each.
+    timings = result["timings_s"]
+    periods = (timings["agents_done_s"] - timings["agents_started_s"]) / (10 * 200e-6 * result["dilation"])
+    assert result["reconfigurations"] <= periods / 3, f"the controller retunes on noise ({periods:.0f} periods)"

@@ -101,14 +101,15 @@ def ocs_app(tmp_path, monkeypatch):
     return _app(tmp_path, monkeypatch, scenario.fabric, schedule_for(scenario))
 
 
-def _app(tmp_path, monkeypatch, fabric: Fabric, schedule):
+def _app(tmp_path, monkeypatch, fabric: Fabric, schedule, byte_scale: float = 1.0):
     topology = build_topology(fabric, "ab12", 40e6, "user")
     (tmp_path / "topology.json").write_text(Topology(**topology).dumps())
     (tmp_path / "schedule.json").write_text(json.dumps(schedule.to_json()))
     config = ControllerConfig(topology=str(tmp_path / "topology.json"), schedule=str(tmp_path / "schedule.json"),
                               ready=str(tmp_path / "controller.ready"), events=str(tmp_path / "events.jsonl"),
                               host_pids=str(tmp_path / "never-written.json"), host_logs=str(tmp_path / "logs"),
-                              fabric=fabric.model_dump(exclude_unset=True), dilation=400.0)
+                              fabric=fabric.model_dump(exclude_unset=True), dilation=400.0,
+                              byte_scale=byte_scale)
     (tmp_path / "config.json").write_text(config.dumps())
     monkeypatch.setenv(optical_app.CONFIG_ENV, str(tmp_path / "config.json"))
     monkeypatch.setattr(optical_app, "LEAD_S", 0.0)
@@ -121,6 +122,22 @@ def _app(tmp_path, monkeypatch, fabric: Fabric, schedule):
         app.datapaths_fake[dp.id] = dp
         app.on_features(_Event(_Msg(dp)))
     return app
+
+
+def test_the_traffic_matrix_counts_emulated_bytes(tmp_path, monkeypatch):
+    """Counters of wall bytes at byte scale 0.25: 1,000 + 500 wall bytes from GPU 0 to GPU 1 over two
+    switches are 6,000 emulated bytes; the next period adds 250 wall bytes, 1,000 emulated."""
+    scenario = apply_overrides(load_scenario(ROOT / "scenarios" / "ocs-allreduce.yaml"), {"fabric.hosts": 4})
+    app = _app(tmp_path, monkeypatch, scenario.fabric, schedule_for(scenario), byte_scale=0.25)
+    ip = {h["rank"]: h["ip"] for h in app.topology["hosts"]}
+    app.counters = {(1, ip[0], ip[1]): 1000, (2, ip[0], ip[1]): 500, (1, "10.9.9.9", ip[1]): 700}
+    app._close_period()
+    assert app.last_period[0][1] == 6000.0 and app.total[0][1] == 6000.0
+    assert sum(map(sum, app.total)) == 6000.0
+    app.counters[(1, ip[0], ip[1])] = 1250
+    app._close_period()
+    assert app.last_period[0][1] == 1000.0 and app.total[0][1] == 7000.0
+    assert app.traffic()["byte_scale"] == 0.25
 
 
 def test_a_reconnecting_switch_starts_from_an_empty_table(ocs_app):
