@@ -41,6 +41,7 @@ def measure_here(where: str) -> list[dict]:
         rows.append({
             "where": where, "case": name.removesuffix(".yaml"), "datapath": platform.datapath,
             "netem": platform.netem, "capacity_mbps": calibration.capacity_bps / 1e6,
+            "agent_capacity_mbps": (calibration.agent_capacity_bps or 0) / 1e6,
             "timer_p99_us": calibration.timer_error_s * 1e6, **run_summary(result),
             "wall_s": time.monotonic() - started,
         })

@@ -24,9 +24,17 @@ class Calibration:
     # Packets/s the INA node program answered with workers sharing the cores (None: measured by an
     # older calibration, before this was part of it).
     ina_node_packets_per_s: float | None = None
+    # Goodput of the agents' own (Python) transport over the same pairs: where cores are slow it is
+    # below what iperf3 gets through, and the agents are what must keep up (None: not measured).
+    agent_capacity_bps: float | None = None
 
     def to_json(self) -> dict[str, object]:
         return asdict(self)
+
+    @property
+    def usable_capacity_bps(self) -> float:
+        """What runs can offer: the datapath's capacity, or the agents' where they forward less."""
+        return min(self.capacity_bps, self.agent_capacity_bps or self.capacity_bps)
 
     @property
     def node_packets_per_s(self) -> float:

@@ -63,7 +63,7 @@ def resolve_emulation(
     emulation = scenario.emulation
     rate_bps = gbps_to_bps(scenario.fabric.gpu_bandwidth_gbps)
     iterations = scenario.workload.iterations
-    usable_bps = emulation.capacity_fraction * calibration.capacity_bps
+    usable_bps = emulation.capacity_fraction * calibration.usable_capacity_bps
     # Another component (the INA node's program) may keep up with less than the datapath.
     max_host_rate_bps = min(usable_bps / max(1, concurrent_senders), max_host_rate_bps or float("inf"))
     notes: list[str] = []
@@ -97,10 +97,10 @@ def resolve_emulation(
     # Warm-up rounds skip compute (the agents only warm connections and windows), so they are shorter.
     warmup_s = predicted_iteration_s if warmup_iteration_s is None else warmup_iteration_s
     expected_wall_s = dilation.emulated_time_s(iterations * predicted_iteration_s + scenario.warmups() * warmup_s)
-    if host_rate_bps * concurrent_senders > calibration.capacity_bps:
+    if host_rate_bps * concurrent_senders > calibration.usable_capacity_bps:
         notes.append(
             f"emulated traffic {host_rate_bps * concurrent_senders / 1e6:.0f} Mb/s exceeds the calibrated "
-            f"capacity {calibration.capacity_bps / 1e6:.0f} Mb/s; expect an unfaithful run (use dilation: auto)"
+            f"capacity {calibration.usable_capacity_bps / 1e6:.0f} Mb/s; expect an unfaithful run (use dilation: auto)"
         )
     if s < s_for_timers:
         notes.append("dilation is below what this machine's timers need for the shortest event")
@@ -111,7 +111,7 @@ def resolve_emulation(
     return EmulationPlan(
         dilation=dilation,
         host_rate_bps=host_rate_bps,
-        capacity_bps=calibration.capacity_bps,
+        capacity_bps=calibration.usable_capacity_bps,
         expected_wall_s=expected_wall_s,
         notes=tuple(notes),
     )

@@ -1,4 +1,5 @@
-"""`testbed doctor --calibrate`: measures forwarding capacity and in-host timer precision here."""
+"""`testbed doctor --calibrate`: measures forwarding capacity (iperf3's and the agents' own
+transport's), in-host timer precision and the INA node's packet rate here."""
 
 from __future__ import annotations
 
@@ -35,6 +36,41 @@ print(json.dumps({"precise_p99_s": precise[int(0.99 * len(precise))], "plain_med
 """
 
 
+# The agents' own transport (Python, a thread per connection) may forward less than iperf3 does
+# where cores are slow: PAIRS pairs of it stream 4 MB messages, as the agents' collectives do, for
+# IPERF_SECONDS, and each receiver reports its goodput from the first whole message to the last.
+AGENT_PORT = 5301
+AGENT_PROBE = """
+import json, sys, time
+import numpy as np
+from hosts.transport import TcpTransport
+rank, peer, addresses, seconds = int(sys.argv[1]), int(sys.argv[2]), sys.argv[3].split(","), float(sys.argv[4])
+transport = TcpTransport(rank, addresses, int(sys.argv[5]))
+if rank < peer:
+    transport.connect_all([peer])
+    payload = np.ones(1 << 20, dtype=np.float32)
+    in_flight, tag, began = [], 0, time.monotonic()
+    while time.monotonic() - began < seconds:
+        in_flight.append(transport.send(peer, tag, payload))
+        tag += 1
+        if len(in_flight) > 4:
+            in_flight.pop(0).wait(60)
+    transport.send(peer, tag, payload[:0]).wait(60)
+    print(json.dumps({"messages": tag}))
+else:
+    received, first = 0, None
+    while True:
+        _, message = transport.recv_any(peer)
+        if message.nbytes == 0:
+            break
+        if first is None:
+            first = time.monotonic()
+        else:
+            received += message.nbytes
+        last = time.monotonic()
+    print(json.dumps({"bps": 8 * received / (last - first)}))
+"""
+
 # The aggregation node program's packet rate: INA_WORKERS workers all-reduce int32 buffers of
 # INA_PACKETS packets each through a node on an unshaped fabric, INA_ROUNDS times after a first
 # round that lines them up, with the runs' largest window; the node is the bottleneck.
@@ -59,11 +95,11 @@ endpoint.close()
 """
 
 
-def _wait_listening(host, port: int, timeout_s: float = 10.0) -> None:
+def _wait_listening(host, port: int, timeout_s: float = 30.0) -> None:
     deadline = time.monotonic() + timeout_s
     while f":{port} " not in host.cmd(f"ss -ltnH 'sport = :{port}'") + " ":
         if time.monotonic() > deadline:
-            raise RunFailed(f"iperf3 did not start listening in {host.name} during calibration")
+            raise RunFailed(f"nothing listened on port {port} in {host.name} {timeout_s:.0f} s into calibration")
         time.sleep(0.02)
 
 
@@ -93,6 +129,32 @@ def _iperf_pairs(fabric) -> float:
             if process.poll() is None:
                 process.kill()
                 process.wait()
+
+
+def _agent_pairs(fabric) -> float:
+    """Total receiver goodput of PAIRS simultaneous streams of the agents' transport, in bit/s."""
+    addresses = ",".join(h["ip"] for h in fabric.topology["hosts"])
+    receivers, senders = [], []
+    try:
+        for pair in range(PAIRS):
+            receiver = fabric.host(2 * pair + 1)
+            receivers.append(receiver.popen([sys.executable, "-c", AGENT_PROBE, str(2 * pair + 1), str(2 * pair),
+                                             addresses, str(IPERF_SECONDS), str(AGENT_PORT)],
+                                            stdout=-1, stderr=-1, text=True))
+        for pair in range(PAIRS):
+            _wait_listening(fabric.host(2 * pair + 1), AGENT_PORT)
+        for pair in range(PAIRS):
+            senders.append(fabric.host(2 * pair).popen([sys.executable, "-c", AGENT_PROBE, str(2 * pair),
+                                                        str(2 * pair + 1), addresses, str(IPERF_SECONDS),
+                                                        str(AGENT_PORT)], stdout=-1, stderr=-1, text=True))
+        for process in senders:
+            _probe_result(process, "agents' transport probe", IPERF_SECONDS + 60)
+        return sum(_probe_result(process, "agents' transport probe", 60)["bps"] for process in receivers)
+    finally:
+        for process in receivers + senders:
+            if process.poll() is None:
+                process.kill()
+                process.communicate()
 
 
 def _probe_result(process, what: str, timeout_s: float) -> dict:
@@ -147,9 +209,11 @@ def calibrate() -> Calibration:
         with live_fabric(fabric, UNSHAPED_BPS, Path(work)) as live:
             timers = _timer_probe(live.fabric)
             capacity = _iperf_pairs(live.fabric)
+            agent_capacity = _agent_pairs(live.fabric)
             ina_rate = _ina_node_rate(live.fabric, Path(work))
     return Calibration(
         capacity_bps=capacity,
+        agent_capacity_bps=agent_capacity,
         timer_error_s=timers["precise_p99_s"],
         sleep_overshoot_s=timers["plain_median_s"],
         ina_node_packets_per_s=ina_rate,

@@ -225,7 +225,7 @@ def assemble(prepared: "Prepared", run_dir: Path, measured: dict, outcome: dict)
         fidelity.timer_monitor(overshoot_mean, overshoot_p99, step_emulated_s),
         fidelity.cpu_monitor(measured.get("cpu_busy_frac")),
         fidelity.message_size_monitor(smallest),
-        fidelity.capacity_monitor(plan.host_rate_bps * ranks, calibration.capacity_bps,
+        fidelity.capacity_monitor(plan.host_rate_bps * ranks, calibration.usable_capacity_bps,
                                   calibration.measured),
         fidelity.drop_monitor(measured.get("switch_packets")) if not node_fabric
         else fidelity.ina_loss_monitor(ina, loss_injected),

@@ -1,5 +1,6 @@
 import json
 import math
+from dataclasses import replace
 
 import pytest
 from hypothesis import given, settings
@@ -51,6 +52,20 @@ def test_dilation_maps_units():
     assert d.emulated_rate_bps(100e9) == pytest.approx(100e6)
     assert d.real_time_s(d.emulated_time_s(0.25)) == pytest.approx(0.25)
     assert d.emulated_bytes(1000) == 100
+
+
+def test_auto_sizes_rates_by_the_agents_transport_where_it_forwards_less_than_the_datapath():
+    """8 hosts, capacity 1.2 Gb/s but the agents' transport 0.4 Gb/s: 0.6 of 0.4 Gb/s over 8
+    senders is 30 Mb/s per host; with the agents faster than the datapath, 0.6 of 1.2 / 8 = 90."""
+    s = scenario(8, 100.0, 100_000_000)
+    predicted = predict(s, schedule_for(s)).iteration_time_s
+    step = predicted / 14
+    slow = replace(CALIBRATION, agent_capacity_bps=0.4e9)
+    assert slow.usable_capacity_bps == 0.4e9
+    plan = resolve_emulation(s, predicted, step, 100_000_000 / 8, 8, slow)
+    assert plan.host_rate_bps == pytest.approx(30e6) and plan.capacity_bps == 0.4e9
+    fast = replace(CALIBRATION, agent_capacity_bps=2e9)
+    assert resolve_emulation(s, predicted, step, 100_000_000 / 8, 8, fast).host_rate_bps == pytest.approx(90e6)
 
 
 @settings(max_examples=200, deadline=None)
