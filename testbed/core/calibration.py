@@ -24,9 +24,12 @@ class Calibration:
     # Packets/s the INA node program answered with workers sharing the cores (None: measured by an
     # older calibration, before this was part of it).
     ina_node_packets_per_s: float | None = None
-    # Goodput of the agents' own (Python) transport over the same pairs: where cores are slow it is
-    # below what iperf3 gets through, and the agents are what must keep up (None: not measured).
+    # Goodput of the agents themselves (their transport and sums) in a ring all-reduce of all the
+    # hosts: where cores are slow it is below what iperf3 gets through, and the agents are what must
+    # keep up (None: not measured).
     agent_capacity_bps: float | None = None
+    # One ring step of a tiny message between the agents (thread hand-offs, a sum, two wake-ups).
+    agent_step_s: float | None = None
 
     def to_json(self) -> dict[str, object]:
         return asdict(self)

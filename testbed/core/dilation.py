@@ -9,7 +9,8 @@ from testbed.core.scenario import Scenario
 from testbed.core.units import Dilation, gbps_to_bps
 
 # Per-message cost of the host programs (thread hand-off, numpy reduce) that the shortest timed
-# event must dwarf; and the share of an event that such costs may take.
+# event must dwarf, or the agents' measured ring step where that is longer (slow cores: 0.6-0.7 ms
+# on the 2-core machine of DESIGN §8); and the share of an event that such costs may take.
 HOST_OVERHEAD_S = 2e-3
 EVENT_TOLERANCE = 0.02
 # Wall time each rank adds to the spread of the ranks' start after a barrier: every agent wakes at
@@ -70,7 +71,7 @@ def resolve_emulation(
     if not calibration.measured:
         notes.append("no calibration on this machine; run `testbed doctor --calibrate` for accurate auto values")
 
-    event_floor_s = max(calibration.timer_error_s, HOST_OVERHEAD_S) / EVENT_TOLERANCE
+    event_floor_s = max(calibration.timer_error_s, HOST_OVERHEAD_S, calibration.agent_step_s or 0.0) / EVENT_TOLERANCE
     s_for_timers = event_floor_s / shortest_event_s if shortest_event_s > 0 else 0.0
     spread_s = START_SPREAD_PER_RANK_S * scenario.fabric.hosts
     s_for_start = spread_s / EVENT_TOLERANCE / predicted_iteration_s if predicted_iteration_s > 0 else 0.0

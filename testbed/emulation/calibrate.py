@@ -18,6 +18,7 @@ from testbed.core.ina_fabric import DEFAULT_POOL_SLOTS, MAX_WINDOW
 from testbed.core.scenario import Fabric
 from testbed.emulation.live import live_fabric, require_emulation_platform
 from testbed.emulation.platform import datapath
+from testbed.emulation.side_processes import wait_node_ready
 
 PAIRS = 4
 IPERF_SECONDS = 4
@@ -36,39 +37,41 @@ print(json.dumps({"precise_p99_s": precise[int(0.99 * len(precise))], "plain_med
 """
 
 
-# The agents' own transport (Python, a thread per connection) may forward less than iperf3 does
-# where cores are slow: PAIRS pairs of it stream 4 MB messages, as the agents' collectives do, for
-# IPERF_SECONDS, and each receiver reports its goodput from the first whole message to the last.
+# The agents themselves (Python, a thread per connection, numpy sums) may forward less than iperf3
+# does, and take longer per message than HOST_OVERHEAD_S, where cores are slow. Every host runs the
+# agents' ring all-reduce over all of them: of AGENT_BYTES AGENT_ROUNDS times after a first round
+# that opens the connections (the median round gives the bytes all of them sent per second), then
+# of a few elements TINY_ROUNDS times (the median round over its 2(n-1) steps gives a step's cost).
 AGENT_PORT = 5301
+AGENT_BYTES = 8 << 20
+AGENT_ROUNDS = 5
+TINY_ROUNDS = 15
 AGENT_PROBE = """
-import json, sys, time
+import json, statistics, sys, time
 import numpy as np
+from hosts.collectives import ring_allreduce
 from hosts.transport import TcpTransport
-rank, peer, addresses, seconds = int(sys.argv[1]), int(sys.argv[2]), sys.argv[3].split(","), float(sys.argv[4])
-transport = TcpTransport(rank, addresses, int(sys.argv[5]))
-if rank < peer:
-    transport.connect_all([peer])
-    payload = np.ones(1 << 20, dtype=np.float32)
-    in_flight, tag, began = [], 0, time.monotonic()
-    while time.monotonic() - began < seconds:
-        in_flight.append(transport.send(peer, tag, payload))
-        tag += 1
-        if len(in_flight) > 4:
-            in_flight.pop(0).wait(60)
-    transport.send(peer, tag, payload[:0]).wait(60)
-    print(json.dumps({"messages": tag}))
-else:
-    received, first = 0, None
-    while True:
-        _, message = transport.recv_any(peer)
-        if message.nbytes == 0:
-            break
-        if first is None:
-            first = time.monotonic()
-        else:
-            received += message.nbytes
-        last = time.monotonic()
-    print(json.dumps({"bps": 8 * received / (last - first)}))
+rank, addresses, elements, rounds, tiny = int(sys.argv[1]), sys.argv[2].split(","), *map(int, sys.argv[3:6])
+transport = TcpTransport(rank, addresses, int(sys.argv[6]))
+group = list(range(len(addresses)))
+expected = len(group) * (len(group) + 1) / 2
+tag, ok = 0, True
+
+def rounds_s(size, count):
+    global tag, ok
+    data, seconds = np.full(size, rank + 1, dtype=np.float32), []
+    for _ in range(count):
+        out, began = data.copy(), time.monotonic()
+        ring_allreduce(transport, group, out, tag_base=tag)
+        seconds.append(time.monotonic() - began)
+        tag += 2 * len(group)
+        ok = ok and bool(np.all(out == expected))
+    return seconds
+
+rounds_s(elements, 1)
+big = rounds_s(elements, rounds)
+small = rounds_s(8, tiny)
+print(json.dumps({"round_s": statistics.median(big), "tiny_round_s": statistics.median(small), "sum_ok": ok}))
 """
 
 # The aggregation node program's packet rate: INA_WORKERS workers all-reduce int32 buffers of
@@ -131,27 +134,26 @@ def _iperf_pairs(fabric) -> float:
                 process.wait()
 
 
-def _agent_pairs(fabric) -> float:
-    """Total receiver goodput of PAIRS simultaneous streams of the agents' transport, in bit/s."""
-    addresses = ",".join(h["ip"] for h in fabric.topology["hosts"])
-    receivers, senders = [], []
+def _agent_ring(fabric) -> tuple[float, float]:
+    """What every host's agent together sent per second in ring all-reduces (bit/s), and the time
+    one ring step of a tiny message took them (s)."""
+    hosts = fabric.topology["hosts"]
+    n = len(hosts)
+    addresses = ",".join(h["ip"] for h in hosts)
+    agents = []
     try:
-        for pair in range(PAIRS):
-            receiver = fabric.host(2 * pair + 1)
-            receivers.append(receiver.popen([sys.executable, "-c", AGENT_PROBE, str(2 * pair + 1), str(2 * pair),
-                                             addresses, str(IPERF_SECONDS), str(AGENT_PORT)],
-                                            stdout=-1, stderr=-1, text=True))
-        for pair in range(PAIRS):
-            _wait_listening(fabric.host(2 * pair + 1), AGENT_PORT)
-        for pair in range(PAIRS):
-            senders.append(fabric.host(2 * pair).popen([sys.executable, "-c", AGENT_PROBE, str(2 * pair),
-                                                        str(2 * pair + 1), addresses, str(IPERF_SECONDS),
-                                                        str(AGENT_PORT)], stdout=-1, stderr=-1, text=True))
-        for process in senders:
-            _probe_result(process, "agents' transport probe", IPERF_SECONDS + 60)
-        return sum(_probe_result(process, "agents' transport probe", 60)["bps"] for process in receivers)
+        for rank in range(n):
+            agents.append(fabric.host(rank).popen(
+                [sys.executable, "-c", AGENT_PROBE, str(rank), addresses, str(AGENT_BYTES // 4), str(AGENT_ROUNDS),
+                 str(TINY_ROUNDS), str(AGENT_PORT)], stdout=-1, stderr=-1, text=True))
+        results = [_probe_result(process, "agents' all-reduce probe", 300) for process in agents]
+        if not all(r["sum_ok"] for r in results):
+            raise RunFailed("the agents' all-reduce probe summed wrongly during calibration")
+        # A ring all-reduce sends 2(n-1)/n of the buffer from each of the n hosts, in 2(n-1) steps.
+        rate_bps = 8 * 2 * (n - 1) * AGENT_BYTES / max(r["round_s"] for r in results)
+        return rate_bps, max(r["tiny_round_s"] for r in results) / (2 * (n - 1))
     finally:
-        for process in receivers + senders:
+        for process in agents:
             if process.poll() is None:
                 process.kill()
                 process.communicate()
@@ -181,12 +183,11 @@ def _ina_node_rate(fabric, work: Path) -> float:
                                 stdout=-1, stderr=-1, text=True)
     workers = []
     try:
-        deadline = time.monotonic() + 30
-        while not (work / "ina_node.ready").exists():
-            if node.poll() is not None or time.monotonic() > deadline:
-                detail = node.communicate()[1][-200:] if node.poll() is not None else "no answer in 30 s"
-                raise RunFailed(f"the aggregation node did not start during calibration: {detail}")
-            time.sleep(0.02)
+        try:
+            wait_node_ready(node, work / "ina_node.ready", 30, "during calibration")
+        except RunFailed as failed:
+            detail = node.communicate()[1][-200:] if node.poll() is not None else ""
+            raise RunFailed(f"{failed} {detail}".strip()) from None
         addresses = ",".join(hosts[w]["ip"] for w in range(1, INA_WORKERS + 1))
         for worker in range(INA_WORKERS):
             args = [hosts[worker + 1]["ip"], hosts[0]["ip"], str(worker), addresses, str(MAX_WINDOW),
@@ -209,11 +210,12 @@ def calibrate() -> Calibration:
         with live_fabric(fabric, UNSHAPED_BPS, Path(work)) as live:
             timers = _timer_probe(live.fabric)
             capacity = _iperf_pairs(live.fabric)
-            agent_capacity = _agent_pairs(live.fabric)
+            agent_capacity, agent_step = _agent_ring(live.fabric)
             ina_rate = _ina_node_rate(live.fabric, Path(work))
     return Calibration(
         capacity_bps=capacity,
         agent_capacity_bps=agent_capacity,
+        agent_step_s=agent_step,
         timer_error_s=timers["precise_p99_s"],
         sleep_overshoot_s=timers["plain_median_s"],
         ina_node_packets_per_s=ina_rate,

@@ -12,7 +12,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from hosts.ina.protocol import DATA_PORT, FALLBACK_PORT
-from testbed.core.calibration import load_calibration
 from testbed.core.contracts import InaAgentSettings, InaNodeConfig
 from testbed.core.errors import RunFailed
 from testbed.core.ina_fabric import ina_settings
@@ -24,6 +23,18 @@ if TYPE_CHECKING:
     from testbed.emulation.prepare import Prepared
 
 READY_TIMEOUT_S = 30.0
+
+
+def wait_node_ready(process: subprocess.Popen, ready: Path, timeout_s: float, hint: str) -> None:
+    """Poll until the aggregation node program wrote its ready file; RunFailed if it exits first or
+    takes longer than `timeout_s` (`hint` says where its output is)."""
+    deadline = time.monotonic() + timeout_s
+    while not ready.exists():
+        if process.poll() is not None:
+            raise RunFailed(f"the aggregation node exited with code {process.returncode} at start; {hint}")
+        if time.monotonic() > deadline:
+            raise RunFailed(f"the aggregation node did not start within {timeout_s:.0f} s; {hint}")
+        time.sleep(0.02)
 
 
 class SideProcesses:
@@ -43,7 +54,8 @@ class SideProcesses:
         aggregation_bps = (plan.dilation.emulated_rate_bps(gbps_to_bps(fabric.aggregation_gbps))
                            if fabric.aggregation_gbps else None)
         per_job = len(prepared.schedule.gpus[0].steps[0].collective().group)
-        node_rate = prepared.ina_node_packets_per_s or load_calibration().node_packets_per_s
+        node_rate = prepared.ina_node_packets_per_s
+        assert node_rate is not None, "prepare sets the node's packet rate for every fabric with a node"
         node_config, agent_config = ina_settings(fabric, per_job, plan.host_rate_bps, aggregation_bps,
                                                  scenario.seed, str(self.run_dir.resolve()), node_rate)
         self._node_config_path = self.run_dir / "ina_node_config.json"
@@ -65,14 +77,7 @@ class SideProcesses:
         self.live.record.add_process(process.pid)
         self.processes.append(process)
         self.watched_node.process = process
-        deadline = time.monotonic() + READY_TIMEOUT_S
-        while not ready.exists():
-            if process.poll() is not None:
-                raise RunFailed(f"the aggregation node exited with code {process.returncode} at start; see "
-                                f"{self.run_dir / 'ina_node.log'}")
-            if time.monotonic() > deadline:
-                raise RunFailed(f"the aggregation node did not start within {READY_TIMEOUT_S:.0f} s")
-            time.sleep(0.02)
+        wait_node_ready(process, ready, READY_TIMEOUT_S, f"see {self.run_dir / 'ina_node.log'}")
 
     def restart_ina_node(self) -> None:
         """A crash and a restart: SIGKILL (no counters written), then a node with empty tables."""

@@ -44,8 +44,8 @@ def cmd_doctor(args: argparse.Namespace) -> int:
     table.add_row("Mininet + mnexec", yes(report.mininet))
     table.add_row("cores", str(report.cores))
     if calibration.measured:
-        agents = (f" (the agents' transport {calibration.agent_capacity_bps / 1e6:.0f})"
-                  if calibration.agent_capacity_bps else "")
+        agents = (f" (the agents' ring {calibration.agent_capacity_bps / 1e6:.0f}, "
+                  f"{(calibration.agent_step_s or 0) * 1e3:.1f} ms a step)" if calibration.agent_capacity_bps else "")
         table.add_row("calibration", f"capacity {calibration.capacity_bps / 1e6:.0f} Mb/s{agents}, timer p99 error "
                       f"{calibration.timer_error_s * 1e6:.0f} µs, INA node "
                       f"{calibration.node_packets_per_s:,.0f} packets/s ({calibration.measured_at}, "

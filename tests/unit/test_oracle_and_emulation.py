@@ -68,6 +68,16 @@ def test_auto_sizes_rates_by_the_agents_transport_where_it_forwards_less_than_th
     assert resolve_emulation(s, predicted, step, 100_000_000 / 8, 8, fast).host_rate_bps == pytest.approx(90e6)
 
 
+def test_a_slow_agent_step_raises_the_dilation_above_the_timers_floor():
+    """Events must be 50 times the host's per-message cost (2% tolerance): 2 ms by default, so a
+    shortest event of 1 ms needs dilation 100; agents measured at 5 ms a step need 250."""
+    s = scenario(8, 100.0, 100_000_000)
+    predicted = predict(s, schedule_for(s)).iteration_time_s
+    assert resolve_emulation(s, predicted, 1e-3, 1e9, 8, CALIBRATION).dilation.dilation >= 100 * (1 - 1e-9)
+    slow = replace(CALIBRATION, agent_step_s=5e-3)
+    assert resolve_emulation(s, predicted, 1e-3, 1e9, 8, slow).dilation.dilation == pytest.approx(250)
+
+
 @settings(max_examples=200, deadline=None)
 @given(hosts=st.integers(2, 64), gbps=st.floats(1, 10_000), size=st.integers(10_000, 10**10),
        latency_us=st.floats(0, 50))
