@@ -1,5 +1,5 @@
-"""`testbed doctor --calibrate`: measures forwarding capacity (iperf3's and the agents' own
-transport's), in-host timer precision and the INA node's packet rate here."""
+"""`testbed doctor --calibrate`: measures forwarding capacity (iperf3's, and the agents' own in a
+ring all-reduce with their per-step cost), in-host timer precision and the INA node's packet rate."""
 
 from __future__ import annotations
 
@@ -98,7 +98,7 @@ endpoint.close()
 """
 
 
-def _wait_listening(host, port: int, timeout_s: float = 30.0) -> None:
+def _wait_listening(host, port: int, timeout_s: float = 10.0) -> None:
     deadline = time.monotonic() + timeout_s
     while f":{port} " not in host.cmd(f"ss -ltnH 'sport = :{port}'") + " ":
         if time.monotonic() > deadline:
