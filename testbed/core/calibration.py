@@ -40,9 +40,19 @@ class Calibration:
         return min(self.capacity_bps, self.agent_capacity_bps or self.capacity_bps)
 
     @property
+    def slowness(self) -> float:
+        """How many times slower than the reference machine this one runs the agents (at least 1)."""
+        return max(1.0, (self.agent_step_s or 0.0) / REFERENCE_STEP_S)
+
+    @property
     def node_packets_per_s(self) -> float:
         """The INA node's measured packet rate, or the reference machine's if never measured."""
         return self.ina_node_packets_per_s or INA_NODE_PACKETS_PER_S
+
+
+# A ring step of the agents on the 2-core machine of DESIGN §8 (0.6-0.7 ms measured), rounded up:
+# machines slower than this get their waits for start-up stretched by how much slower they are.
+REFERENCE_STEP_S = 1e-3
 
 
 # Conservative stand-ins used until `testbed doctor --calibrate` has run (DESIGN §8 figures, halved).

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from testbed.core.calibration import load_calibration
 from testbed.core.contracts import ControllerConfig, ControllerReady, Topology
 from testbed.core.errors import EnvironmentProblem, RunFailed
 from testbed.core.paths import registry_dir
@@ -32,8 +33,10 @@ READY_BASE_S = 30.0
 READY_PER_HOST_S = 0.25
 
 
-def ready_timeout_s(hosts: int) -> float:
-    return READY_BASE_S + READY_PER_HOST_S * hosts
+def ready_timeout_s(hosts: int, slowness: float = 1.0) -> float:
+    """How long the controller may take to program the fabric (it is checked alive meanwhile): under
+    software emulation os-ken and the switches run many times slower."""
+    return (READY_BASE_S + READY_PER_HOST_S * hosts) * slowness
 
 
 class RunInterrupted(Exception):
@@ -147,7 +150,8 @@ def live_fabric(fabric_spec: "Fabric", host_rate_bps: float, work_dir: Path,
         partial = pids_path.with_suffix(".tmp")
         partial.write_text(json.dumps(fabric.host_pids()))
         partial.replace(pids_path)
-        ready = _wait_ready(controller, ready_path, ready_timeout_s(len(topology["hosts"]))) if switched else {}
+        timeout_s = ready_timeout_s(len(topology["hosts"]), load_calibration().slowness)
+        ready = _wait_ready(controller, ready_path, timeout_s) if switched else {}
         timings["fabric_programmed_s"] = round(time.monotonic() - started, 3)
         yield LiveFabric(fabric, controller, record, ready, timings)
     finally:

@@ -109,13 +109,15 @@ def test_other_collectives_give_exact_results_over_mininet(tmp_path, machine_sta
 def test_overdriven_run_is_flagged_and_auto_dilation_fixes_it(tmp_path, machine_state):
     scenario = load_scenario(ROOT / "scenarios" / "overdriven.yaml")
     result = Runner(prepare(scenario), tmp_path / "over").execute()
-    assert result["status"] == "ok" and result["sums_correct"]
+    assert result["status"] == "ok", result["error"]
+    assert result["sums_correct"]
     monitors = result["fidelity"]["monitors"]
     assert not result["fidelity"]["ok"]
     assert not monitors["capacity"]["ok"] and not monitors["link_rate"]["ok"]
     auto = apply_overrides(scenario, {"emulation.dilation": "auto", "emulation.byte_scale": "auto"})
     result = Runner(prepare(auto), tmp_path / "auto").execute()
-    assert result["status"] == "ok" and result["sums_correct"]
+    assert result["status"] == "ok", result["error"]
+    assert result["sums_correct"]
     assert result["fidelity"]["ok"], result["fidelity"]
 
 

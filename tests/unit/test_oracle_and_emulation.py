@@ -68,6 +68,17 @@ def test_auto_sizes_rates_by_the_agents_transport_where_it_forwards_less_than_th
     assert resolve_emulation(s, predicted, step, 100_000_000 / 8, 8, fast).host_rate_bps == pytest.approx(90e6)
 
 
+def test_a_slow_machine_waits_longer_for_the_controller():
+    """Agents at 12 ms a step (the software-emulated VM) are 12 times slower than the 1 ms reference:
+    the 32 s an 8-host fabric gets to be programmed becomes 384 s; faster machines keep 32 s."""
+    from testbed.emulation.live import ready_timeout_s
+
+    assert replace(CALIBRATION, agent_step_s=12e-3).slowness == pytest.approx(12)
+    assert replace(CALIBRATION, agent_step_s=0.6e-3).slowness == 1.0 and CALIBRATION.slowness == 1.0
+    assert ready_timeout_s(8) == pytest.approx(32.0)
+    assert ready_timeout_s(8, 12.0) == pytest.approx(384.0)
+
+
 def test_a_slow_agent_step_raises_the_dilation_above_the_timers_floor():
     """Events must be 50 times the host's per-message cost (2% tolerance): 2 ms by default, so a
     shortest event of 1 ms needs dilation 100; agents measured at 5 ms a step need 250."""
