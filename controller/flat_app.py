@@ -12,7 +12,7 @@ from os_ken.controller.handler import CONFIG_DISPATCHER, MAIN_DISPATCHER, set_ev
 from os_ken.ofproto import ofproto_v1_3
 
 from controller.flat_plan import plan_flat_flows
-from controller.shim import CONFIG_ENV, clear_tables, fail_loudly
+from controller.shim import CONFIG_ENV, clear_tables, fail_loudly, featured_datapath
 from testbed.core.contracts import ControllerConfig, ControllerReady, Topology
 
 
@@ -30,7 +30,7 @@ class FlatFabricApp(app_manager.OSKenApp):
     @set_ev_cls(ofp_event.EventOFPSwitchFeatures, CONFIG_DISPATCHER)
     def on_features(self, ev):
         try:
-            datapath = ev.msg.datapath
+            datapath = featured_datapath(ev)
             parser = datapath.ofproto_parser
             ofproto = datapath.ofproto
             rules = self.plan.get(datapath.id)

@@ -19,7 +19,7 @@ from os_ken.ofproto import ofproto_v1_3
 from controller import host_shell, optical_plan, reconfig
 from controller.optical_plan import FORWARD_TABLE, PlanError, count_rules, init_lines
 from controller.policy import POLICIES, default_policy, plan_for
-from controller.shim import CONFIG_ENV, clear_tables, fail_loudly, guarded
+from controller.shim import CONFIG_ENV, clear_tables, fail_loudly, featured_datapath, guarded
 from testbed.core.contracts import ControllerConfig, ControllerReady, Topology
 from testbed.core.scenario import Fabric
 from testbed.core.schedule import cut_pairs, traffic_pairs
@@ -77,7 +77,7 @@ class OpticalFabricApp(app_manager.OSKenApp):
     @set_ev_cls(ofp_event.EventOFPSwitchFeatures, CONFIG_DISPATCHER)
     def on_features(self, ev):
         try:
-            dp = ev.msg.datapath
+            dp = featured_datapath(ev)
             if dp.id not in self.count_plan:
                 self.logger.warning("ignoring unknown switch %016x", dp.id)
                 return

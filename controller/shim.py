@@ -28,6 +28,16 @@ def guarded(where: str, func: Callable[..., None], *args: Any) -> None:
         fail_loudly(where)
 
 
+def featured_datapath(ev: Any) -> Any:
+    """The datapath of a features reply, its id set. os-ken's own handler sets `datapath.id` from
+    the same reply, but in its app's thread: under a slow CPU ours ran first and saw None (the
+    switch was then ignored as unknown and the fabric never reported programmed)."""
+    dp = ev.msg.datapath
+    if dp.id is None:
+        dp.id = ev.msg.datapath_id
+    return dp
+
+
 def clear_tables(dp: Any) -> None:
     """Delete every rule of every table, so a reconnecting switch never keeps stale ones."""
     parser, ofp = dp.ofproto_parser, dp.ofproto

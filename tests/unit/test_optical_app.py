@@ -31,6 +31,7 @@ SEQUENCE = itertools.count()  # one clock for the switch's and the hosts' record
 class _Msg:
     datapath: object
     xid: int = 0
+    datapath_id: int | None = None  # a features reply's
 
 
 @dataclass
@@ -264,3 +265,26 @@ def test_the_flat_app_clears_a_reconnecting_switch_and_is_ready_once_every_switc
     assert not (tmp_path / "controller.ready").exists()  # one switch has not confirmed its rules yet
     switches[-1].release()
     assert json.loads((tmp_path / "controller.ready").read_text())["switches"] == sorted(d.id for d in switches)
+
+
+def test_a_switch_is_programmed_when_our_handler_runs_before_os_kens_sets_its_id(tmp_path, monkeypatch):
+    """os-ken sets `datapath.id` from the features reply in its own thread; under a slow CPU the
+    app's handler ran first, saw None and ignored the switch, and the fabric never became ready."""
+    from controller import flat_app
+
+    fabric = Fabric(kind="elect-flat", hosts=2, gpu_bandwidth_gbps=100)
+    topology = build_topology(fabric, "ab12", 40e6, "user")
+    (tmp_path / "topology.json").write_text(Topology(**topology).dumps())
+    (tmp_path / "config.json").write_text(ControllerConfig(
+        topology=str(tmp_path / "topology.json"), ready=str(tmp_path / "controller.ready"),
+        host_pids=str(tmp_path / "never-written.json"), host_logs=str(tmp_path / "logs"),
+        fabric=fabric.model_dump(exclude_unset=True)).dumps())
+    monkeypatch.setenv(flat_app.CONFIG_ENV, str(tmp_path / "config.json"))
+    app = flat_app.FlatFabricApp()
+    dpid = int(topology["switches"][0]["dpid"])
+    dp = FakeDatapath(dpid)
+    dp.id = None
+    dp.app = app
+    app.on_features(_Event(_Msg(dp, datapath_id=dpid)))
+    assert dp.id == dpid and len(dp.flow_mods(ofproto_v1_3.OFPFC_ADD)) == len(app.plan[dpid])
+    assert json.loads((tmp_path / "controller.ready").read_text())["switches"] == [dpid]
