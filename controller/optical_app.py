@@ -44,6 +44,9 @@ class OpticalFabricApp(app_manager.OSKenApp):
         self.fabric = Fabric(**config.fabric)
         self.dilation = config.dilation
         self.byte_scale = config.byte_scale
+        # Under software emulation switches confirm and hosts report many times later than here.
+        self.barrier_timeout_s = BARRIER_TIMEOUT_S * config.slowness
+        self.host_report_timeout_s = HOST_REPORT_TIMEOUT_S * config.slowness
         self.ready_path = Path(config.ready)
         self.events_path = Path(config.events)
         self.n = len(self.topology["hosts"])
@@ -146,8 +149,8 @@ class OpticalFabricApp(app_manager.OSKenApp):
             dp.send_msg(msg)
             waiters.append(event)
         for event in waiters:
-            if not event.wait(BARRIER_TIMEOUT_S):
-                raise RuntimeError(f"a switch did not confirm its rules within {BARRIER_TIMEOUT_S:.0f} s")
+            if not event.wait(self.barrier_timeout_s):
+                raise RuntimeError(f"a switch did not confirm its rules within {self.barrier_timeout_s:.0f} s")
 
     # ---- hosts ----------------------------------------------------------------------------------
     def _start_hosts(self) -> None:
@@ -272,7 +275,7 @@ class OpticalFabricApp(app_manager.OSKenApp):
         darken = ("dark", batches.dark.host_lines, {"at_s": time.monotonic() + LEAD_S})
         restore_step = ("restore", batches.restore.host_lines, {"after_s": change.dark_s})
         self.timer.schedule(ident, darken, *(() if repoint else (restore_step,)))
-        dark = self.timer.wait(ident, "dark", HOST_REPORT_TIMEOUT_S)
+        dark = self.timer.wait(ident, "dark", self.host_report_timeout_s)
         touched = self._send_rules(batches.dark)  # the hosts are off the darkened links by now
         with self.lock:
             self.state, self.rendering = change.dark, dark_rendering
@@ -281,7 +284,7 @@ class OpticalFabricApp(app_manager.OSKenApp):
             # milliseconds: the restore waits for the switches (and is late if they are).
             self._barrier(touched)
             self.timer.schedule(ident, restore_step)
-        restore = self.timer.wait(ident, "restore", change.dark_s + HOST_REPORT_TIMEOUT_S)
+        restore = self.timer.wait(ident, "restore", change.dark_s + self.host_report_timeout_s)
         measured = reconfig.darkness(dark["at_s"], restore["at_s"],
                                      {int(r): t for r, t in dark["done_s"].items()},
                                      {int(r): t for r, t in restore["done_s"].items()})

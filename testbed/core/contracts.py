@@ -97,6 +97,7 @@ class ControllerConfig(Contract):
     fabric: dict[str, Any]  # the scenario's fabric section, validated again by the scenario model
     dilation: float | None = Field(default=None, gt=0)  # reconfigurable fabrics from here on
     byte_scale: float = Field(default=1.0, gt=0)  # wall bytes per emulated byte, to read the counters
+    slowness: float = Field(default=1.0, ge=1)  # the calibration's: stretches waits for switches and hosts
     schedule: str | None = None
     events: str | None = None
 

@@ -135,10 +135,12 @@ def live_fabric(fabric_spec: "Fabric", host_rate_bps: float, work_dir: Path,
             stale.unlink(missing_ok=True)
         # The topology is known before the network exists: the controller reads it when it starts.
         topology_path.write_text(Topology(**topology).dumps())
+        slowness = load_calibration().slowness
         config = ControllerConfig(topology=str(topology_path.resolve()), ready=str(ready_path.resolve()),
                                   host_pids=str(pids_path.resolve()),
                                   host_logs=str((work_dir / "host_config").resolve()),
-                                  fabric=fabric_spec.model_dump(exclude_unset=True), **(controller_extra or {}))
+                                  fabric=fabric_spec.model_dump(exclude_unset=True), slowness=slowness,
+                                  **(controller_extra or {}))
         (work_dir / "controller_config.json").write_text(config.dumps())
         if switched:
             fabric.controller_port = controller.start()
@@ -150,7 +152,7 @@ def live_fabric(fabric_spec: "Fabric", host_rate_bps: float, work_dir: Path,
         partial = pids_path.with_suffix(".tmp")
         partial.write_text(json.dumps(fabric.host_pids()))
         partial.replace(pids_path)
-        timeout_s = ready_timeout_s(len(topology["hosts"]), load_calibration().slowness)
+        timeout_s = ready_timeout_s(len(topology["hosts"]), slowness)
         ready = _wait_ready(controller, ready_path, timeout_s) if switched else {}
         timings["fabric_programmed_s"] = round(time.monotonic() - started, 3)
         yield LiveFabric(fabric, controller, record, ready, timings)
