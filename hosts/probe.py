@@ -15,6 +15,7 @@ import sys
 import time
 
 FORMAT = "!Qd"
+SPIN_S = 1e-3  # a sleep can overshoot by this much; the sender spins the last of each interval
 # Linux <netinet/in.h> and <asm/socket.h>; the socket module does not export these.
 IP_RECVTTL = getattr(socket, "IP_RECVTTL", 12)
 IP_TTL = getattr(socket, "IP_TTL", 2)
@@ -32,6 +33,10 @@ def send(dst: str, port: int, interval_s: float, duration_s: float) -> None:
             pass  # no route (dark) is part of what is measured
         seq += 1
         next_at = start + seq * interval_s
+        # Sleep through all but the last millisecond and spin the rest: a sender spinning whole
+        # intervals starved the controller and switches of a slow machine's CPU.
+        if next_at - time.monotonic() > SPIN_S:
+            time.sleep(next_at - time.monotonic() - SPIN_S)
         while time.monotonic() < next_at:
             pass
 
