@@ -237,10 +237,10 @@ def test_a_request_that_an_earlier_one_carried_out_is_reported_unchanged(ocs_app
     assert not ocs_app.timer.scheduled
 
 
-def test_the_flat_app_clears_a_reconnecting_switch_and_is_ready_once_every_switch_confirmed(tmp_path, monkeypatch):
+def _flat_app(tmp_path, monkeypatch, fabric: Fabric):
+    """The flat fabric's app for `fabric`, with its topology."""
     from controller import flat_app
 
-    fabric = Fabric(kind="elect-cluster", hosts=4, gpu_bandwidth_gbps=100, gpus_per_server=2, server_uplink_gbps=100)
     topology = build_topology(fabric, "ab12", 40e6, "user")
     (tmp_path / "topology.json").write_text(Topology(**topology).dumps())
     (tmp_path / "config.json").write_text(ControllerConfig(
@@ -249,6 +249,12 @@ def test_the_flat_app_clears_a_reconnecting_switch_and_is_ready_once_every_switc
         fabric=fabric.model_dump(exclude_unset=True)).dumps())
     monkeypatch.setenv(flat_app.CONFIG_ENV, str(tmp_path / "config.json"))
     app = flat_app.FlatFabricApp()
+    return app, topology
+
+
+def test_the_flat_app_clears_a_reconnecting_switch_and_is_ready_once_every_switch_confirmed(tmp_path, monkeypatch):
+    fabric = Fabric(kind="elect-cluster", hosts=4, gpu_bandwidth_gbps=100, gpus_per_server=2, server_uplink_gbps=100)
+    app, topology = _flat_app(tmp_path, monkeypatch, fabric)
     switches = [FakeDatapath(int(s["dpid"])) for s in topology["switches"]]
     assert len(switches) > 1
     for dp in switches:
@@ -270,17 +276,8 @@ def test_the_flat_app_clears_a_reconnecting_switch_and_is_ready_once_every_switc
 def test_a_switch_is_programmed_when_our_handler_runs_before_os_kens_sets_its_id(tmp_path, monkeypatch):
     """os-ken sets `datapath.id` from the features reply in its own thread; under a slow CPU the
     app's handler ran first, saw None and ignored the switch, and the fabric never became ready."""
-    from controller import flat_app
-
     fabric = Fabric(kind="elect-flat", hosts=2, gpu_bandwidth_gbps=100)
-    topology = build_topology(fabric, "ab12", 40e6, "user")
-    (tmp_path / "topology.json").write_text(Topology(**topology).dumps())
-    (tmp_path / "config.json").write_text(ControllerConfig(
-        topology=str(tmp_path / "topology.json"), ready=str(tmp_path / "controller.ready"),
-        host_pids=str(tmp_path / "never-written.json"), host_logs=str(tmp_path / "logs"),
-        fabric=fabric.model_dump(exclude_unset=True)).dumps())
-    monkeypatch.setenv(flat_app.CONFIG_ENV, str(tmp_path / "config.json"))
-    app = flat_app.FlatFabricApp()
+    app, topology = _flat_app(tmp_path, monkeypatch, fabric)
     dpid = int(topology["switches"][0]["dpid"])
     dp = FakeDatapath(dpid)
     dp.id = None

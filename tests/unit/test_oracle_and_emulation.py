@@ -54,8 +54,8 @@ def test_dilation_maps_units():
     assert d.emulated_bytes(1000) == 100
 
 
-def test_auto_sizes_rates_by_the_agents_transport_where_it_forwards_less_than_the_datapath():
-    """8 hosts, capacity 1.2 Gb/s but the agents' transport 0.4 Gb/s: 0.6 of 0.4 Gb/s over 8
+def test_auto_sizes_rates_by_the_agents_ring_where_it_forwards_less_than_the_datapath():
+    """8 hosts, capacity 1.2 Gb/s but the agents' ring 0.4 Gb/s: 0.6 of 0.4 Gb/s over 8
     senders is 30 Mb/s per host; with the agents faster than the datapath, 0.6 of 1.2 / 8 = 90."""
     s = scenario(8, 100.0, 100_000_000)
     predicted = predict(s, schedule_for(s)).iteration_time_s
