@@ -5,6 +5,7 @@ the intra-server steps as local work."""
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import Any
 
@@ -38,12 +39,17 @@ def intra_server_s(gpus_per_server: int, size_bytes: float, rate_bps: float, lat
 
 class _Stream:
     """Messages sent in order with at most `window` in flight, each after the sender's alpha wait:
-    a worker's pushes (one per service) or a service's sums to one worker (one at a time)."""
+    a worker's pushes (one per service, each confirmed by its receiver) or a service's sums to one
+    worker (one connection, so one at a time). Sums are not confirmed: the sender hands a sum to
+    the kernel, waits alpha and hands over the next, which queues behind the first on the same
+    connection, so that wait overlaps the previous sum's transfer (`buffered`)."""
 
-    def __init__(self, window: int) -> None:
+    def __init__(self, window: int, buffered: bool = False) -> None:
         self.window = window
-        self.queue: list[tuple[int, int, float, tuple[Any, ...]]] = []  # (src, dst, bytes, key)
+        self.buffered = buffered
+        self.queue: list[tuple[int, int, float, tuple[Any, ...], float]] = []  # (src, dst, bytes, key, queued at)
         self.in_flight = 0
+        self.handed_s = -math.inf  # buffered: when the sender handed its last message to the kernel
 
 
 def simulate_instances(instances: list[Instance], model: FlowModel, latency_s: float) -> float:
@@ -52,8 +58,8 @@ def simulate_instances(instances: list[Instance], model: FlowModel, latency_s: f
     pushes_left: dict[tuple[int, int], int] = {}  # (instance, chunk) -> pushes still to arrive
     owner_of: dict[tuple[int, int], int] = {}
 
-    def stream(name: tuple[Any, ...], window: int) -> _Stream:
-        return streams.setdefault(name, _Stream(window))
+    def stream(name: tuple[Any, ...], window: int, buffered: bool = False) -> _Stream:
+        return streams.setdefault(name, _Stream(window, buffered))
 
     for i, inst in enumerate(instances):
         nodes = inst.group + inst.services
@@ -64,26 +70,32 @@ def simulate_instances(instances: list[Instance], model: FlowModel, latency_s: f
             remote = [w for w in inst.group if w != owner]
             pushes_left[(i, c)] = len(remote)
             for w in remote:
-                stream(("push", w), push_window(owners)).queue.append((w, owner, size, ("push", i, c)))
+                stream(("push", w), push_window(owners)).queue.append((w, owner, size, ("push", i, c), 0.0))
 
-    def release(key: tuple[int, int]) -> None:
+    def release(key: tuple[int, int], at_s: float) -> None:
         i, c = key
         owner, inst = owner_of[key], instances[i]
         for w in inst.group:
             if w != owner:
-                stream(("sum", owner, w), 1).queue.append((owner, w, inst.size_bytes / inst.chunks, ("sum", i, c)))
+                stream(("sum", owner, w), 1, buffered=True).queue.append((owner, w, inst.size_bytes / inst.chunks, ("sum", i, c), at_s))
 
     for key, left in pushes_left.items():
         if left == 0:  # every copy is local (one worker owning its own chunk)
-            release(key)
+            release(key, 0.0)
     active: list[list[Any]] = []  # [flow, bits left, stream]
     now = finish = 0.0
     while True:
         for st in streams.values():
             while st.queue and st.in_flight < st.window:
-                src, dst, size, key = st.queue.pop(0)
+                src, dst, size, key, queued_s = st.queue.pop(0)
                 st.in_flight += 1
-                active.append([Flow(now + latency_s, size, model.resources(src, dst)), bytes_to_bits(size), st, key])
+                starts = now + latency_s
+                if st.buffered:
+                    # Handed over alpha after it was queued and alpha after the previous one was
+                    # handed over; on the wire once the previous one has left (now).
+                    st.handed_s = max(st.handed_s, queued_s) + latency_s
+                    starts = max(now, st.handed_s)
+                active.append([Flow(starts, size, model.resources(src, dst)), bytes_to_bits(size), st, key])
         if not active:
             return finish
         running = [a for a in active if a[0].start_s <= now + 1e-15]
@@ -102,7 +114,7 @@ def simulate_instances(instances: list[Instance], model: FlowModel, latency_s: f
                 if key[0] == "push":
                     pushes_left[key[1:]] -= 1
                     if pushes_left[key[1:]] == 0:
-                        release(key[1:])
+                        release(key[1:], now)
             else:
                 still.append(a)
         active = still

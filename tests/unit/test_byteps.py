@@ -14,6 +14,8 @@ from testbed.core.errors import InputError
 from testbed.core.predict import predict, ring_allreduce_time_s
 from testbed.core.scenario import parse_scenario
 from testbed.core.workloads import schedule_for
+from testbed.oracle.byteps import Instance, simulate_instances
+from testbed.oracle.flow_model import nic_flow_model
 
 from .test_collectives import run_ranks
 
@@ -140,6 +142,26 @@ def test_oracle_byteps_without_cpus_is_close_to_ring_allreduce():
     predicted = predict(sc, schedule_for(sc)).iteration_time_s
     ring = ring_allreduce_time_s(4, 1e8, 100e9, 5e-6)
     assert ring <= predicted <= 1.05 * ring  # the same bytes per link, plus the pipeline's tail
+
+
+def test_oracle_sums_to_a_worker_pay_alpha_once_not_per_chunk():
+    # n = 2, k = 0, 4 chunks of M/4: chunks 0, 2 belong to machine 0 and 1, 3 to machine 1. Each
+    # worker pushes its two foreign chunks at once (alpha, then M/2 at B), then the owner sends
+    # both sums back on one connection: the second's alpha passes while the first is on the wire.
+    # By hand: alpha + 4 Mb/B + alpha + 4 Mb/B = 2 alpha + 8M/B, BytePS's bound plus its alpha terms.
+    size, rate, alpha = 1e6, 100e9, 5e-6
+    instance = Instance(group=(0, 1), services=(), size_bytes=size, chunks=4, classic=False)
+    assert simulate_instances([instance], nic_flow_model(rate, 2), alpha) == pytest.approx(2 * alpha + 8 * size / rate)
+
+
+@pytest.mark.parametrize("size", [32_000_000, 100_000_000])
+def test_oracle_byteps_is_within_ten_percent_of_its_bound(size):
+    # DESIGN §5 at n = 4, k = 2: every machine moves 2·4·3/(16 + 8 - 4) = 1.2 M each way at
+    # 100 Gb/s, plus alpha (5 us) for the push and for the sum: 3.082 ms at 32 MB, 9.610 ms at 100 MB.
+    bound_s = 1.2 * size * 8 / 100e9 + 2 * 5e-6
+    sc = scenario(cpus=2, size=size)
+    predicted = predict(sc, schedule_for(sc)).iteration_time_s
+    assert bound_s <= predicted <= 1.10 * bound_s
 
 
 def test_oracle_more_cpu_machines_is_never_slower():
