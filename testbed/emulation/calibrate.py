@@ -11,7 +11,7 @@ import time
 from datetime import datetime, timezone
 from pathlib import Path
 
-from testbed.core.calibration import Calibration
+from testbed.core.calibration import Calibration, load_calibration
 from testbed.core.contracts import InaNodeConfig
 from testbed.core.errors import RunFailed
 from testbed.core.ina_fabric import DEFAULT_POOL_SLOTS, MAX_WINDOW
@@ -207,7 +207,8 @@ def calibrate() -> Calibration:
     require_emulation_platform()
     with tempfile.TemporaryDirectory(prefix="testbed-calibrate-") as work:
         fabric = Fabric(kind="elect-flat", hosts=2 * PAIRS, gpu_bandwidth_gbps=UNSHAPED_BPS / 1e9)
-        with live_fabric(fabric, UNSHAPED_BPS, Path(work)) as live:
+        # A re-calibration waits for the fabric as long as the last calibration says this machine needs.
+        with live_fabric(fabric, UNSHAPED_BPS, Path(work), slowness=load_calibration().slowness) as live:
             timers = _timer_probe(live.fabric)
             capacity = _iperf_pairs(live.fabric)
             agent_capacity, agent_step = _agent_ring(live.fabric)

@@ -13,7 +13,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from testbed.core.calibration import load_calibration
 from testbed.core.contracts import ControllerConfig, ControllerReady, Topology
 from testbed.core.errors import EnvironmentProblem, RunFailed
 from testbed.core.paths import registry_dir
@@ -107,13 +106,14 @@ class LiveFabric:
 
 @contextmanager
 def live_fabric(fabric_spec: "Fabric", host_rate_bps: float, work_dir: Path,
-                controller_extra: dict | None = None) -> Iterator[LiveFabric]:
+                controller_extra: dict | None = None, slowness: float = 1.0) -> Iterator[LiveFabric]:
     """A programmed fabric with its controller; everything it made is removed on exit.
 
     Cleanup runs on success, on exceptions, on Ctrl-C and (through SignalGuard) on SIGTERM; what a
     SIGKILLed runner leaves is in its registry record for the next run or `testbed clean`.
     `controller_extra` adds to the controller's configuration (optical fabrics need the schedule,
-    the dilation and where to write events).
+    the dilation and where to write events). `slowness` (the calibration's) stretches the waits
+    for the controller and the switches on a slow machine.
     """
     from testbed.emulation.fabric import MininetFabric  # Mininet only where an emulation needs it (not `predict`)
 
@@ -135,7 +135,6 @@ def live_fabric(fabric_spec: "Fabric", host_rate_bps: float, work_dir: Path,
             stale.unlink(missing_ok=True)
         # The topology is known before the network exists: the controller reads it when it starts.
         topology_path.write_text(Topology(**topology).dumps())
-        slowness = load_calibration().slowness
         config = ControllerConfig(topology=str(topology_path.resolve()), ready=str(ready_path.resolve()),
                                   host_pids=str(pids_path.resolve()),
                                   host_logs=str((work_dir / "host_config").resolve()),

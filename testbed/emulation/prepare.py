@@ -3,11 +3,11 @@ is given (or reads once): the schedule, the oracle's prediction, dilation and by
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from hosts.ina.protocol import FRAME_BYTES, PAYLOAD_BYTES
 from testbed.core.byteps_schedule import instances
-from testbed.core.calibration import Calibration, load_calibration
+from testbed.core.calibration import DEFAULT_CALIBRATION, Calibration, load_calibration
 from testbed.core.dilation import EmulationPlan, resolve_emulation
 from testbed.core.errors import InputError
 from testbed.core.fabric_kinds import EMULATED_FABRICS, KINDS
@@ -47,6 +47,9 @@ class Prepared:
     message_rate_frac: dict[tuple[int, int, str], float] | None = None
     # Fabrics with an aggregation node: the packet rate this machine's node program answered.
     ina_node_packets_per_s: float | None = None
+    # The machine's calibration this run was sized by: the run judges its capacity and stretches
+    # its waits for a slow machine by the same figures (one read for the whole run).
+    calibration: Calibration = DEFAULT_CALIBRATION
 
 
 
@@ -55,6 +58,10 @@ def prepare(scenario: Scenario, calibration: Calibration | None = None) -> Prepa
     """What a run of `scenario` needs decided first; `calibration` is this machine's (the stored one
     when not given)."""
     calibration = calibration or load_calibration()
+    return replace(_prepare(scenario, calibration), calibration=calibration)
+
+
+def _prepare(scenario: Scenario, calibration: Calibration) -> Prepared:
     if scenario.fabric.kind not in EMULATED_FABRICS:
         raise InputError(
             f"{scenario.name}: testbed run emulates {', '.join(EMULATED_FABRICS)} so far (this is "

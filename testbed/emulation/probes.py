@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Callable, Iterator
 
 from controller.client import Northbound
+from testbed.core.calibration import load_calibration
 from testbed.core.errors import RunFailed
 from testbed.core.scenario import Fabric
 from testbed.emulation.live import LiveFabric, live_fabric
@@ -22,14 +23,17 @@ HOST_TTL = 64
 
 @contextmanager
 def optical_fabric(fabric: Fabric, host_rate_bps: float, work_dir: Path, traffic: list[list[float]],
-                   dilation: float = 1.0, policy: str = "one-shot") -> Iterator[tuple[LiveFabric, Northbound]]:
-    """A live sip-ocs or sip-ring fabric planned for `traffic` (N×N bytes), with its API client."""
+                   dilation: float = 1.0, policy: str = "one-shot",
+                   slowness: float | None = None) -> Iterator[tuple[LiveFabric, Northbound]]:
+    """A live sip-ocs or sip-ring fabric planned for `traffic` (N×N bytes), with its API client;
+    its waits for the switches stretch by `slowness` (the stored calibration's when not given)."""
     work_dir.mkdir(parents=True, exist_ok=True)
     schedule = work_dir / "schedule.json"
     schedule.write_text(json.dumps({"hosts": fabric.hosts, "traffic_matrix_bytes": traffic, "gpus": []}))
     extra = {"dilation": dilation, "schedule": str(schedule.resolve()),
              "events": str((work_dir / "controller_events.jsonl").resolve())}
-    with live_fabric(fabric, host_rate_bps, work_dir, extra) as live:
+    slowness = load_calibration().slowness if slowness is None else slowness
+    with live_fabric(fabric, host_rate_bps, work_dir, extra, slowness) as live:
         api = Northbound(live.ready["api"])
         api.settings(policy=policy)
         yield live, api

@@ -11,7 +11,6 @@ from typing import TYPE_CHECKING
 from hosts import ops
 from hosts.data import digest
 from testbed.core import fidelity
-from testbed.core.calibration import load_calibration
 from testbed.core.contracts import Event, Results
 from testbed.core.fabric_kinds import KINDS
 from testbed.core.units import us_to_s
@@ -192,7 +191,7 @@ def assemble(prepared: "Prepared", run_dir: Path, measured: dict, outcome: dict)
     node_fabric = KINDS[scenario.fabric.kind].aggregation_node
     ina = _ina_summary(measured.get("ina_node"), per_host) if node_fabric else None
     loss_injected = scenario.fabric.node_drop_frac + scenario.fabric.link_loss_frac > 0
-    calibration = load_calibration()
+    calibration = prepared.calibration
     expected_bps = prepared.expected_rate_bps or plan.host_rate_bps
     rates = [r / expected_bps for h in per_host for it in h["iterations"] for r in it["step_rates_bps"]]
     if scenario.workload.kind in ("model", "trace", "chakra"):

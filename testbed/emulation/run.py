@@ -76,7 +76,8 @@ class Runner:
         timings = self.measured.setdefault("timings_s", {})  # from the start of set-up
         try:
             with SignalGuard(), live_fabric(self.prepared.scenario.fabric, self.prepared.plan.host_rate_bps,
-                                             self.run_dir, self._controller_extra()) as live:
+                                             self.run_dir, self._controller_extra(),
+                                             self.prepared.calibration.slowness) as live:
                 timings.update(live.timings_s)
                 try:
                     self._run_agents(live)

@@ -75,9 +75,10 @@ def simulate_instances(instances: list[Instance], model: FlowModel, latency_s: f
     def release(key: tuple[int, int], at_s: float) -> None:
         i, c = key
         owner, inst = owner_of[key], instances[i]
+        size = inst.size_bytes / inst.chunks
         for w in inst.group:
             if w != owner:
-                stream(("sum", owner, w), 1, buffered=True).queue.append((owner, w, inst.size_bytes / inst.chunks, ("sum", i, c), at_s))
+                stream(("sum", owner, w), 1, buffered=True).queue.append((owner, w, size, ("sum", i, c), at_s))
 
     for key, left in pushes_left.items():
         if left == 0:  # every copy is local (one worker owning its own chunk)
