@@ -64,6 +64,7 @@ class OpticalFabricApp(app_manager.OSKenApp):
         self.programmed: set[int] = set()
         self.barriers: dict[tuple[int, int], threading.Event] = {}
         self.counters: dict[tuple[int, str, str], int] = {}
+        self.stats_pending: set[int] = set()  # switches whose flow counters were asked for and not yet sent
         self.ip_rank = {h["ip"]: h["rank"] for h in self.topology["hosts"]}
         self.total = [[0.0] * self.n for _ in range(self.n)]
         self.last_period = [[0.0] * self.n for _ in range(self.n)]
@@ -93,6 +94,7 @@ class OpticalFabricApp(app_manager.OSKenApp):
                                               match=parser.OFPMatch(**rule.match_dict()), instructions=goto))
             with self.lock:
                 self.datapaths[dp.id] = dp
+                self.stats_pending.discard(dp.id)  # a reconnected switch answers no earlier request
                 for rule in self.rendering.rules.get(dp.id, ()):
                     self._flow(dp, rule, add=True)
             dp.send_msg(parser.OFPBarrierRequest(dp))
@@ -136,8 +138,19 @@ class OpticalFabricApp(app_manager.OSKenApp):
                 fields = dict(stat.match.items())
                 if "ipv4_src" in fields and "ipv4_dst" in fields:
                     self.counters[(dpid, fields["ipv4_src"], fields["ipv4_dst"])] = stat.byte_count
+            if not ev.msg.flags & ev.msg.datapath.ofproto.OFPMPF_REPLY_MORE:
+                self.stats_pending.discard(dpid)
         except Exception:
             fail_loudly("reading flow counters")
+
+    def _request_counters(self) -> None:
+        """Ask every switch for its flow counters, unless its answer to the last request is still on
+        its way: on a slow machine the replies to a short period's requests outran what this process
+        parsed, and barrier replies queued behind them for 20 s (a retune waited that long)."""
+        for dpid, dp in list(self.datapaths.items()):
+            if dpid not in self.stats_pending:
+                self.stats_pending.add(dpid)
+                dp.send_msg(dp.ofproto_parser.OFPFlowStatsRequest(dp, table_id=0))
 
     def _barrier(self, dpids) -> None:
         waiters = []
@@ -205,8 +218,7 @@ class OpticalFabricApp(app_manager.OSKenApp):
             period_s = us_to_s(self.settings["estimate_period_us"]) * self.dilation
             time.sleep(period_s)
             self._close_period()
-            for dp in list(self.datapaths.values()):
-                dp.send_msg(dp.ofproto_parser.OFPFlowStatsRequest(dp, table_id=0))
+            self._request_counters()
             policy = self.settings["policy"]
             if policy == "one-shot" or self.busy or not self.requests.empty():
                 continue

@@ -14,8 +14,9 @@ import struct
 import sys
 import time
 
+from hosts.timing import wait_until
+
 FORMAT = "!Qd"
-SPIN_S = 1e-3  # a sleep can overshoot by this much; the sender spins the last of each interval
 # Linux <netinet/in.h> and <asm/socket.h>; the socket module does not export these.
 IP_RECVTTL = getattr(socket, "IP_RECVTTL", 12)
 IP_TTL = getattr(socket, "IP_TTL", 2)
@@ -32,13 +33,9 @@ def send(dst: str, port: int, interval_s: float, duration_s: float) -> None:
         except OSError:
             pass  # no route (dark) is part of what is measured
         seq += 1
-        next_at = start + seq * interval_s
-        # Sleep through all but the last millisecond and spin the rest: a sender spinning whole
-        # intervals starved the controller and switches of a slow machine's CPU.
-        if next_at - time.monotonic() > SPIN_S:
-            time.sleep(next_at - time.monotonic() - SPIN_S)
-        while time.monotonic() < next_at:
-            pass
+        # Sleeps through all but the end of the interval and spins the rest: a sender spinning
+        # whole intervals starved the controller and switches of a slow machine's CPU.
+        wait_until(start + seq * interval_s)
 
 
 def recv(port: int, duration_s: float, out: str) -> None:

@@ -25,8 +25,10 @@ from testbed.oracle.fabrics import forwarding_load_factor, mp_flow_model
 from testbed.oracle.replanning import replans_during_run
 from testbed.oracle.schedule_sim import simulate_schedule, simulate_with_message_rates
 
-# A reconfiguration's rule changes and their barrier take about a millisecond here (DESIGN §8);
-# dark time must be accurate to the dark_time monitor's DARK_TOLERANCE.
+# A reconfiguration's rule changes and their barrier take about a millisecond here (DESIGN §8), and
+# a machine `slowness` times slower takes that many times longer (inside the software-emulated VM
+# the hosts switched their links 10-30 ms late); dark time must be accurate to the dark_time
+# monitor's DARK_TOLERANCE.
 CONTROL_LATENCY_S = 1e-3
 
 
@@ -212,7 +214,7 @@ def _emulation_plan(scenario: Scenario, schedule: Schedule, prediction: Predicti
         smallest_message_bytes=smallest_message_bytes,
         concurrent_senders=schedule.hosts * _load_factor(scenario, schedule),
         calibration=calibration,
-        min_dilation=min_dilation_for(scenario.fabric),
+        min_dilation=min_dilation_for(scenario.fabric, calibration.slowness),
         max_host_rate_bps=max_host_rate_bps,
     )
 
@@ -233,9 +235,9 @@ def _load_factor(scenario: Scenario, schedule: Schedule) -> float:
     return forwarding_load_factor(scenario.fabric, schedule.traffic())
 
 
-def min_dilation_for(fabric: Fabric) -> float:
-    """Optical fabrics: the dilated dark time must dwarf the controller's own latency."""
+def min_dilation_for(fabric: Fabric, slowness: float = 1.0) -> float:
+    """Optical fabrics: the dilated dark time must dwarf the controller's and hosts' own latency."""
     dark_us = reconfig_us(fabric)
     if not KINDS[fabric.kind].reconfigurable or dark_us <= 0:
         return 0.0
-    return CONTROL_LATENCY_S / DARK_TOLERANCE / us_to_s(dark_us)
+    return CONTROL_LATENCY_S * slowness / DARK_TOLERANCE / us_to_s(dark_us)

@@ -32,6 +32,8 @@ class _Msg:
     datapath: object
     xid: int = 0
     datapath_id: int | None = None  # a features reply's
+    flags: int = 0  # a multipart reply's
+    body: tuple = ()
 
 
 @dataclass
@@ -139,6 +141,25 @@ def test_the_traffic_matrix_counts_emulated_bytes(tmp_path, monkeypatch):
     app._close_period()
     assert app.last_period[0][1] == 1000.0 and app.total[0][1] == 7000.0
     assert app.traffic()["byte_scale"] == 0.25
+
+
+def _stats_requests(dp) -> int:
+    return sum(isinstance(m, ofproto_v1_3_parser.OFPFlowStatsRequest) for _, m in dp.sent)
+
+
+def test_a_switch_is_asked_for_its_counters_again_only_once_it_answered(ocs_app):
+    dp = next(iter(ocs_app.datapaths_fake.values()))
+    ocs_app._request_counters()
+    ocs_app._request_counters()  # the first answer has not come: no second request piles up behind it
+    assert _stats_requests(dp) == 1
+    more = ofproto_v1_3.OFPMPF_REPLY_MORE
+    for flags in (more, 0):  # a reply in two parts: answered with the last one
+        ocs_app.on_flow_stats(_Event(_Msg(dp, flags=flags)))
+        ocs_app._request_counters()
+    assert _stats_requests(dp) == 2
+    ocs_app.on_features(_Event(_Msg(dp)))  # reconnected: the pending request's answer is lost with it
+    ocs_app._request_counters()
+    assert _stats_requests(dp) == 3
 
 
 def test_a_reconnecting_switch_starts_from_an_empty_table(ocs_app):

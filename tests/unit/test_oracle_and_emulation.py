@@ -14,7 +14,7 @@ from testbed.core.schedule import ring_allreduce_traffic
 from testbed.core.shaping import htb_commands, line_rate_bps
 from testbed.core.units import Dilation
 from testbed.core.workloads import schedule_for
-from testbed.emulation.prepare import prepare
+from testbed.emulation.prepare import min_dilation_for, prepare
 
 CALIBRATION = Calibration(capacity_bps=1.2e9, timer_error_s=50e-6, sleep_overshoot_s=80e-6, datapath="user",
                           measured_at="test")
@@ -35,6 +35,16 @@ def test_ring_formula_matches_design():
     assert ring_allreduce_time_s(8, 100e6, 100e9, 5e-6) == pytest.approx(expected)
     s = scenario()
     assert predict(s, schedule_for(s)).iteration_time_s == pytest.approx(expected)
+
+
+def test_a_slow_machine_dilates_dark_times_by_its_slowness():
+    """A 25 us dark time must last 10 times the controller's 1 ms (DARK_TOLERANCE 10%): dilation
+    400; a machine whose agents take 3 ms a step (slowness 3 against 1 ms) needs 1,200."""
+    fabric = parse_scenario({"name": "t", "fabric": {"kind": "sip-ring", "hosts": 4, "reconfig_us": 25,
+                                                        "gpu_bandwidth_gbps": 100, "wavelengths": 4},
+                             "workload": {"kind": "collective", "collective": "allreduce", "bytes": 1e6}}).fabric
+    assert min_dilation_for(fabric) == pytest.approx(400)
+    assert min_dilation_for(fabric, replace(CALIBRATION, agent_step_s=3e-3).slowness) == pytest.approx(1200)
 
 
 @settings(max_examples=200, deadline=None)
