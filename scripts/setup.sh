@@ -91,7 +91,7 @@ if [ "$(readlink /usr/local/bin/testbed 2>/dev/null)" != "$PWD/.venv/bin/testbed
   echo "== /usr/local/bin/testbed now runs this checkout's testbed"
 fi
 
-if ! .venv/bin/testbed doctor --json | .venv/bin/python -c "import json,sys; c = json.load(sys.stdin)['calibration']; sys.exit(0 if c['measured'] and c['ina_node_packets_per_s'] and c.get('agent_step_s') else 1)"; then
+if ! .venv/bin/testbed doctor --json | .venv/bin/python -c "import json,sys; c = json.load(sys.stdin)['calibration']; sys.exit(0 if c['measured'] and c['ina_node_packets_per_s'] and c.get('agent_step_s') and c.get('memory_bytes') else 1)"; then
   echo "== calibrating this machine (once)"
   .venv/bin/testbed doctor --calibrate
 fi

@@ -30,6 +30,8 @@ class Calibration:
     agent_capacity_bps: float | None = None
     # One ring step of a tiny message between the agents (thread hand-offs, a sum, two wake-ups).
     agent_step_s: float | None = None
+    # The machine's physical memory: every rank's buffers, scaled by the byte scale, share it.
+    memory_bytes: float | None = None
 
     def to_json(self) -> dict[str, object]:
         return asdict(self)

@@ -19,6 +19,11 @@ EVENT_TOLERANCE = 0.02
 START_SPREAD_PER_RANK_S = 0.35e-3
 # Messages below this many emulated bytes are dominated by packet granularity, not by rate.
 MIN_MESSAGE_BYTES = 64 * 1024
+# An agent holds about this many copies of its largest buffer (its data, what it receives, numpy's
+# temporaries: 599 MB resident for a 188 MB buffer inside the 4 GB VM, where such runs were killed
+# for memory), and all ranks' copies may take this share of the machine's memory.
+AGENT_BUFFER_COPIES = 4
+MEMORY_SHARE = 0.5
 
 
 @dataclass(frozen=True)
@@ -52,6 +57,7 @@ def resolve_emulation(
     min_dilation: float = 0.0,
     max_host_rate_bps: float | None = None,
     warmup_iteration_s: float | None = None,
+    buffer_bytes: float = 0.0,
 ) -> EmulationPlan:
     """Pick dilation s and byte scale v.
 
@@ -59,7 +65,9 @@ def resolve_emulation(
     (b) the shortest timed event, dilated, is long enough that timer error and host overhead stay
     under EVENT_TOLERANCE of it, and the iteration long enough against the ranks' start spread;
     (c) the smallest message stays above MIN_MESSAGE_BYTES; and the iterations fit in max_wall_s
-    where (a)-(c) allow. Within those, the smallest s wins: shortest run.
+    where (a)-(c) allow. Within those, the smallest s wins: shortest run. An automatic v is then
+    lowered where the ranks' buffers (`buffer_bytes` emulated bytes, all ranks together) would not
+    fit in the calibrated memory: the run takes as long, at a lower wall rate.
     """
     emulation = scenario.emulation
     rate_bps = gbps_to_bps(scenario.fabric.gpu_bandwidth_gbps)
@@ -93,6 +101,11 @@ def resolve_emulation(
         else:
             s = max(s_for_timers, s_for_bytes)
             v = s * max_host_rate_bps / rate_bps
+    fits = MEMORY_SHARE * (calibration.memory_bytes or 0.0) / (AGENT_BUFFER_COPIES * buffer_bytes) \
+        if calibration.memory_bytes and buffer_bytes > 0 else float("inf")
+    if fixed_v is None and v > fits:
+        v = fits
+        notes.append(f"byte scale lowered to {v:.3g} so the ranks' buffers fit in this machine's memory")
     dilation = Dilation(dilation=s, byte_scale=v)
     host_rate_bps = dilation.emulated_rate_bps(rate_bps)
     # Warm-up rounds skip compute (the agents only warm connections and windows), so they are shorter.

@@ -4,6 +4,7 @@ ring all-reduce with their per-step cost), in-host timer precision and the INA n
 from __future__ import annotations
 
 import json
+import os
 import re
 import sys
 import tempfile
@@ -220,6 +221,7 @@ def calibrate() -> Calibration:
         timer_error_s=timers["precise_p99_s"],
         sleep_overshoot_s=timers["plain_median_s"],
         ina_node_packets_per_s=ina_rate,
+        memory_bytes=float(os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")),
         datapath=datapath(),
         measured_at=datetime.now(timezone.utc).isoformat(timespec="seconds"),
     )

@@ -216,7 +216,14 @@ def _emulation_plan(scenario: Scenario, schedule: Schedule, prediction: Predicti
         calibration=calibration,
         min_dilation=min_dilation_for(scenario.fabric, calibration.slowness),
         max_host_rate_bps=max_host_rate_bps,
+        buffer_bytes=schedule.hosts * _largest_buffer_bytes(scenario, schedule),
     )
+
+
+def _largest_buffer_bytes(scenario: Scenario, schedule: Schedule) -> float:
+    """The largest buffer one rank holds: a collective's data, else the schedule's largest step."""
+    sizes = [float(step.bytes) for gpu in schedule.gpus for step in gpu.steps if step.bytes]
+    return max([float(scenario.workload.bytes or 0.0), *sizes])
 
 
 def _warmup_iteration_s(scenario: Scenario, schedule: Schedule, prediction: Prediction) -> float:

@@ -37,6 +37,21 @@ def test_ring_formula_matches_design():
     assert predict(s, schedule_for(s)).iteration_time_s == pytest.approx(expected)
 
 
+def test_the_byte_scale_is_lowered_until_every_ranks_buffers_fit_in_memory():
+    """8 ranks of 100 MB at dilation 1,000 and 50 Mb/s a host would scale bytes by 1,000 x 50e6 /
+    100e9 = 0.5; with 4 GB of memory, half of it for 4 copies of 800 MB of buffers, at most
+    2e9 / 3.2e9 = 0.625 fits (unchanged), with 1 GB 0.15625. The dilation stays."""
+    s = scenario(8, 100.0, 100_000_000, dilation=1000)
+    predicted = predict(s, schedule_for(s)).iteration_time_s
+    roomy = replace(CALIBRATION, capacity_bps=8 * 50e6 / 0.6, memory_bytes=4e9)  # runs offer 60%
+    plan = resolve_emulation(s, predicted, 1e-3, 1e7, 8, roomy, buffer_bytes=8e8)
+    assert plan.dilation.byte_scale == pytest.approx(0.5)
+    small = replace(roomy, memory_bytes=1e9)
+    plan = resolve_emulation(s, predicted, 1e-3, 1e7, 8, small, buffer_bytes=8e8)
+    assert plan.dilation.byte_scale == pytest.approx(0.15625) and plan.dilation.dilation == 1000
+    assert any("memory" in note for note in plan.notes)
+
+
 def test_a_slow_machine_dilates_dark_times_by_its_slowness():
     """A 25 us dark time must last 10 times the controller's 1 ms (DARK_TOLERANCE 10%): dilation
     400; a machine whose agents take 3 ms a step (slowness 3 against 1 ms) needs 1,200."""
