@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import signal
 import socket
 import struct
 import sys
@@ -49,10 +50,14 @@ def recv(port: int, duration_s: float, out: str) -> None:
     sock.bind(("0.0.0.0", port))
     sock.settimeout(0.1)
     end = time.monotonic() + duration_s
+    # Stopped by SIGTERM once the sender is done (a slow machine starts the sender late), or at the
+    # end of its duration; what arrived is written either way.
+    stopped: list[int] = []
+    signal.signal(signal.SIGTERM, lambda signum, frame: stopped.append(signum))
     with open(out, "w") as handle:
         handle.write(json.dumps({"listening": True}) + "\n")
         handle.flush()
-        while time.monotonic() < end:
+        while time.monotonic() < end and not stopped:
             try:
                 data, ancillary, _, _ = sock.recvmsg(64, socket.CMSG_SPACE(4) + socket.CMSG_SPACE(16))
             except socket.timeout:

@@ -18,6 +18,10 @@ from testbed.core.scenario import Fabric
 from testbed.emulation.live import LiveFabric, live_fabric
 
 PROBE_PORT = 7001
+# The receiver listens until the sender is done: up to this long past the stream's duration, for
+# a sender that starts late (its interpreter took 1.5-4 s to start inside the software-emulated VM).
+RECEIVER_SPARE_S = 60.0
+IN_FLIGHT_S = 0.2
 HOST_TTL = 64
 
 
@@ -68,7 +72,7 @@ def probe(live: LiveFabric, src: int, dst: int, work_dir: Path, duration_s: floa
     """Stream probes from GPU src to GPU dst for duration_s; call `during` that far into the stream."""
     out = work_dir / f"probe-{src}-{dst}-{time.monotonic_ns()}.jsonl"
     receiver = live.fabric.host(dst).popen([sys.executable, "-m", "hosts.probe", "recv", str(PROBE_PORT),
-                                            "--duration-s", str(duration_s + 1.0), "--out", str(out)])
+                                            "--duration-s", str(duration_s + RECEIVER_SPARE_S), "--out", str(out)])
     deadline = time.monotonic() + 10
     while not (out.exists() and out.read_text().strip()):
         if time.monotonic() > deadline or receiver.poll() is not None:
@@ -82,8 +86,11 @@ def probe(live: LiveFabric, src: int, dst: int, work_dir: Path, duration_s: floa
         if during is not None:
             time.sleep(during_at_s)
             during()
-        sender.wait(timeout=duration_s + 30)
-        receiver.wait(timeout=duration_s + 30)
+        sender.wait(timeout=duration_s + RECEIVER_SPARE_S)
+        # The last datagrams are a path's delay behind the sender's exit: far less than this.
+        time.sleep(IN_FLIGHT_S)
+        receiver.terminate()
+        receiver.wait(timeout=30)
     finally:
         for process in (sender, receiver):
             if process.poll() is None:
