@@ -183,6 +183,11 @@ class Scenario(_Strict):
             return self.emulation.warmup_iterations
         return 1 if self.workload.kind == "model" else 2
 
+    def loses_packets(self) -> bool:
+        """Whether packets are lost on purpose, by the fabric or by an injected fault."""
+        return self.fabric.link_loss_frac + self.fabric.node_drop_frac > 0 or \
+            any(fault.loss_frac for fault in self.faults)
+
     @model_validator(mode="after")
     def _sizes_agree(self) -> "Scenario":
         model = self.workload.model

@@ -187,9 +187,7 @@ class Runner:
         scenario, plan = self.prepared.scenario, self.prepared.plan
         total, warmups, ranks = scenario.workload.iterations, scenario.warmups(), self.prepared.schedule.hosts
         round_wall_s = plan.dilation.emulated_time_s(self.prepared.prediction.iteration_time_s)
-        # Loss from the fabric or from an injected fault: rounds wait out retransmission timeouts.
-        lossy = scenario.fabric.link_loss_frac + scenario.fabric.node_drop_frac > 0 or \
-            any(fault.loss_frac for fault in scenario.faults)
+        lossy = scenario.loses_packets()  # rounds then wait out retransmission timeouts
         limit_s = 60.0 + 4 * plan.expected_wall_s
         deadline = time.monotonic() + limit_s
         progress, read_to, moved_at = Progress((0,) * ranks, 0), 0, time.monotonic()

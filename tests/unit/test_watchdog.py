@@ -25,6 +25,14 @@ def test_progress_counts_rounds_every_rank_finished():
     assert Progress.parse("", ranks=3).iterations_done(warmups=0) == 0
 
 
+def test_loss_from_the_fabric_or_an_injected_fault_counts_as_loss():
+    clean = load_scenario(ROOT / "scenarios" / "quickstart.yaml")
+    assert not clean.loses_packets()
+    assert load_scenario(ROOT / "scenarios" / "ina-lossy.yaml").loses_packets()
+    fault = {"kind": "link_loss", "at_ms": 30, "host": 1, "loss_frac": 0.05}
+    assert apply_overrides(clean, {"faults": [fault]}).loses_packets()
+
+
 def test_stall_bound_is_three_rounds_never_under_ten_seconds_and_longer_for_the_first():
     assert stall_bound_s(2.0, first_round=False) == 10.0
     assert stall_bound_s(8.0, first_round=False) == 24.0
