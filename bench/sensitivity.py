@@ -42,11 +42,13 @@ class Variant:
     smallest_batch: int | None = None  # extra global batches below the accuracy curve's own
     bucket_bytes: float | None = None  # DP gradient buckets (0: the all-reduce after the backward pass)
     efficiency: str = "constant"  # the GPU's throughput on small pieces (testbed/placer/profiles.py)
+    spatial: bool = True  # convolutions may be cut by rows (testbed/placer/balance.py)
 
 
 VARIANTS = {
     "baseline": Variant("none: the constants of testbed/placer (V100; knees 65,536 and 2,048; batches from 1,024; "
-                        "DP all-reduce in 25 MB buckets beside the backward pass)"),
+                        "DP all-reduce in 25 MB buckets beside the backward pass; convolutions cut by rows or "
+                        "channels, whichever moves fewer bytes)"),
     "transformer-knee-16384": Variant("Transformer knee at batch 16,384 (the constant before this release)",
                                       knees={"transformer": 16384}),
     "resnet-knee-8192": Variant("ResNet-50 knee at batch 8,192 instead of 65,536", knees={"resnet50": 8192}),
@@ -57,6 +59,8 @@ VARIANTS = {
     "a100": Variant("A100 instead of V100 (2.5× the compute, 2.3× the memory bandwidth)", device="a100"),
     "gemm-waves": Variant("a GEMM piece too small to fill the V100's 80 SMs with output tiles runs below the "
                           "large-GEMM rate (wave quantization) instead of at it", efficiency="waves"),
+    "channel-splits-only": Variant("convolutions cut by channel only, never by rows (no spatial splits)",
+                                   spatial=False),
 }
 
 
@@ -69,7 +73,7 @@ def _point(variant: str, model: str, bandwidth: float) -> list[dict]:
     return [dict(row, variant=variant)
             for row in sweep_point(model, bandwidth, v.device, v.knees.get(model), batches,
                                    DEFAULT_BUCKET_BYTES if v.bucket_bytes is None else v.bucket_bytes,
-                                   v.efficiency)]
+                                   v.efficiency, v.spatial)]
 
 
 def _cluster_200g(rows: list[dict]) -> list[dict]:

@@ -85,6 +85,9 @@ class ModelWorkload(_Strict):
     # DP all-reduce in buckets of this many bytes, each started as the backward compute fills it
     # (PyTorch DDP's 25 MB); 0: one all-reduce after the whole backward pass
     dp_bucket_bytes: int = Field(default=25_000_000, ge=0)
+    # Convolutions may be cut by rows (a spatial split) where that moves fewer bytes than a channel
+    # split; false: channel splits only
+    spatial_splits: bool = True
 
 
 class Workload(_Strict):

@@ -189,7 +189,8 @@ def cmd_search(args: argparse.Namespace) -> int:
     gpus = args.gpus or scenario.fabric.hosts
     fabric = scenario.fabric.model_copy(update={"hosts": gpus})
     ks = [k for k in (1, 2, 4, 8, 16, 32, 64) if gpus % k == 0]
-    cache = PlanCache(MODELS[model.name](), device(model.device, model.efficiency))
+    cache = PlanCache(MODELS[model.name](), device(model.device, model.efficiency), model.dp_bucket_bytes,
+                      model.spatial_splits)
     with Progress(console=console, transient=True) as progress:
         task = progress.add_task(f"searching (k, l, batch) for {model.name} on {gpus} GPUs",
                                  total=len(ks) * len(curve(model.name).batches))

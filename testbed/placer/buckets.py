@@ -24,11 +24,10 @@ def gradient_buckets(placement: MpPlacement, bucket_bytes: float) -> tuple[tuple
     ops = placement.ops
     per_gpu: list[list[tuple[float, tuple[int, int], float]]] = [[] for _ in range(placement.k)]
     for j, op in enumerate(ops):
-        forward = op.self_parent
-        if not op.op.backward or forward is None or ops[forward].part_param_bytes <= 0:
+        if op.gradient_bytes <= 0:
             continue
         for c in range(op.parts):
-            per_gpu[placement.gpu[j][c]].append((placement.end_us[j][c], (j, c), ops[forward].part_param_bytes))
+            per_gpu[placement.gpu[j][c]].append((placement.end_us[j][c], (j, c), op.gradient_bytes))
     buckets: list[tuple[Bucket, ...]] = []
     for produced in per_gpu:
         mine: list[Bucket] = []

@@ -6,7 +6,7 @@ from collections import defaultdict
 from dataclasses import dataclass
 
 from testbed.core.errors import InputError
-from testbed.placer.balance import TAU_US, balance, inputs_of
+from testbed.placer.balance import GRADIENT_SUM, TAU_US, balance, inputs_of
 from testbed.placer.buckets import DEFAULT_BUCKET_BYTES, Bucket, gradient_buckets
 from testbed.placer.place import (
     MpPlacement,
@@ -63,6 +63,8 @@ def messages(placement: MpPlacement) -> dict[tuple[int, int, int, int], float]:
                         found[(q, p, i, dst)] += size
     for (q, p, i, dst), size in found.items():
         parent = ops[q]
+        if ops[i].op.kind == GRADIENT_SUM:
+            continue  # weight-gradient pieces, not the producer's output
         whole = parent.out_bytes if parent.layout == "partial" else parent.out_bytes / parent.parts
         found[(q, p, i, dst)] = min(size, whole)
     return dict(found)
@@ -88,14 +90,13 @@ def _memory_and_grads(placement: MpPlacement) -> tuple[list[float], list[float]]
         for c in range(op.parts):
             g = placement.gpu[i][c]
             memory[g] += memory_need(op)
-            if not op.op.backward:
-                grads[g] += op.part_param_bytes
+            grads[g] += op.gradient_bytes
     return memory, grads
 
 
 def make_plan(graph: ModelGraph, device: DeviceProfile, k: int, l: int, global_batch: int,
               degree: int | None, tau_us: float = TAU_US, gpu_bandwidth_gbps: float = 1000.0,
-              bucket_bytes: float = DEFAULT_BUCKET_BYTES) -> Plan:
+              bucket_bytes: float = DEFAULT_BUCKET_BYTES, spatial: bool = True) -> Plan:
     """Balance, place one MP group under the degree limit, and check that it fits in memory."""
     if global_batch % l:
         raise InputError(f"global batch {global_batch} does not divide into {l} DP groups; pick a multiple of {l}")
@@ -106,7 +107,10 @@ def make_plan(graph: ModelGraph, device: DeviceProfile, k: int, l: int, global_b
     # GPUs (the Transformer at k = 8, D = 3 ran on 4 of 8). Ops of at most r+1 parts always
     # leave a common window, so the chain of ops can walk around the whole circle.
     tight = radius < k // 2
-    ops = balance(graph, device, local_batch, k, tau_us, max_parts=radius + 1 if tight else None)
+    # A height split's parts all exchange weight gradients, which only the full mesh allows for
+    # any placement of its parts; under a tighter degree convolutions are cut by channel.
+    ops = balance(graph, device, local_batch, k, tau_us, max_parts=radius + 1 if tight else None,
+                  spatial=spatial and not tight)
     placement = place_mp_group(ops, k, radius, gpu_bandwidth_gbps, device.memory_bytes)
     memory, grads = _memory_and_grads(placement)
     worst = max(memory)

@@ -78,7 +78,7 @@ def gemm_part_shape(op: Op, local_batch: int, split: str, parts: int) -> tuple[f
     rows = op.out_bytes_per_sample / BYTES_PER_ELEMENT / channels * local_batch
     if parts > 1 and split == "column":
         channels /= parts
-    elif parts > 1 and split == "sample":
+    elif parts > 1 and split in ("sample", "height"):
         rows /= parts
     return rows, channels  # a row split cuts the reduction dimension: the output keeps its shape
 

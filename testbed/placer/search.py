@@ -37,8 +37,9 @@ def fabric_degree(fabric: Fabric) -> int | None:
 class PlanCache:
     """Placements depend on the model, k, l, batch and degree, not on bandwidth: reuse them."""
 
-    def __init__(self, graph: ModelGraph, device: DeviceProfile, bucket_bytes: float = DEFAULT_BUCKET_BYTES) -> None:
-        self.graph, self.device, self.bucket_bytes = graph, device, bucket_bytes
+    def __init__(self, graph: ModelGraph, device: DeviceProfile, bucket_bytes: float = DEFAULT_BUCKET_BYTES,
+                 spatial: bool = True) -> None:
+        self.graph, self.device, self.bucket_bytes, self.spatial = graph, device, bucket_bytes, spatial
         self._plans: dict[tuple[int, int, int, int | None], Plan | None] = {}
 
     def get(self, k: int, l: int, batch: int, degree: int | None) -> Plan | None:
@@ -47,7 +48,7 @@ class PlanCache:
         if key not in self._plans:
             try:
                 self._plans[key] = make_plan(self.graph, self.device, k, l, batch, degree,
-                                             bucket_bytes=self.bucket_bytes)
+                                             bucket_bytes=self.bucket_bytes, spatial=self.spatial)
             except InputError:
                 self._plans[key] = None  # infeasible: out of memory or no placement
         return self._plans[key]

@@ -26,6 +26,10 @@ class Op:
     compute_us_per_sample: float | None = None
     # False under activation checkpointing: the output is recomputed in backward, not kept.
     keeps_activation: bool = True
+    # Spatial extent: the output's rows (image height; 0: not cut by rows) and, for a spatial split,
+    # the input rows each part needs beyond its own on either side (a k×k kernel: k // 2).
+    rows: int = 0
+    halo_rows: int = 0
 
     @property
     def parametric(self) -> bool:
@@ -57,9 +61,9 @@ class _Builder:
         self.ops: list[Op] = []
 
     def add(self, name: str, kind: str, flops: float, out_elements: float, params: float = 0.0,
-            deps: tuple[str, ...] = (), max_parts: int = 1 << 30) -> str:
+            deps: tuple[str, ...] = (), max_parts: int = 1 << 30, rows: int = 0, halo_rows: int = 0) -> str:
         self.ops.append(Op(name, kind, flops, out_elements * BYTES_PER_ELEMENT, params * BYTES_PER_ELEMENT,
-                           deps, max_parts=max_parts))
+                           deps, max_parts=max_parts, rows=rows, halo_rows=halo_rows))
         return name
 
     def build(self, model: str, notes: tuple[str, ...] = ()) -> ModelGraph:
@@ -72,11 +76,13 @@ class _Builder:
         backward = []
         for op in reversed(forward):
             # Gradient w.r.t. the input has the input's size; weight gradients double the FLOPs.
-            input_bytes = max((by_name[d].out_bytes_per_sample for d in op.deps), default=op.out_bytes_per_sample)
+            # It is cut as its forward op is, and its output has the input's rows.
+            widest = max((by_name[d] for d in op.deps), key=lambda d: d.out_bytes_per_sample, default=op)
             factor = 2.0 if op.parametric else 1.0
             deps = tuple(f"{c}.bwd" for c in children[op.name]) + (op.name,)
-            backward.append(Op(f"{op.name}.bwd", op.kind, factor * op.flops_per_sample, input_bytes,
-                               op.param_bytes, deps, backward=True, max_parts=op.max_parts))
+            backward.append(Op(f"{op.name}.bwd", op.kind, factor * op.flops_per_sample, widest.out_bytes_per_sample,
+                               op.param_bytes, deps, backward=True, max_parts=op.max_parts, rows=widest.rows,
+                               halo_rows=op.halo_rows))
         return ModelGraph(model, tuple(forward + backward), notes)
 
 
@@ -84,9 +90,9 @@ def resnet50() -> ModelGraph:
     """ResNet-50 on 224×224 images: 25.6 M parameters, ~4.1 G multiply-adds forward per image."""
     b = _Builder()
     h = w = 112
-    prev = b.add("conv1", "conv", 2 * h * w * 64 * 7 * 7 * 3, h * w * 64, 7 * 7 * 3 * 64, (), 64)
+    prev = b.add("conv1", "conv", 2 * h * w * 64 * 7 * 7 * 3, h * w * 64, 7 * 7 * 3 * 64, (), 64, h, 3)
     h = w = 56
-    prev = b.add("pool1", "pool", h * w * 64 * 9, h * w * 64, 0, (prev,))
+    prev = b.add("pool1", "pool", h * w * 64 * 9, h * w * 64, 0, (prev,), rows=h, halo_rows=1)
     channels = 64
     for stage, (blocks, width) in enumerate(zip((3, 4, 6, 3), (64, 128, 256, 512)), start=1):
         for block in range(blocks):
@@ -94,16 +100,17 @@ def resnet50() -> ModelGraph:
             oh, ow = h // stride, w // stride
             tag = f"s{stage}b{block}"
             a = b.add(f"{tag}.conv1", "conv", 2 * h * w * channels * width, h * w * width, channels * width,
-                      (prev,), width)
+                      (prev,), width, h)
             c = b.add(f"{tag}.conv2", "conv", 2 * oh * ow * width * width * 9, oh * ow * width, 9 * width * width,
-                      (a,), width)
+                      (a,), width, oh, 1)
             d = b.add(f"{tag}.conv3", "conv", 2 * oh * ow * width * 4 * width, oh * ow * 4 * width,
-                      width * 4 * width, (c,), 4 * width)
+                      width * 4 * width, (c,), 4 * width, oh)
             shortcut = prev
             if block == 0:
                 shortcut = b.add(f"{tag}.down", "conv", 2 * oh * ow * channels * 4 * width, oh * ow * 4 * width,
-                                 channels * 4 * width, (prev,), 4 * width)
-            prev = b.add(f"{tag}.add", "elementwise", oh * ow * 4 * width, oh * ow * 4 * width, 0, (d, shortcut))
+                                 channels * 4 * width, (prev,), 4 * width, oh)
+            prev = b.add(f"{tag}.add", "elementwise", oh * ow * 4 * width, oh * ow * 4 * width, 0, (d, shortcut),
+                         rows=oh)
             channels, h, w = 4 * width, oh, ow
     prev = b.add("avgpool", "pool", h * w * channels, channels, 0, (prev,))
     prev = b.add("fc", "linear", 2 * channels * 1000, 1000, channels * 1000 + 1000, (prev,), 1000)
