@@ -10,7 +10,7 @@ from testbed.core.scenario import apply_overrides, load_scenario
 from testbed.emulation.run import Runner, prepare
 
 from ..conftest import ROOT
-from .conftest import RATIO_BAND
+from .conftest import RATIO_BAND, unfaithful
 
 pytestmark = pytest.mark.root
 
@@ -30,7 +30,7 @@ def test_ina_allreduce_matches_the_oracle_and_halves_ring(tmp_path, machine_stat
     ina = run(tmp_path / "ina", "ina-allreduce.yaml", {**overrides, "emulation.dilation": ring["dilation"],
                                                        "emulation.byte_scale": ring["byte_scale"]})
     for result in (ina, ring):
-        assert result["fidelity"]["ok"], result["fidelity"]
+        assert result["fidelity"]["ok"], unfaithful(result)
         for ratio in result["emulated_over_predicted"]:
             assert RATIO_BAND[0] <= ratio <= RATIO_BAND[1]
     assert ina["ina"]["node"]["counters"]["results_multicast"] > 0

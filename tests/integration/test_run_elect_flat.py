@@ -16,7 +16,7 @@ from testbed.core.scenario import apply_overrides, load_scenario
 from testbed.emulation.run import Runner, prepare
 
 from ..conftest import ROOT
-from .conftest import RATIO_BAND, assert_iterations_match_the_oracle
+from .conftest import RATIO_BAND, assert_iterations_match_the_oracle, unfaithful
 
 pytestmark = pytest.mark.root
 
@@ -118,7 +118,7 @@ def test_overdriven_run_is_flagged_and_auto_dilation_fixes_it(tmp_path, machine_
     result = Runner(prepare(auto), tmp_path / "auto").execute()
     assert result["status"] == "ok", result["error"]
     assert result["sums_correct"]
-    assert result["fidelity"]["ok"], result["fidelity"]
+    assert result["fidelity"]["ok"], unfaithful(result)
 
 
 def test_placed_model_schedule_replays_on_elect_flat(tmp_path, machine_state):
