@@ -325,7 +325,10 @@ class InaEndpoint:
             out.update(client.counters)
         out.update({f"fallback_{k}": v for k, v in self._fallback_counters.items()})
         out.update({f"dropped_{k}": v for k, v in self.dropped.items()})
-        return {**out, "timeout_wait_s": sum(client.timeout_wait_s for client in self.jobs.values())}
+        # The adaptive timeout where the run ended (wall seconds): what a lost chunk waited for.
+        timer = {"timer_rto_s": self.timer.rto_s, "timer_srtt_s": self.timer.srtt_s or 0.0,
+                 "timer_rttvar_s": self.timer.rttvar_s}
+        return {**out, **timer, "timeout_wait_s": sum(client.timeout_wait_s for client in self.jobs.values())}
 
     def close(self) -> None:
         """Stops the fallback aggregators (collecting their counters) and closes the socket."""

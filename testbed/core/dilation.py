@@ -58,6 +58,7 @@ def resolve_emulation(
     max_host_rate_bps: float | None = None,
     warmup_iteration_s: float | None = None,
     buffer_bytes: float = 0.0,
+    exact_packets: bool = False,
 ) -> EmulationPlan:
     """Pick dilation s and byte scale v.
 
@@ -67,7 +68,9 @@ def resolve_emulation(
     (c) the smallest message stays above MIN_MESSAGE_BYTES; and the iterations fit in max_wall_s
     where (a)-(c) allow. Within those, the smallest s wins: shortest run. An automatic v is then
     lowered where the ranks' buffers (`buffer_bytes` emulated bytes, all ranks together) would not
-    fit in the calibrated memory: the run takes as long, at a lower wall rate.
+    fit in the calibrated memory: the run takes as long, at a lower wall rate. With
+    `exact_packets` (loss injected per packet) an automatic v is 1: each emulated packet is a real
+    one, so a run loses as many packets as the fabric it emulates.
     """
     emulation = scenario.emulation
     rate_bps = gbps_to_bps(scenario.fabric.gpu_bandwidth_gbps)
@@ -87,6 +90,11 @@ def resolve_emulation(
 
     fixed_s = None if emulation.dilation == "auto" else float(emulation.dilation)
     fixed_v = None if emulation.byte_scale == "auto" else float(emulation.byte_scale)
+    if exact_packets and fixed_v is None:
+        fixed_v = 1.0
+    elif exact_packets and fixed_v is not None and fixed_v != 1.0:
+        notes.append(f"loss is injected per emulated packet, each {1 / fixed_v:.3g} real ones at byte scale "
+                     f"{fixed_v:.3g}: the run loses packets as a coarser fabric would (byte_scale: auto keeps 1)")
     if fixed_s is not None and fixed_v is not None:
         s, v = fixed_s, fixed_v
     elif fixed_s is not None:

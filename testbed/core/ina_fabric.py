@@ -5,14 +5,17 @@ packets; every port is shaped at B on both ends; optional loss on every link for
 
 from __future__ import annotations
 
+import math
+from dataclasses import dataclass
 from typing import Any
 
-from hosts.ina.client import default_rto_s, min_rto_s
-from hosts.ina.protocol import DATA_PORT, FALLBACK_PORT, FRAME_BYTES
+from hosts.ina.client import MIN_RTO_S, default_rto_s, min_rto_s
+from hosts.ina.protocol import DATA_PORT, ELEMENTS_PER_PACKET, FALLBACK_PORT, FRAME_BYTES, PAYLOAD_BYTES
 from testbed.core.errors import InputError
 from testbed.core.scenario import Fabric
-from testbed.core.shaping import htb_commands_small_first, offload_command
+from testbed.core.shaping import MTU_FRAME_BYTES, TCP_PAYLOAD_BYTES, htb_commands_small_first, offload_command
 from testbed.core.units import bytes_to_bits, transfer_time_s
+from testbed.oracle.ina_loss import InaProtocol, lossy_allreduce_s
 
 NODE_SYSCTLS = ("net.ipv4.ip_forward=1", "net.ipv4.conf.all.rp_filter=0", "net.ipv4.conf.default.rp_filter=0",
                 "net.ipv4.conf.all.send_redirects=0", "net.ipv4.conf.default.send_redirects=0")
@@ -123,3 +126,36 @@ def ina_settings(fabric: Fabric, workers_per_job: int, host_rate_bps: float, agg
         queued_s = transfer_time_s(window * fabric.hosts * FRAME_BYTES, aggregation_bps)
         agents["min_rto_s"] = max(agents["min_rto_s"], 1.5 * queued_s + 2e-3)
     return node, agents
+
+
+@dataclass(frozen=True)
+class InaRunTiming:
+    """What a run changes in the protocol's real-world timing: its byte scale (each emulated chunk
+    stands for 1/v real ones, and each is lost as one) and its timers' floor (MIN_RTO_S of wall time,
+    1/dilation of it in real-world time). A prediction without a run: real packets, an exact timer."""
+
+    byte_scale: float = 1.0
+    timer_floor_s: float = 0.0
+
+    @classmethod
+    def of_run(cls, dilation: float, byte_scale: float) -> "InaRunTiming":
+        return cls(byte_scale, MIN_RTO_S / dilation)
+
+
+def lossy_ina_time_s(fabric: Fabric, workers: int, size_bytes: float, rate_bps: float, latency_s: float,
+                     seed: int, timing: InaRunTiming) -> tuple[float, int]:
+    """(time, retransmissions) of one INA all-reduce with the fabric's loss, simulated with the
+    workers' window and timeout rules (testbed/oracle/ina_loss.py) at the timing `timing` gives."""
+    v = timing.byte_scale
+    _, window = ina_window(fabric, workers)
+    outstanding = window * (1 if fabric.sharing == "reserved" else 1 + workers)  # as ina_settings
+    frame_bits = bytes_to_bits(FRAME_BYTES)
+    queue_s = outstanding * frame_bits / (v * rate_bps)  # the client's timers use the payload rate
+    floor_s = timing.timer_floor_s
+    protocol = InaProtocol(workers=workers, window=window,
+                           frame_s=frame_bits * TCP_PAYLOAD_BYTES / (MTU_FRAME_BYTES * v * rate_bps),
+                           min_rto_s=max(floor_s, 1.5 * queue_s + floor_s),
+                           initial_rto_s=3 * window * frame_bits / (v * rate_bps) + 2.5 * floor_s)
+    chunks = max(1, math.ceil(v * size_bytes / PAYLOAD_BYTES))
+    return lossy_allreduce_s(protocol, chunks, math.ceil(chunks / ELEMENTS_PER_PACKET), latency_s,
+                             fabric.link_loss_frac, fabric.node_drop_frac, seed)

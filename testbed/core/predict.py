@@ -5,7 +5,7 @@ from __future__ import annotations
 from testbed.core.byteps_schedule import instances, local_steps_us
 from testbed.core.errors import InputError
 from testbed.core.fabric_kinds import KINDS
-from testbed.core.ina_fabric import collision_fraction
+from testbed.core.ina_fabric import InaRunTiming, collision_fraction, lossy_ina_time_s
 from testbed.core.scenario import Fabric, Scenario
 from testbed.core.schedule import Schedule
 from testbed.core.units import gbps_to_bps, us_to_s
@@ -25,20 +25,33 @@ from testbed.oracle.iteration import predict_plan
 from testbed.oracle.schedule_sim import simulate_schedule
 
 
-def predict_ina_fabric(scenario: Scenario, schedule: Schedule) -> Prediction:
+def predict_ina_fabric(scenario: Scenario, schedule: Schedule, timing: InaRunTiming = InaRunTiming()) -> Prediction:
     """The ina fabric: the node is a non-blocking switch with a port of B per GPU, so a ring (or
-    any collective) of each job costs what it costs on Elect-Flat; INA all-reduce uses the node."""
+    any collective) of each job costs what it costs on Elect-Flat; INA all-reduce uses the node.
+    With loss on the fabric, INA's window protocol is simulated (at a run's `timing`): each lost
+    packet holds its worker's window until its retransmission timeout."""
     fabric, first = scenario.fabric, schedule.gpus[0].steps[0].collective()
     rate, latency = gbps_to_bps(fabric.gpu_bandwidth_gbps), us_to_s(fabric.latency_us)
     n = len(first.group)
+    retransmission_s = 0.0
     if first.algorithm == "ina":
         share = gbps_to_bps(fabric.aggregation_gbps) / schedule.hosts if fabric.aggregation_gbps else None
-        cost = ina_allreduce_cost(n, first.bytes, rate, latency, share, collision_fraction(fabric, n))
+        collisions = collision_fraction(fabric, n)
+        cost = ina_allreduce_cost(n, first.bytes, rate, latency, share, collisions)
+        if fabric.link_loss_frac + fabric.node_drop_frac > 0:
+            lossy_s, retransmits = lossy_ina_time_s(fabric, n, first.bytes, min(rate, share or rate), latency,
+                                                    scenario.seed, timing)
+            lossy_s *= 1 + collisions * (n - 1)
+            retransmission_s = max(0.0, lossy_s - cost.time_s)
+            cost = CollectiveCost(cost.time_s + retransmission_s, cost.smallest_message_bytes, cost.messages,
+                                  cost.formula + f"; loss: the window protocol simulated, about {retransmits} "
+                                  f"retransmissions per iteration")
     else:
         cost = collective_cost(first.op, first.algorithm, n, first.bytes, rate, latency)
     jobs = schedule.hosts // n
     formula = f"{first.op} ({first.algorithm}): {cost.formula}" + (f"; {jobs} jobs at once" if jobs > 1 else "")
-    return Prediction(cost.time_s, Breakdown(communication_s=cost.time_s), formula)
+    return Prediction(cost.time_s, Breakdown(communication_s=cost.time_s - retransmission_s,
+                                             retransmission_s=retransmission_s), formula)
 
 
 def predict_scenario(scenario: Scenario) -> Prediction:

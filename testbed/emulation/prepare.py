@@ -12,8 +12,8 @@ from testbed.core.dilation import EmulationPlan, resolve_emulation
 from testbed.core.errors import InputError
 from testbed.core.fabric_kinds import EMULATED_FABRICS, KINDS
 from testbed.core.fidelity import DARK_TOLERANCE
-from testbed.core.ina_fabric import collision_fraction, max_worker_rate_bps
-from testbed.core.predict import predict
+from testbed.core.ina_fabric import InaRunTiming, collision_fraction, max_worker_rate_bps
+from testbed.core.predict import predict, predict_ina_fabric
 from testbed.core.scenario import Fabric, Scenario
 from testbed.core.schedule import Schedule
 from testbed.core.shaping import MTU_FRAME_BYTES, TCP_PAYLOAD_BYTES
@@ -173,7 +173,11 @@ def _prepare_ina(scenario: Scenario, schedule: Schedule, prediction: Prediction,
     fabric, size = scenario.fabric, float(schedule.gpus[0].steps[0].collective().bytes)
     shortest = prediction.iteration_time_s / 2  # the data round; the exponent round is about α
     cap = _ina_rate_cap(scenario, calibration)
-    plan = _emulation_plan(scenario, schedule, prediction, calibration, shortest, size, cap)
+    lossy = fabric.link_loss_frac + fabric.node_drop_frac > 0
+    plan = _emulation_plan(scenario, schedule, prediction, calibration, shortest, size, cap, exact_packets=lossy)
+    if lossy:  # lost packets wait out timers whose floor is wall time: the run's own dilation
+        dilation = plan.dilation
+        prediction = predict_ina_fabric(scenario, schedule, InaRunTiming.of_run(dilation.dilation, dilation.byte_scale))
     payload_share = (PAYLOAD_BYTES / FRAME_BYTES) * (MTU_FRAME_BYTES / TCP_PAYLOAD_BYTES)
     expected = plan.host_rate_bps * payload_share
     if fabric.aggregation_gbps:
@@ -203,7 +207,7 @@ def _prepare_byteps(scenario: Scenario, schedule: Schedule, prediction: Predicti
 def _emulation_plan(scenario: Scenario, schedule: Schedule, prediction: Prediction, calibration: Calibration,
                     shortest_event_s: float, smallest_message_bytes: float,
                     max_host_rate_bps: float | None = None,
-                    warmup_iteration_s: float | None = None) -> EmulationPlan:
+                    warmup_iteration_s: float | None = None, exact_packets: bool = False) -> EmulationPlan:
     """Dilation and byte scale for this schedule: every rank (GPUs and CPU machines) may send at
     once, relaying fabrics forward some packets several times."""
     return resolve_emulation(
@@ -217,6 +221,7 @@ def _emulation_plan(scenario: Scenario, schedule: Schedule, prediction: Predicti
         min_dilation=min_dilation_for(scenario.fabric, calibration.slowness),
         max_host_rate_bps=max_host_rate_bps,
         buffer_bytes=schedule.hosts * _largest_buffer_bytes(scenario, schedule),
+        exact_packets=exact_packets,
     )
 
 

@@ -117,11 +117,14 @@ def _check_sums(prepared: "Prepared", per_host: list[dict]) -> tuple[bool, list[
 
 def _ina_summary(node: dict | None, per_host: list[dict]) -> dict:
     """The node's counters (drops by reason, results, collisions) and the workers' (retransmissions,
-    fallback aggregation), summed over workers."""
-    workers: dict[str, int] = {}
-    for host in per_host:
-        for key, value in (host.get("ina") or {}).items():
-            workers[key] = workers.get(key, 0) + value
+    fallback aggregation), summed over workers; their timers' state (`timer_*`, wall seconds)
+    averaged."""
+    workers: dict[str, float] = {}
+    reporting = [host["ina"] for host in per_host if host.get("ina")]
+    for counters in reporting:
+        for key, value in counters.items():
+            share = 1 / len(reporting) if key.startswith("timer_") else 1
+            workers[key] = workers.get(key, 0) + value * share
     return {"node": node, "workers": workers}
 
 

@@ -42,10 +42,12 @@ def test_ina_allreduce_matches_the_oracle_and_halves_ring(tmp_path, machine_stat
     assert abs(measured / theory - 1) <= 0.1, (measured, theory)
 
 
-@pytest.mark.parametrize("loss_frac", [0.01, 0.05])
-def test_ina_sums_stay_exact_under_loss(tmp_path, machine_state, loss_frac):
+# Lossy runs send every real packet (byte scale 1), and at 5% a third of the chunks wait out a
+# timeout: smaller buffers keep each test under a minute.
+@pytest.mark.parametrize("loss_frac, size", [(0.01, 2_000_000), (0.05, 500_000)])
+def test_ina_sums_stay_exact_under_loss(tmp_path, machine_state, loss_frac, size):
     result = run(tmp_path, "ina-lossy.yaml", {"fabric.link_loss_frac": loss_frac, "fabric.node_drop_frac": loss_frac,
-                                              "workload.bytes": 20_000_000})
+                                              "workload.bytes": size})
     node, workers = result["ina"]["node"]["counters"], result["ina"]["workers"]
     assert node["injected_drops"] > 0 and workers["retransmits"] > 0
     assert result["fidelity"]["monitors"]["ina_loss"]["ok"]
