@@ -17,6 +17,7 @@ UPLINK, PIPELINE, DOWNLINK = "uplink", "pipeline", "downlink"
 # A pass longer than this many chunks is simulated for this many and scaled: its time per chunk is
 # steady long before, and a 1,024-GPU prediction must not wait on a million events.
 MAX_SIMULATED_CHUNKS = 20_000
+SAMPLED_CHUNKS, MAX_SAMPLES = 20_000, 16
 
 LossFn = Callable[[str, int, int, int], bool]  # (point, worker, chunk, attempt) → lost?
 
@@ -139,18 +140,24 @@ def simulate_pass(protocol: InaProtocol, chunks: int, lost: LossFn, start_s: tup
 
 
 def lossy_allreduce_s(protocol: InaProtocol, chunks: int, exponent_packets: int, latency_s: float,
-                      link_loss_frac: float, node_drop_frac: float, seed: int, samples: int = 3) -> tuple[float, int]:
+                      link_loss_frac: float, node_drop_frac: float, seed: int,
+                      samples: int | None = None) -> tuple[float, int]:
     """(mean time, mean retransmissions) of the two passes of a float32 INA all-reduce, the MAX
-    round of exponents then the chunks, each after a round's α, over `samples` seeded draws."""
+    round of exponents then the chunks, each after a round's α, over `samples` seeded draws (by
+    default enough for SAMPLED_CHUNKS chunks in all: the mean of a few losses varies a lot)."""
+    samples = samples or max(1, min(MAX_SAMPLES, round(SAMPLED_CHUNKS / max(1, chunks))))
     simulated = min(chunks, MAX_SIMULATED_CHUNKS)
     scale = chunks / simulated if simulated else 1.0
     total_s = total_retransmits = 0.0
     for k in range(samples):
         lost = random_loss(link_loss_frac, node_drop_frac, seed * 1_000_003 + k)
         timers = [RetransmitTimer(protocol.initial_rto_s, protocol.min_rto_s) for _ in range(protocol.workers)]
-        first = simulate_pass(protocol, exponent_packets, lost, (latency_s,) * protocol.workers, timers)
-        second_start_s = min(first.finish_s) + latency_s
-        second = simulate_pass(protocol, simulated, lost, tuple(t + latency_s for t in first.finish_s), timers)
+        # The workers' timers carry over from one iteration to the next (a run warms up first):
+        # the iteration measured is the second one with the same timers.
+        for _ in range(2):
+            first = simulate_pass(protocol, exponent_packets, lost, (latency_s,) * protocol.workers, timers)
+            second_start_s = min(first.finish_s) + latency_s
+            second = simulate_pass(protocol, simulated, lost, tuple(t + latency_s for t in first.finish_s), timers)
         total_s += second_start_s + (second.time_s - second_start_s) * scale
         total_retransmits += first.retransmits + second.retransmits * scale
     return total_s / samples, round(total_retransmits / samples)
