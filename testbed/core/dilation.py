@@ -59,13 +59,14 @@ def resolve_emulation(
     warmup_iteration_s: float | None = None,
     buffer_bytes: float = 0.0,
     exact_packets: bool = False,
+    min_message_bytes: float = MIN_MESSAGE_BYTES,
 ) -> EmulationPlan:
     """Pick dilation s and byte scale v.
 
     Constraints: (a) all senders together stay under capacity_fraction of the calibrated capacity;
     (b) the shortest timed event, dilated, is long enough that timer error and host overhead stay
     under EVENT_TOLERANCE of it, and the iteration long enough against the ranks' start spread;
-    (c) the smallest message stays above MIN_MESSAGE_BYTES; and the iterations fit in max_wall_s
+    (c) the smallest message stays above `min_message_bytes`; and the iterations fit in max_wall_s
     where (a)-(c) allow. Within those, the smallest s wins: shortest run. An automatic v is then
     lowered where the ranks' buffers (`buffer_bytes` emulated bytes, all ranks together) would not
     fit in the calibrated memory: the run takes as long, at a lower wall rate. With
@@ -102,7 +103,7 @@ def resolve_emulation(
         v = s * max_host_rate_bps / rate_bps
     else:
         # v = s·r/B at the largest allowed per-host rate r; raise s until messages are large enough.
-        s_for_bytes = MIN_MESSAGE_BYTES * rate_bps / (max_host_rate_bps * smallest_message_bytes)
+        s_for_bytes = min_message_bytes * rate_bps / (max_host_rate_bps * smallest_message_bytes)
         if fixed_v is not None:
             s = max(fixed_v * rate_bps / max_host_rate_bps, s_for_timers)
             v = fixed_v

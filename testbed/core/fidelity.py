@@ -110,10 +110,10 @@ def cpu_monitor(busy_frac: float | None) -> Monitor:
                    "" if ok else "fewer hosts or a larger dilation; the host programs were starved")
 
 
-def message_size_monitor(smallest_emulated_bytes: int) -> Monitor:
-    ok = smallest_emulated_bytes >= MIN_MESSAGE_BYTES
+def message_size_monitor(smallest_emulated_bytes: int, floor_bytes: float = MIN_MESSAGE_BYTES) -> Monitor:
+    ok = smallest_emulated_bytes >= floor_bytes
     return Monitor("message_size", float(smallest_emulated_bytes), ok,
-                   f"smallest emulated message {smallest_emulated_bytes} B (floor {MIN_MESSAGE_BYTES} B)",
+                   f"smallest emulated message {smallest_emulated_bytes} B (floor {floor_bytes:.0f} B)",
                    "" if ok else "raise byte_scale (or use auto) so messages span many packets")
 
 

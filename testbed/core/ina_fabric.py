@@ -5,6 +5,7 @@ packets; every port is shaped at B on both ends; optional loss on every link for
 
 from __future__ import annotations
 
+import functools
 import math
 from dataclasses import dataclass
 from typing import Any
@@ -16,6 +17,7 @@ from testbed.core.scenario import Fabric
 from testbed.core.shaping import MTU_FRAME_BYTES, TCP_PAYLOAD_BYTES, htb_commands_small_first, offload_command
 from testbed.core.units import bytes_to_bits, transfer_time_s
 from testbed.oracle.ina_loss import InaProtocol, lossy_allreduce_s
+from testbed.oracle.ina_shared import SharedPool, shared_allreduce_s
 
 NODE_SYSCTLS = ("net.ipv4.ip_forward=1", "net.ipv4.conf.all.rp_filter=0", "net.ipv4.conf.default.rp_filter=0",
                 "net.ipv4.conf.all.send_redirects=0", "net.ipv4.conf.default.send_redirects=0")
@@ -62,7 +64,7 @@ def ina_host_commands(topology: dict[str, Any], link_loss_frac: float = 0.0) -> 
 
 DEFAULT_POOL_SLOTS = 512
 SHARED_POOL_PER_WINDOW = 8
-SHARED_OCCUPANCY = 1.3  # measured: 14-16% of chunks collided where 2 jobs × 8 chunks held 12.5% of 128 slots
+SHARED_SIMULATED_CHUNKS = 10_000
 MAX_WINDOW = 16  # outstanding chunks per worker and job: several times the emulated bandwidth-delay product
 # The node program sustains a share of the packet rate `doctor --calibrate` measures with full
 # windows from 4 workers: bench/ina.py's runs kept at least 0.92 of their rate up to 23-24k
@@ -98,14 +100,43 @@ def ina_window(fabric: Fabric, workers_per_job: int) -> tuple[int, int]:
     return pool, window
 
 
-def collision_fraction(fabric: Fabric, workers_per_job: int) -> float:
-    """Shared slots: the share of chunks whose slot another chunk holds, estimated as the slots
-    held over all jobs against the pool: each job's window in flight plus the completed chunks not
-    yet reclaimable (SHARED_OCCUPANCY windows in all). The emulation counts the real figure."""
+def frame_s(rate_bps: float) -> float:
+    """One INA frame on a link shaped to carry `rate_bps` of TCP payload (it carries frames at the
+    line rate that gives)."""
+    return bytes_to_bits(FRAME_BYTES) * TCP_PAYLOAD_BYTES / (MTU_FRAME_BYTES * rate_bps)
+
+
+def shared_slots(fabric: Fabric, workers_per_job: int, size_bytes: float, rate_bps: float,
+                 latency_s: float) -> tuple[float, float]:
+    """(time, share of chunks summed by end hosts) of every job's INA all-reduce at once on shared
+    slots, simulated (testbed/oracle/ina_shared.py): collisions depend on how long slots stay held,
+    which a chunk sent to the end host itself lengthens. Reserved slots: (closed form, 0)."""
     if fabric.sharing != "shared":
-        return 0.0
+        return 2 * latency_s + (_chunks(size_bytes) + _exponents(size_bytes)) * frame_s(rate_bps), 0.0
     pool, window = ina_window(fabric, workers_per_job)
-    return float(min(1.0, SHARED_OCCUPANCY * window * (fabric.hosts // workers_per_job) / pool))
+    return _simulated_shared(fabric.hosts // workers_per_job, workers_per_job, window, pool, frame_s(rate_bps),
+                             _chunks(size_bytes), latency_s)
+
+
+def _chunks(size_bytes: float) -> int:
+    return max(1, math.ceil(size_bytes / PAYLOAD_BYTES))
+
+
+def _exponents(size_bytes: float) -> int:
+    return math.ceil(_chunks(size_bytes) / ELEMENTS_PER_PACKET)
+
+
+@functools.lru_cache(maxsize=64)
+def _simulated_shared(jobs: int, workers: int, window: int, pool_slots: int, frame_s: float, chunks: int,
+                      latency_s: float) -> tuple[float, float]:
+    # Beyond SHARED_SIMULATED_CHUNKS a pass streams on at the rate simulated (its collisions have
+    # long reached their steady share).
+    simulated = min(chunks, SHARED_SIMULATED_CHUNKS)
+    exponents = math.ceil(simulated / ELEMENTS_PER_PACKET)
+    pool = SharedPool(jobs, workers, window, pool_slots, frame_s)
+    time_s, collided = shared_allreduce_s(pool, simulated, exponents, latency_s)
+    scale = (chunks + math.ceil(chunks / ELEMENTS_PER_PACKET)) / (simulated + exponents)
+    return 2 * latency_s + (time_s - 2 * latency_s) * scale, collided
 
 
 def ina_settings(fabric: Fabric, workers_per_job: int, host_rate_bps: float, aggregation_bps: float | None,
@@ -153,9 +184,9 @@ def lossy_ina_time_s(fabric: Fabric, workers: int, size_bytes: float, rate_bps: 
     queue_s = outstanding * frame_bits / (v * rate_bps)  # the client's timers use the payload rate
     floor_s = timing.timer_floor_s
     protocol = InaProtocol(workers=workers, window=window,
-                           frame_s=frame_bits * TCP_PAYLOAD_BYTES / (MTU_FRAME_BYTES * v * rate_bps),
+                           frame_s=frame_s(v * rate_bps),
                            min_rto_s=max(floor_s, 1.5 * queue_s + floor_s),
                            initial_rto_s=3 * window * frame_bits / (v * rate_bps) + 2.5 * floor_s)
-    chunks = max(1, math.ceil(v * size_bytes / PAYLOAD_BYTES))
-    return lossy_allreduce_s(protocol, chunks, math.ceil(chunks / ELEMENTS_PER_PACKET), latency_s,
+    chunks = _chunks(v * size_bytes)
+    return lossy_allreduce_s(protocol, chunks, _exponents(v * size_bytes), latency_s,
                              fabric.link_loss_frac, fabric.node_drop_frac, seed)

@@ -5,7 +5,7 @@ from __future__ import annotations
 from testbed.core.byteps_schedule import instances, local_steps_us
 from testbed.core.errors import InputError
 from testbed.core.fabric_kinds import KINDS
-from testbed.core.ina_fabric import InaRunTiming, collision_fraction, lossy_ina_time_s
+from testbed.core.ina_fabric import InaRunTiming, lossy_ina_time_s, shared_slots
 from testbed.core.scenario import Fabric, Scenario
 from testbed.core.schedule import Schedule
 from testbed.core.units import gbps_to_bps, us_to_s
@@ -36,8 +36,13 @@ def predict_ina_fabric(scenario: Scenario, schedule: Schedule, timing: InaRunTim
     retransmission_s = 0.0
     if first.algorithm == "ina":
         share = gbps_to_bps(fabric.aggregation_gbps) / schedule.hosts if fabric.aggregation_gbps else None
-        collisions = collision_fraction(fabric, n)
-        cost = ina_allreduce_cost(n, first.bytes, rate, latency, share, collisions)
+        cost = ina_allreduce_cost(n, first.bytes, rate, latency, share)
+        collisions = 0.0
+        if fabric.sharing == "shared":
+            shared_s, collisions = shared_slots(fabric, n, first.bytes, min(rate, share or rate), latency)
+            cost = CollectiveCost(shared_s, cost.smallest_message_bytes, cost.messages,
+                                  cost.formula + f"; shared slots simulated: {collisions:.1%} of the chunks collide "
+                                  f"and are summed by worker 0, whose link carries them")
         if fabric.link_loss_frac + fabric.node_drop_frac > 0:
             lossy_s, retransmits = lossy_ina_time_s(fabric, n, first.bytes, min(rate, share or rate), latency,
                                                     scenario.seed, timing)

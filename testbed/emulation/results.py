@@ -226,7 +226,7 @@ def assemble(prepared: "Prepared", run_dir: Path, measured: dict, outcome: dict)
                                         max((t["error_p99_frac"] for t in timings), default=None)),
         fidelity.timer_monitor(overshoot_mean, overshoot_p99, step_emulated_s),
         fidelity.cpu_monitor(measured.get("cpu_busy_frac")),
-        fidelity.message_size_monitor(smallest),
+        fidelity.message_size_monitor(smallest, prepared.min_message_bytes),
         fidelity.capacity_monitor(plan.host_rate_bps * ranks, calibration.usable_capacity_bps,
                                   calibration.measured),
         fidelity.drop_monitor(measured.get("switch_packets")) if not node_fabric

@@ -25,10 +25,12 @@ def run(tmp_path, name, overrides, **runner):
 
 def test_ina_allreduce_matches_the_oracle_and_halves_ring(tmp_path, machine_state):
     overrides = {"fabric.hosts": 4, "workload.bytes": 50_000_000}
-    # ring all-reduce on the same fabric, forwarded by the node's kernel; INA at the same rates
-    ring = run(tmp_path / "ring", "ina-allreduce.yaml", {**overrides, "workload.algorithm": "ring"})
-    ina = run(tmp_path / "ina", "ina-allreduce.yaml", {**overrides, "emulation.dilation": ring["dilation"],
-                                                       "emulation.byte_scale": ring["byte_scale"]})
+    # ring all-reduce on the same fabric, forwarded by the node's kernel, at INA's rates (INA's
+    # passes need more emulated bytes than ring's messages: enough chunks to stream)
+    ina = run(tmp_path / "ina", "ina-allreduce.yaml", overrides)
+    ring = run(tmp_path / "ring", "ina-allreduce.yaml", {**overrides, "workload.algorithm": "ring",
+                                                         "emulation.dilation": ina["dilation"],
+                                                         "emulation.byte_scale": ina["byte_scale"]})
     for result in (ina, ring):
         assert result["fidelity"]["ok"], unfaithful(result)
         for ratio in result["emulated_over_predicted"]:
@@ -61,8 +63,11 @@ def test_two_jobs_on_shared_slots_keep_their_sums_apart(tmp_path, machine_state)
     node = result["ina"]["node"]
     assert sorted(node["jobs"]) == ["1", "2"]
     assert node["counters"].get("collisions", 0) > 0 and result["ina"]["workers"]["fallback_results_multicast"] > 0
+    # The oracle simulates the jobs in lockstep (both start each iteration at the barrier), where
+    # 25% of the chunks collide; in runs, whose packets jitter, 18-22% did (iterations at
+    # 0.82-1.20 of the prediction, more collisions taking longer): a wider band than RATIO_BAND.
     for ratio in result["emulated_over_predicted"]:
-        assert 0.8 <= ratio <= 1.4  # the collision share is estimated by the oracle, counted by the run
+        assert 0.7 <= ratio <= 1.3
     from scapy.all import rdpcap
 
     from hosts.ina.protocol import INA
