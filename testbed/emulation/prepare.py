@@ -12,7 +12,7 @@ from testbed.core.dilation import MIN_MESSAGE_BYTES, EmulationPlan, resolve_emul
 from testbed.core.errors import InputError
 from testbed.core.fabric_kinds import EMULATED_FABRICS, KINDS
 from testbed.core.fidelity import DARK_TOLERANCE
-from testbed.core.ina_fabric import InaRunTiming, max_worker_rate_bps, shared_slots
+from testbed.core.ina_fabric import InaRunTiming, max_worker_rate_bps
 from testbed.core.predict import predict, predict_ina_fabric
 from testbed.core.scenario import Fabric, Scenario
 from testbed.core.schedule import Schedule
@@ -191,10 +191,8 @@ def _prepare_ina(scenario: Scenario, schedule: Schedule, prediction: Prediction,
     if fabric.aggregation_gbps:
         share = fabric.aggregation_gbps / fabric.hosts / fabric.gpu_bandwidth_gbps
         expected = min(expected, plan.host_rate_bps * share)
-    workers = len(schedule.gpus[0].steps[0].collective().group)
-    rate_bps, latency_s = gbps_to_bps(fabric.gpu_bandwidth_gbps), us_to_s(fabric.latency_us)
-    _, collided = shared_slots(fabric, workers, size, rate_bps, latency_s)
-    expected /= 1 + collided * (workers - 1)  # everyone waits on the fallback host
+    # With shared slots everyone also waits on the fallback host: the run applies the collisions it
+    # counted (results.collided_share).
     return Prepared(scenario, schedule, prediction, plan, shortest, size, expected,
                     ina_node_packets_per_s=calibration.node_packets_per_s, min_message_bytes=floor)
 

