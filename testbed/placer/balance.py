@@ -72,6 +72,14 @@ class BalancedOp:
     def part_param_bytes(self) -> float:
         return self.op.param_bytes / self.parts if self.split in ("column", "row", "shard") else self.op.param_bytes
 
+    def largest_message_bytes(self, parent: "BalancedOp") -> float | None:
+        """The most one part of `parent` sends to one GPU for this op: the part's output, which the
+        parts of this op placed together share (None: no cap, a `.wgrad` sub-op receives weight-
+        gradient pieces, not `parent`'s output)."""
+        if self.op.kind == GRADIENT_SUM:
+            return None
+        return parent.out_bytes if parent.layout == "partial" else parent.out_bytes / parent.parts
+
     @property
     def gradient_bytes(self) -> float:
         """The weight gradient one part hands to the DP all-reduce (backward sub-ops only): a height

@@ -6,7 +6,7 @@ from collections import defaultdict
 from dataclasses import dataclass
 
 from testbed.core.errors import InputError
-from testbed.placer.balance import GRADIENT_SUM, TAU_US, balance, inputs_of
+from testbed.placer.balance import TAU_US, balance, inputs_of
 from testbed.placer.buckets import DEFAULT_BUCKET_BYTES, Bucket, gradient_buckets
 from testbed.placer.place import (
     MpPlacement,
@@ -62,11 +62,9 @@ def messages(placement: MpPlacement) -> dict[tuple[int, int, int, int], float]:
                     if placement.gpu[q][p] != dst:
                         found[(q, p, i, dst)] += size
     for (q, p, i, dst), size in found.items():
-        parent = ops[q]
-        if ops[i].op.kind == GRADIENT_SUM:
-            continue  # weight-gradient pieces, not the producer's output
-        whole = parent.out_bytes if parent.layout == "partial" else parent.out_bytes / parent.parts
-        found[(q, p, i, dst)] = min(size, whole)
+        cap = ops[i].largest_message_bytes(ops[q])
+        if cap is not None:
+            found[(q, p, i, dst)] = min(size, cap)
     return dict(found)
 
 
