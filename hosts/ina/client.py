@@ -72,10 +72,10 @@ def default_rto_s(window: int, workers: int, host_rate_bps: float, node_packets_
     return 3 * queued_s + 5e-3
 
 
-def min_rto_s(window: int, host_rate_bps: float) -> float:
+def min_rto_s(window: int, host_rate_bps: float, timer_floor_s: float = MIN_RTO_S) -> float:
     """The floor of the adaptive timeout: the last chunk of a window sent at once waits for the
     whole window to leave the worker's link, whatever the round trip of the others was."""
-    return max(MIN_RTO_S, 1.5 * window * FRAME_BYTES * 8 / host_rate_bps + MIN_RTO_S)
+    return max(timer_floor_s, 1.5 * window * FRAME_BYTES * 8 / host_rate_bps + timer_floor_s)
 
 
 def shared_slot(job: int, seq: int, pool_slots: int) -> int:

@@ -6,16 +6,16 @@ packets; every port is shaped at B on both ends; optional loss on every link for
 from __future__ import annotations
 
 import functools
-import math
 from dataclasses import dataclass
 from typing import Any
 
 from hosts.ina.client import MIN_RTO_S, default_rto_s, min_rto_s
-from hosts.ina.protocol import DATA_PORT, ELEMENTS_PER_PACKET, FALLBACK_PORT, FRAME_BYTES, PAYLOAD_BYTES
+from hosts.ina.protocol import DATA_PORT, FALLBACK_PORT, FRAME_BYTES, PAYLOAD_BYTES
 from testbed.core.errors import InputError
 from testbed.core.scenario import Fabric
 from testbed.core.shaping import MTU_FRAME_BYTES, TCP_PAYLOAD_BYTES, htb_commands_small_first, offload_command
 from testbed.core.units import bytes_to_bits, transfer_time_s
+from testbed.oracle.collectives import ina_packets
 from testbed.oracle.ina_loss import InaProtocol, lossy_allreduce_s
 from testbed.oracle.ina_shared import SharedPool, shared_allreduce_s
 
@@ -110,20 +110,10 @@ def shared_slots(fabric: Fabric, workers_per_job: int, size_bytes: float, rate_b
                  latency_s: float) -> tuple[float, float]:
     """(time, share of chunks summed by end hosts) of every job's INA all-reduce at once on shared
     slots, simulated (testbed/oracle/ina_shared.py): collisions depend on how long slots stay held,
-    which a chunk sent to the end host itself lengthens. Reserved slots: (closed form, 0)."""
-    if fabric.sharing != "shared":
-        return 2 * latency_s + (_chunks(size_bytes) + _exponents(size_bytes)) * frame_s(rate_bps), 0.0
+    which a chunk sent to the end host itself lengthens."""
     pool, window = ina_window(fabric, workers_per_job)
     return _simulated_shared(fabric.hosts // workers_per_job, workers_per_job, window, pool, frame_s(rate_bps),
-                             _chunks(size_bytes), latency_s)
-
-
-def _chunks(size_bytes: float) -> int:
-    return max(1, math.ceil(size_bytes / PAYLOAD_BYTES))
-
-
-def _exponents(size_bytes: float) -> int:
-    return math.ceil(_chunks(size_bytes) / ELEMENTS_PER_PACKET)
+                             ina_packets(size_bytes)[0], latency_s)
 
 
 @functools.lru_cache(maxsize=64)
@@ -132,10 +122,10 @@ def _simulated_shared(jobs: int, workers: int, window: int, pool_slots: int, fra
     # Beyond SHARED_SIMULATED_CHUNKS a pass streams on at the rate simulated (its collisions have
     # long reached their steady share).
     simulated = min(chunks, SHARED_SIMULATED_CHUNKS)
-    exponents = math.ceil(simulated / ELEMENTS_PER_PACKET)
+    exponents = ina_packets(simulated * PAYLOAD_BYTES)[1]
     pool = SharedPool(jobs, workers, window, pool_slots, frame_s)
     time_s, collided = shared_allreduce_s(pool, simulated, exponents, latency_s)
-    scale = (chunks + math.ceil(chunks / ELEMENTS_PER_PACKET)) / (simulated + exponents)
+    scale = sum(ina_packets(chunks * PAYLOAD_BYTES)) / (simulated + exponents)
     return 2 * latency_s + (time_s - 2 * latency_s) * scale, collided
 
 
@@ -180,13 +170,12 @@ def lossy_ina_time_s(fabric: Fabric, workers: int, size_bytes: float, rate_bps: 
     v = timing.byte_scale
     _, window = ina_window(fabric, workers)
     outstanding = window * (1 if fabric.sharing == "reserved" else 1 + workers)  # as ina_settings
-    frame_bits = bytes_to_bits(FRAME_BYTES)
-    queue_s = outstanding * frame_bits / (v * rate_bps)  # the client's timers use the payload rate
     floor_s = timing.timer_floor_s
-    protocol = InaProtocol(workers=workers, window=window,
-                           frame_s=frame_s(v * rate_bps),
-                           min_rto_s=max(floor_s, 1.5 * queue_s + floor_s),
-                           initial_rto_s=3 * window * frame_bits / (v * rate_bps) + 2.5 * floor_s)
-    chunks = _chunks(v * size_bytes)
-    return lossy_allreduce_s(protocol, chunks, _exponents(v * size_bytes), latency_s,
-                             fabric.link_loss_frac, fabric.node_drop_frac, seed)
+    # The workers' first timeout (default_rto_s) without its allowance for a slow node program,
+    # which a real node's line-rate pipeline does not need; it matters only until the first result.
+    initial_rto_s = 3 * window * bytes_to_bits(FRAME_BYTES) / (v * rate_bps) + 2.5 * floor_s
+    protocol = InaProtocol(workers=workers, window=window, frame_s=frame_s(v * rate_bps),
+                           min_rto_s=min_rto_s(outstanding, v * rate_bps, floor_s), initial_rto_s=initial_rto_s)
+    chunks, exponents = ina_packets(v * size_bytes)
+    return lossy_allreduce_s(protocol, chunks, exponents, latency_s, fabric.link_loss_frac, fabric.node_drop_frac,
+                             seed)

@@ -36,16 +36,16 @@ def predict_ina_fabric(scenario: Scenario, schedule: Schedule, timing: InaRunTim
     retransmission_s = 0.0
     if first.algorithm == "ina":
         share = gbps_to_bps(fabric.aggregation_gbps) / schedule.hosts if fabric.aggregation_gbps else None
+        ina_rate = min(rate, share or rate)
         cost = ina_allreduce_cost(n, first.bytes, rate, latency, share)
         collisions = 0.0
         if fabric.sharing == "shared":
-            shared_s, collisions = shared_slots(fabric, n, first.bytes, min(rate, share or rate), latency)
+            shared_s, collisions = shared_slots(fabric, n, first.bytes, ina_rate, latency)
             cost = CollectiveCost(shared_s, cost.smallest_message_bytes, cost.messages,
                                   cost.formula + f"; shared slots simulated: {collisions:.1%} of the chunks collide "
                                   f"and are summed by worker 0, whose link carries them")
         if fabric.link_loss_frac + fabric.node_drop_frac > 0:
-            lossy_s, retransmits = lossy_ina_time_s(fabric, n, first.bytes, min(rate, share or rate), latency,
-                                                    scenario.seed, timing)
+            lossy_s, retransmits = lossy_ina_time_s(fabric, n, first.bytes, ina_rate, latency, scenario.seed, timing)
             lossy_s *= 1 + collisions * (n - 1)
             retransmission_s = max(0.0, lossy_s - cost.time_s)
             cost = CollectiveCost(cost.time_s + retransmission_s, cost.smallest_message_bytes, cost.messages,

@@ -89,6 +89,12 @@ def collective_cost(op: str, algorithm: str, n: int, size_bytes: float, rate_bps
     raise InputError(f"no alpha-beta model for {op} with algorithm {algorithm}")
 
 
+def ina_packets(size_bytes: float) -> tuple[int, int]:
+    """(chunks, packets of the chunks' exponents) of an INA all-reduce of `size_bytes`."""
+    chunks = max(1, math.ceil(size_bytes / PAYLOAD_BYTES))
+    return chunks, math.ceil(chunks / ELEMENTS_PER_PACKET)
+
+
 def ina_allreduce_cost(n: int, size_bytes: float, rate_bps: float, latency_s: float,
                        worker_rate_bps: float | None = None, collision_frac: float = 0.0) -> CollectiveCost:
     """INA all-reduce of float32 buffers: a MAX round of one exponent per chunk, then the chunks;
@@ -98,8 +104,7 @@ def ina_allreduce_cost(n: int, size_bytes: float, rate_bps: float, latency_s: fl
     slots, a share f of the chunks collides and is summed by worker 0: its link then carries
     M·(1 + f·(n−1)) each way, and everyone waits for it."""
     rate = min(rate_bps, worker_rate_bps) if worker_rate_bps else rate_bps
-    chunks = math.ceil(size_bytes / PAYLOAD_BYTES)
-    exponent_packets = math.ceil(chunks / ELEMENTS_PER_PACKET)
+    chunks, exponent_packets = ina_packets(size_bytes)
     # The link carries rate·1514/1448 bits/s of frames; INA frames are FRAME_BYTES per chunk.
     wire_s = transfer_time_s((chunks + exponent_packets) * FRAME_BYTES, rate * MTU_FRAME_BYTES / TCP_PAYLOAD_BYTES)
     formula = "2·α + (M + M/P)·(INA frame/payload)/B, P elements per packet"

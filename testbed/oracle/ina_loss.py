@@ -4,12 +4,12 @@ holds its window until the chunk's retransmission timeout fires."""
 
 from __future__ import annotations
 
-import heapq
 import random
 from dataclasses import dataclass
 from typing import Callable
 
 from hosts.ina.client import RetransmitTimer
+from testbed.oracle.events import EventQueue, FifoLinks
 
 # Points where a packet may be lost: on the worker's link into the node, in the node's pipeline,
 # on the node's link back to a worker.
@@ -67,8 +67,7 @@ def simulate_pass(protocol: InaProtocol, chunks: int, lost: LossFn, start_s: tup
     n, window, frame_s = protocol.workers, protocol.window, protocol.frame_s
     start = start_s or (0.0,) * n
     timers = timers or [RetransmitTimer(protocol.initial_rto_s, protocol.min_rto_s) for _ in range(n)]
-    uplink_free = list(start)
-    downlink_free = [0.0] * n
+    uplinks, downlinks = FifoLinks(n, frame_s, list(start)), FifoLinks(n, frame_s)
     sent = [0] * n  # next chunk each worker sends for the first time
     done = [bytearray(chunks) for _ in range(n)]
     remaining = [chunks] * n
@@ -77,37 +76,27 @@ def simulate_pass(protocol: InaProtocol, chunks: int, lost: LossFn, start_s: tup
     attempts = [[0] * chunks for _ in range(n)]
     seen = [0] * chunks  # the node's bitmap of contributions per chunk
     complete = bytearray(chunks)
-    events: list[tuple[float, int, str, int, int, int]] = []
-    order = 0  # ties resolve in the order events were made
+    events = EventQueue()
     retransmits = 0
 
-    def push(at: float, kind: str, worker: int, chunk: int, tag: int = 0) -> None:
-        nonlocal order
-        order += 1
-        heapq.heappush(events, (at, order, kind, worker, chunk, tag))
-
     def enqueue(now: float, w: int, c: int) -> None:
-        depart = max(now, uplink_free[w]) + frame_s
-        uplink_free[w] = depart
-        push(depart, "at_node", w, c, attempts[w][c])
+        events.push(uplinks.send(now, w), "at_node", w, c, attempts[w][c])
 
     def send_allowed(now: float, w: int) -> None:
         while sent[w] < chunks and (sent[w] < window or done[w][sent[w] - window]):
             c = sent[w]
             first_sent[w][c] = now
             enqueue(now, w, c)
-            push(now + timers[w].rto_s, "timeout", w, c, 0)
+            events.push(now + timers[w].rto_s, "timeout", w, c, 0)
             sent[w] += 1
 
     def result_to(now: float, w: int, c: int) -> None:
-        arrive = max(now, downlink_free[w]) + frame_s
-        downlink_free[w] = arrive
-        push(arrive, "at_worker", w, c)
+        events.push(downlinks.send(now, w), "at_worker", w, c, 0)
 
     for w in range(n):
         send_allowed(start[w], w)
     while events:
-        now, _, kind, w, c, tag = heapq.heappop(events)
+        now, kind, w, c, tag = events.pop()
         if kind == "at_node":
             if lost(UPLINK, w, c, tag) or lost(PIPELINE, w, c, tag):
                 continue
@@ -135,7 +124,7 @@ def simulate_pass(protocol: InaProtocol, chunks: int, lost: LossFn, start_s: tup
             attempts[w][c] += 1
             retransmits += 1
             enqueue(now, w, c)
-            push(now + timers[w].backoff(attempts[w][c]), "timeout", w, c, attempts[w][c])
+            events.push(now + timers[w].backoff(attempts[w][c]), "timeout", w, c, attempts[w][c])
     return PassTimes(tuple(finish), retransmits)
 
 

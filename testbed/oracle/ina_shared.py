@@ -4,10 +4,10 @@ end-host aggregator on worker 0, whose links then carry it and its result."""
 
 from __future__ import annotations
 
-import heapq
 from dataclasses import dataclass
 
 from hosts.ina.client import shared_slot
+from testbed.oracle.events import EventQueue, FifoLinks
 
 
 @dataclass(frozen=True)
@@ -39,8 +39,7 @@ class SharedNode:
     def __init__(self, pool: SharedPool) -> None:
         self.pool = pool
         hosts = pool.jobs * pool.workers
-        self.uplink_free = [0.0] * hosts
-        self.downlink_free = [0.0] * hosts
+        self.uplinks, self.downlinks = FifoLinks(hosts, pool.frame_s), FifoLinks(hosts, pool.frame_s)
         self.owner: list[tuple[int, int] | None] = [None] * pool.pool_slots
         self.count = [0] * pool.pool_slots
         self.spilled: set[tuple[int, int]] = set()
@@ -58,7 +57,6 @@ class SharedNode:
     def run_pass(self, chunks: int, start_s: tuple[float, ...]) -> SharedPass:
         """Every job's workers send `chunks` chunks (window rule as hosts/ina/client.py)."""
         pool, n, window = self.pool, self.pool.workers, self.pool.window
-        frame_s = pool.frame_s
         hosts = pool.jobs * n
         base = list(self.next_seq)
         for j in range(pool.jobs):
@@ -68,23 +66,14 @@ class SharedNode:
         low = [0] * hosts
         finish = list(start_s) if chunks == 0 else [0.0] * hosts
         fallback: dict[tuple[int, int], int] = {}  # (job, seq) → contributions at the end host
-        events: list[tuple[float, int, str, int, int, int]] = []
-        order = collisions = 0
-
-        def push(at: float, kind: str, host: int, seq: int, mark: int = 0) -> None:
-            nonlocal order
-            order += 1
-            heapq.heappush(events, (at, order, kind, host, seq, mark))
+        events = EventQueue()
+        collisions = 0
 
         def down(now: float, host: int, kind: str, seq: int) -> None:
-            arrive = max(now, self.downlink_free[host]) + frame_s
-            self.downlink_free[host] = arrive
-            push(arrive, kind, host, seq)
+            events.push(self.downlinks.send(now, host), kind, host, seq, 0)
 
         def up(now: float, host: int, kind: str, seq: int, mark: int = 0) -> None:
-            depart = max(now, self.uplink_free[host]) + frame_s
-            self.uplink_free[host] = depart
-            push(depart, kind, host, seq, mark)
+            events.push(self.uplinks.send(now, host), kind, host, seq, mark)
 
         def send_allowed(now: float, host: int) -> None:
             while sent[host] < chunks and (sent[host] < window or done[host][sent[host] - window]):
@@ -95,7 +84,7 @@ class SharedNode:
         for host in range(hosts):
             send_allowed(start_s[host], host)
         while events:
-            now, _, kind, host, seq, mark = heapq.heappop(events)
+            now, kind, host, seq, mark = events.pop()
             job = host // n
             if kind == "at_node":
                 self.low_seq[host] = max(self.low_seq[host], mark)
@@ -118,7 +107,7 @@ class SharedNode:
                 fallback[(job, seq)] = fallback.get((job, seq), 0) + 1
                 if fallback[(job, seq)] == n:
                     self.spilled.discard((job, seq))
-                    push(now, "result", host, seq)  # worker 0's own copy, on its host
+                    events.push(now, "result", host, seq, 0)  # worker 0's own copy, on its host
                     for w in range(1, n):  # the others' through worker 0's link and the node
                         up(now, host, "via_node", seq, job * n + w)
             elif kind == "via_node":
