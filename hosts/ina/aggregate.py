@@ -83,6 +83,20 @@ def reserved(regs: SlotRegisters, entry: JobEntry, h: Header, values: np.ndarray
     return []
 
 
+def _spill(regs: SlotRegisters, key: tuple[int, int], bitmap: int, workers: int,
+           workers_of: Callable[[int], int]) -> None:
+    """Records that the workers in `bitmap` sent chunk `key` to the end host."""
+    if bitmap == (1 << workers) - 1:
+        regs.spilled.pop(key, None)
+        return
+    if key not in regs.spilled:
+        # A chunk every worker of its job has moved past sends nothing more (a retransmission
+        # of a chunk the end host already summed leaves such an entry behind).
+        for old in [k for k in regs.spilled if regs.moved_past(k, workers_of)]:
+            del regs.spilled[old]
+    regs.spilled[key] = bitmap
+
+
 def shared(regs: SlotRegisters, entry: JobEntry, h: Header, values: np.ndarray, counters: Counter,
            workers_of: Callable[[int], int]) -> list[Emit]:
     """ATP: chunk (job, seq) aggregates in slot h.slot if the slot is free or already its own.
@@ -107,6 +121,7 @@ def shared(regs: SlotRegisters, entry: JobEntry, h: Header, values: np.ndarray, 
                          Header(h.job, h.worker, FALLBACK | FLUSH | regs.op[0][slot], slot, 0, regs.exp[0][slot],
                                 h.seq, h.low_seq, regs.seen[0][slot], partial.size), partial)
             out = [flush] if regs.seen[0][slot] & bit else [flush, to_fallback]
+            _spill(regs, key, regs.seen[0][slot] | bit, n, workers_of)
             regs.owner[slot] = None
             return out
         if regs.seen[0][slot] & bit:
@@ -117,14 +132,14 @@ def shared(regs: SlotRegisters, entry: JobEntry, h: Header, values: np.ndarray, 
             counters["inconsistent_chunk"] += 1
             return []
         regs.accumulate(0, slot, bit, values, bool(op & MAX))
-    elif retransmit or regs.spill[slot] == key or not regs.reclaimable(slot, workers_of):
+    elif retransmit or key in regs.spilled or not regs.reclaimable(slot, workers_of):
         if retransmit:
             counters["retransmits_to_fallback"] += 1
-        elif regs.spill[slot] == key:
+        elif key in regs.spilled:
             counters["collisions_followed"] += 1
         else:
-            counters["collisions"] += 1
-            regs.spill[slot] = key
+            counters["collisions"] += 1  # once per chunk
+        _spill(regs, key, regs.spilled.get(key, 0) | bit, n, workers_of)
         return [to_fallback]
     else:
         regs.owner[slot] = key

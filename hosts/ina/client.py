@@ -78,9 +78,18 @@ def min_rto_s(window: int, host_rate_bps: float, timer_floor_s: float = MIN_RTO_
     return max(timer_floor_s, 1.5 * window * FRAME_BYTES * 8 / host_rate_bps + timer_floor_s)
 
 
+_MASK64 = (1 << 64) - 1
+
+
 def shared_slot(job: int, seq: int, pool_slots: int) -> int:
-    """ATP's hash of (job, sequence) onto the shared pool."""
-    return ((seq * 2654435761) ^ (job * 40503)) % pool_slots
+    """ATP's hash of (job, sequence) onto the shared pool: splitmix64's finaliser, so every slot is
+    as likely for every chunk. (A multiplicative hash taken mod a power of two is a fixed
+    permutation of seq mod the pool, which made collisions between jobs depend on how their
+    sequence numbers lined up to a fraction of a frame: 6-25% for the same two jobs.)"""
+    x = ((job << 40) + seq) & _MASK64
+    x = ((x ^ (x >> 30)) * 0xBF58476D1CE4E5B9) & _MASK64
+    x = ((x ^ (x >> 27)) * 0x94D049BB133111EB) & _MASK64
+    return (x ^ (x >> 31)) % pool_slots
 
 
 @dataclass

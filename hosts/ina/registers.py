@@ -26,9 +26,10 @@ class SlotRegisters:
         self.complete = [[False] * pool_slots for _ in range(2)]
         self.seq = [[-1] * pool_slots for _ in range(2)]  # reserved slots: the chunk each copy holds
         self.owner: list[tuple[int, int] | None] = [None] * pool_slots  # shared slots: (job, seq)
-        # The last chunk that collided here: its later packets follow it to the end host even if
-        # the slot frees meanwhile, so a chunk is rarely split between slot and end host.
-        self.spill: list[tuple[int, int] | None] = [None] * pool_slots
+        # Chunks sent to the end host, with the bitmap of workers whose packets went there: later
+        # packets of such a chunk follow it even if its slot frees meanwhile, so no chunk is ever
+        # split between a slot and the end host; forgotten once every worker's packet went.
+        self.spilled: dict[tuple[int, int], int] = {}
         self.low_seq: dict[tuple[int, int], int] = {}  # (job, worker) → lowest seq it still waits for
 
     def load(self, ver: int, slot: int, bit: int, values: np.ndarray, exp: int, op: int, seq: int = -1) -> None:
@@ -68,5 +69,9 @@ class SlotRegisters:
             return True
         if not self.complete[0][slot]:
             return False
-        job, seq = owner
+        return self.moved_past(owner, workers_of)
+
+    def moved_past(self, chunk: tuple[int, int], workers_of: Callable[[int], int]) -> bool:
+        """Whether every worker of the chunk's job said it waits for nothing at or before it."""
+        job, seq = chunk
         return all(self.low_seq.get((job, w), 0) > seq for w in range(workers_of(job)))

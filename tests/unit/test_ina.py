@@ -413,3 +413,23 @@ def test_auto_rate_follows_the_calibrated_node_rate():
     assert prepare(scenario, fast).plan.host_rate_bps <= 36.64e6 * 1.001
     assert prepare(scenario, slow).plan.host_rate_bps <= 3.664e6 * 1.001
     assert prepare(scenario, slow).ina_node_packets_per_s == 4_500
+
+
+def test_a_chunk_that_collided_is_never_split_between_its_slot_and_the_end_host():
+    """Job 2's chunk 0 collides with job 1's; job 3's chunk then collides on the same slot; job 1
+    moves on and its slot frees. Job 2's second packet must still follow the first to the end
+    host (an earlier node remembered only the slot's last collider and summed it in the freed
+    slot: neither place ever had both, and the chunk waited for a retransmission timeout)."""
+    pipe = Pipeline(2, "shared")
+    pipe.tables.register(1, WORKERS[:1], 1)
+    pipe.tables.register(2, ["10.0.1.1", "10.0.1.2"], 1)
+    pipe.tables.register(3, ["10.0.2.1", "10.0.2.2"], 1)
+    pipe.process(packet(job=1, worker=0, seq=0, values=[1]), WORKERS[0])  # job 1 (one worker) done
+    pipe.process(packet(job=2, worker=0, seq=0, values=[7]), "10.0.1.1")  # collides
+    pipe.process(packet(job=3, worker=0, seq=0, values=[5]), "10.0.2.1")  # collides too
+    # Job 1's next chunk (in the other slot) says it is past chunk 0: slot 0 is free again.
+    pipe.process(packet(job=1, worker=0, seq=1, slot=1, low_seq=1, values=[1]), WORKERS[0])
+    out = pipe.process(packet(job=2, worker=1, seq=0, values=[8]), "10.0.1.2")
+    assert len(out) == 1 and out[0][1] == ("10.0.1.1", 47472)
+    assert pipe.counters["collisions"] == 2 and pipe.counters["collisions_followed"] == 1
+    assert pipe.registers.spilled == {(3, 0): 0b01}  # job 2's chunk forgotten: both its packets went

@@ -30,12 +30,16 @@ def test_without_collisions_a_pass_streams_like_reserved_slots():
 def test_colliding_chunks_load_the_fallback_hosts_link():
     """Worker 0's link down from the node carries the results of the chunks summed in slots and
     every worker's contribution to the colliding ones: (1 − f)·C + n·f·C = C·(1 + f·(n − 1)) frames,
-    a floor under the iteration; a pool far larger than the windows has no collisions."""
+    a floor under the iteration. A chunk collides when its hashed slot is held; a job holds at most
+    two windows of slots (a slot is freed once a later chunk says every worker is past it, a window
+    on), so with a pool of P slots the share stays under 2·2·8/P; a pool far larger than the
+    windows has no collisions."""
     times, share = {}, {}
-    for slots in (32, 128, 4096):
+    for slots in (32, 128, 4096, 1 << 20):
         pool = SharedPool(jobs=2, workers=4, window=8, pool_slots=slots, frame_s=1.0)
         times[slots], share[slots] = shared_allreduce_s(pool, 2000, 6, 0.0)
-    assert share[4096] == 0 and times[4096] == pytest.approx(2008.0)  # two passes, a frame each to drain
-    assert share[32] > share[128] > 0
+    assert share[1 << 20] == 0 and times[1 << 20] == pytest.approx(2008.0)  # two passes, a frame each to drain
+    assert share[32] > share[128] > share[4096] > 0
+    assert share[128] < 32 / 128 and share[4096] < 32 / 4096
     for slots in (32, 128):
         assert times[slots] >= 2006 * (1 + share[slots] * 3)
