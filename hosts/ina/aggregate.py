@@ -28,7 +28,7 @@ def _result(regs: SlotRegisters, entry: JobEntry, ver: int, slot: int, seq: int,
     values, overflow = regs.result(ver, slot)
     if overflow:
         counters["overflow"] += 1
-    flags = RESULT | regs.op[ver][slot] | (OVERFLOW if overflow else 0)
+    flags = RESULT | regs.op[ver][slot] | (OVERFLOW if overflow else 0) | (RETRANSMIT if regs.late[ver][slot] else 0)
     header = Header(entry.job, 0, flags, slot, ver, regs.exp[ver][slot], seq, 0, regs.seen[ver][slot], values.size)
     return Emit(to, False, header, values)
 
@@ -69,12 +69,14 @@ def reserved(regs: SlotRegisters, entry: JobEntry, h: Header, values: np.ndarray
             counters["inconsistent_chunk"] += 1  # a worker ran more than a window ahead: never mix
             return []
         regs.load(ver, slot, bit, values, h.exp, op, h.seq)
+        regs.late[ver][slot] = False
     else:
         if (values.size != regs.elements[ver][slot] or h.exp != regs.exp[ver][slot] or op != regs.op[ver][slot]):
             counters["inconsistent_chunk"] += 1  # workers disagree on the chunk: never mix them
             return []
         regs.accumulate(ver, slot, bit, values, bool(op & MAX))
     regs.seen[1 - ver][slot] &= ~bit
+    regs.late[ver][slot] = regs.late[ver][slot] or bool(h.flags & RETRANSMIT)
     counters["aggregated"] += 1
     if regs.count[ver][slot] == n:
         regs.complete[ver][slot] = True

@@ -181,7 +181,7 @@ class JobClient:
                 raise InaOverflow(f"job {self.job}: the sum of chunk {c} (elements {c * ELEMENTS_PER_PACKET}.."
                                   f"{c * ELEMENTS_PER_PACKET + h.count - 1}) leaves the int32 range")
             entry = inflight[c]
-            if entry[1] == 0:  # Karn: only chunks sent once time the round trip
+            if entry[1] == 0 and not h.flags & RETRANSMIT:  # Karn: only chunks sent once, summed at once
                 timer.sample(time.monotonic() - entry[2])
             start = c * ELEMENTS_PER_PACKET
             out[start:start + h.count] = payload

@@ -33,6 +33,9 @@ ELEMENT_BYTES = 4
 
 FLAG_NAMES = ["RESULT", "RETRANSMIT", "FALLBACK", "MAX", "OVERFLOW", "INT", "FLUSH"]
 RESULT, RETRANSMIT, FALLBACK, MAX, OVERFLOW, INT, FLUSH = (1 << i for i in range(len(FLAG_NAMES)))
+# On a RESULT, RETRANSMIT says a retransmitted contribution completed the chunk: its round trip
+# measured another worker's timeout, not the path, so no worker takes it as a sample (Karn's rule
+# for a sum).
 
 
 class INA(Packet):

@@ -24,6 +24,7 @@ class SlotRegisters:
         self.exp = [[0] * pool_slots for _ in range(2)]
         self.op = [[0] * pool_slots for _ in range(2)]  # the MAX / INT flags of the chunk in the slot
         self.complete = [[False] * pool_slots for _ in range(2)]
+        self.late = [[False] * pool_slots for _ in range(2)]  # a retransmission contributed (reserved)
         self.seq = [[-1] * pool_slots for _ in range(2)]  # reserved slots: the chunk each copy holds
         self.owner: list[tuple[int, int] | None] = [None] * pool_slots  # shared slots: (job, seq)
         # Chunks sent to the end host, with the bitmap of workers whose packets went there: later

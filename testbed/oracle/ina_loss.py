@@ -63,7 +63,8 @@ def simulate_pass(protocol: InaProtocol, chunks: int, lost: LossFn, start_s: tup
     frame each way between every worker and the node; the node multicasts a chunk's result once all
     workers' contributions arrived, and answers a retransmission of a completed chunk with its
     result again (SwitchML's shadow copy); a worker retransmits a chunk whose result is late by its
-    timeout, doubled for each retransmission (Karn)."""
+    timeout, doubled for each retransmission (Karn), and times the round trip only of chunks it sent
+    once and whose sum no retransmission completed."""
     n, window, frame_s = protocol.workers, protocol.window, protocol.frame_s
     start = start_s or (0.0,) * n
     timers = timers or [RetransmitTimer(protocol.initial_rto_s, protocol.min_rto_s) for _ in range(n)]
@@ -76,6 +77,7 @@ def simulate_pass(protocol: InaProtocol, chunks: int, lost: LossFn, start_s: tup
     attempts = [[0] * chunks for _ in range(n)]
     seen = [0] * chunks  # the node's bitmap of contributions per chunk
     complete = bytearray(chunks)
+    late = bytearray(chunks)  # a retransmitted contribution completed it: its result is no RTT sample
     events = EventQueue()
     retransmits = 0
 
@@ -106,6 +108,7 @@ def simulate_pass(protocol: InaProtocol, chunks: int, lost: LossFn, start_s: tup
                     result_to(now, w, c)
             elif not seen[c] & bit:
                 seen[c] |= bit
+                late[c] |= tag > 0
                 if seen[c] == (1 << n) - 1:
                     complete[c] = 1
                     for u in range(n):
@@ -113,7 +116,7 @@ def simulate_pass(protocol: InaProtocol, chunks: int, lost: LossFn, start_s: tup
         elif kind == "at_worker":
             if lost(DOWNLINK, w, c, attempts[w][c]) or done[w][c]:
                 continue
-            if attempts[w][c] == 0:
+            if attempts[w][c] == 0 and not late[c]:
                 timers[w].sample(now - first_sent[w][c])
             done[w][c] = 1
             remaining[w] -= 1

@@ -139,6 +139,17 @@ def test_shadow_copy_keeps_the_previous_result_while_the_next_use_fills():
     assert list(decode(out[0])[1]) == [200]
 
 
+def test_a_sum_completed_by_a_retransmission_is_flagged_so_nobody_times_it():
+    pipe = Pipeline(2, "reserved")
+    pipe.tables.register(1, WORKERS[:2], 1)
+    pipe.process(packet(worker=0, seq=0, values=[1]), WORKERS[0])
+    late = pipe.process(packet(worker=1, seq=0, flags=INT | RETRANSMIT, values=[2]), WORKERS[1])
+    assert decode(late[0])[0].flags & RETRANSMIT
+    for w in range(2):  # the copy's next use starts clean
+        on_time = pipe.process(packet(worker=w, seq=1, ver=1, values=[1]), WORKERS[w])
+    assert not decode(on_time[0])[0].flags & RETRANSMIT
+
+
 def test_overflow_and_max_are_flagged_and_computed():
     pipe = Pipeline(4, "reserved")
     pipe.tables.register(1, WORKERS[:2], 2)

@@ -44,6 +44,19 @@ def test_every_worker_waits_for_the_one_whose_contribution_was_lost():
     assert times.finish_s == pytest.approx((12.0, 12.0)) and times.retransmits == 2
 
 
+def test_a_sum_a_retransmission_completed_is_no_round_trip_sample():
+    """Two workers, window 1, worker 1's chunk 0 lost: worker 0 is the one that waits without
+    retransmitting when its own timeout is later. With timeouts of 10 and 4 (worker 0, worker 1),
+    worker 1 resends at 4, the sum completes at 5 and both results arrive at 6: worker 0 sent
+    once yet waited 6 for another's loss, so it takes no sample; its chunk 1 (out at 6, back at
+    8) is its first: srtt 2, rttvar 1."""
+    from hosts.ina.client import RetransmitTimer
+
+    timers = [RetransmitTimer(10.0, 1.0), RetransmitTimer(4.0, 1.0)]
+    simulate_pass(protocol(workers=2, window=1), 2, losing((UPLINK, 1, 0, 0)), timers=timers)
+    assert timers[0].srtt_s == pytest.approx(2.0) and timers[0].rttvar_s == pytest.approx(1.0)
+
+
 def test_a_lost_result_is_sent_again_from_the_shadow_copy():
     # Worker 0's result of chunk 0 is lost on its way back: worker 1 finishes at 2, worker 0
     # resends at 10 and the node answers it alone: 12.
