@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from typing import Callable
 
 from hosts.ina.client import RetransmitTimer
-from testbed.oracle.events import EventQueue, FifoLinks
+from testbed.oracle.events import EventQueue, FifoLinks, WorkerWindows
 
 # Points where a packet may be lost: on the worker's link into the node, in the node's pipeline,
 # on the node's link back to a worker.
@@ -69,10 +69,7 @@ def simulate_pass(protocol: InaProtocol, chunks: int, lost: LossFn, start_s: tup
     start = start_s or (0.0,) * n
     timers = timers or [RetransmitTimer(protocol.initial_rto_s, protocol.min_rto_s) for _ in range(n)]
     uplinks, downlinks = FifoLinks(n, frame_s, list(start)), FifoLinks(n, frame_s)
-    sent = [0] * n  # next chunk each worker sends for the first time
-    done = [bytearray(chunks) for _ in range(n)]
-    remaining = [chunks] * n
-    finish = list(start) if chunks == 0 else [0.0] * n
+    windows = WorkerWindows(n, chunks, window, start)
     first_sent = [[0.0] * chunks for _ in range(n)]
     attempts = [[0] * chunks for _ in range(n)]
     seen = [0] * chunks  # the node's bitmap of contributions per chunk
@@ -85,12 +82,10 @@ def simulate_pass(protocol: InaProtocol, chunks: int, lost: LossFn, start_s: tup
         events.push(uplinks.send(now, w), "at_node", w, c, attempts[w][c])
 
     def send_allowed(now: float, w: int) -> None:
-        while sent[w] < chunks and (sent[w] < window or done[w][sent[w] - window]):
-            c = sent[w]
+        for c in windows.sendable(w):
             first_sent[w][c] = now
             enqueue(now, w, c)
             events.push(now + timers[w].rto_s, "timeout", w, c, 0)
-            sent[w] += 1
 
     def result_to(now: float, w: int, c: int) -> None:
         events.push(downlinks.send(now, w), "at_worker", w, c, 0)
@@ -114,21 +109,18 @@ def simulate_pass(protocol: InaProtocol, chunks: int, lost: LossFn, start_s: tup
                     for u in range(n):
                         result_to(now, u, c)
         elif kind == "at_worker":
-            if lost(DOWNLINK, w, c, attempts[w][c]) or done[w][c]:
+            if lost(DOWNLINK, w, c, attempts[w][c]) or windows.done[w][c]:
                 continue
             if attempts[w][c] == 0 and not late[c]:
                 timers[w].sample(now - first_sent[w][c])
-            done[w][c] = 1
-            remaining[w] -= 1
-            if not remaining[w]:
-                finish[w] = now
+            windows.result(now, w, c)
             send_allowed(now, w)
-        elif not done[w][c] and tag == attempts[w][c]:  # the chunk's live timeout
+        elif not windows.done[w][c] and tag == attempts[w][c]:  # the chunk's live timeout
             attempts[w][c] += 1
             retransmits += 1
             enqueue(now, w, c)
             events.push(now + timers[w].backoff(attempts[w][c]), "timeout", w, c, attempts[w][c])
-    return PassTimes(tuple(finish), retransmits)
+    return PassTimes(tuple(windows.finish_s), retransmits)
 
 
 def lossy_allreduce_s(protocol: InaProtocol, chunks: int, exponent_packets: int, latency_s: float,

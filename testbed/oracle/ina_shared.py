@@ -7,7 +7,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from hosts.ina.client import shared_slot
-from testbed.oracle.events import EventQueue, FifoLinks
+from testbed.oracle.events import EventQueue, FifoLinks, WorkerWindows
 
 
 @dataclass(frozen=True)
@@ -61,10 +61,7 @@ class SharedNode:
         base = list(self.next_seq)
         for j in range(pool.jobs):
             self.next_seq[j] += chunks
-        sent = [0] * hosts
-        done = [bytearray(chunks) for _ in range(hosts)]
-        low = [0] * hosts
-        finish = list(start_s) if chunks == 0 else [0.0] * hosts
+        windows = WorkerWindows(hosts, chunks, window, start_s)
         fallback: dict[tuple[int, int], int] = {}  # (job, seq) → contributions at the end host
         events = EventQueue()
         collisions = 0
@@ -76,10 +73,8 @@ class SharedNode:
             events.push(self.uplinks.send(now, host), kind, host, seq, mark)
 
         def send_allowed(now: float, host: int) -> None:
-            while sent[host] < chunks and (sent[host] < window or done[host][sent[host] - window]):
-                # Each chunk carries the lowest chunk its worker still waits for.
-                up(now, host, "at_node", base[host // n] + sent[host], base[host // n] + low[host])
-                sent[host] += 1
+            for c in windows.sendable(host):  # each carries the lowest chunk its worker still waits for
+                up(now, host, "at_node", base[host // n] + c, base[host // n] + windows.low[host])
 
         for host in range(hosts):
             send_allowed(start_s[host], host)
@@ -113,16 +108,9 @@ class SharedNode:
             elif kind == "via_node":
                 down(now, mark, "result", seq)
             else:  # a result at a worker
-                c = seq - base[job]
-                if done[host][c]:
-                    continue
-                done[host][c] = 1
-                while low[host] < chunks and done[host][low[host]]:
-                    low[host] += 1
-                if low[host] == chunks:
-                    finish[host] = now
-                send_allowed(now, host)
-        return SharedPass(tuple(finish), chunks * pool.jobs, collisions)
+                if windows.result(now, host, seq - base[job]):
+                    send_allowed(now, host)
+        return SharedPass(tuple(windows.finish_s), chunks * pool.jobs, collisions)
 
 
 def shared_allreduce_s(pool: SharedPool, chunks: int, exponent_packets: int, latency_s: float,
