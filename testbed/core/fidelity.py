@@ -245,8 +245,9 @@ def verdict(monitors: list[Monitor]) -> dict[str, object]:
 DARK_TOLERANCE = 0.10
 
 
-def dark_time_monitor(measured_s: list[float], configured_s: list[float]) -> Monitor:
-    """Reconfigurations: how long the changed links were dark, against the configured dark time."""
+def dark_time_monitor(measured_s: list[float], configured_s: list[float], why_longest: str = "") -> Monitor:
+    """Reconfigurations: how long the changed links were dark, against the configured dark time.
+    `why_longest` says what made the longest one long (late restore or slow hosts), for the detail."""
     if not measured_s:
         return Monitor("dark_time", None, True, "no reconfigurations during the run")
     ratio = sum(measured_s) / sum(configured_s) if sum(configured_s) > 0 else 1.0
@@ -254,5 +255,19 @@ def dark_time_monitor(measured_s: list[float], configured_s: list[float]) -> Mon
     ok = abs(ratio - 1) <= DARK_TOLERANCE
     return Monitor("dark_time", ratio, ok,
                    f"{len(measured_s)} reconfigurations were dark {ratio:.2f}× the configured time on average "
-                   f"(each {min(each):.2f}-{max(each):.2f}×)",
+                   f"(each {min(each):.2f}-{max(each):.2f}×{'; ' + why_longest if why_longest else ''})",
                    "" if ok else "raise the dilation so the hosts' switch-over time is small against the dark time")
+
+
+def why_dark_ran_long(event: dict) -> str:
+    """What the controller recorded of one reconfiguration's timing, in wall-clock milliseconds: how
+    late the restore began against its agreed instant (a busy CPU, or switches slow to confirm a
+    re-pointed port) and how long the slowest host took to apply each phase."""
+    parts = []
+    if "restore_late_s" in event:
+        parts.append(f"restore began {event['restore_late_s'] * 1e3:.2f} ms late")
+    for phase in ("dark", "restore"):
+        slowest = event.get(f"{phase}_slowest")
+        if slowest:
+            parts.append(f"host {slowest[0]} applied the {phase} in {slowest[1] * 1e3:.2f} ms")
+    return f"the longest (reconfiguration {event.get('id')}): " + ", ".join(parts) if parts else ""

@@ -149,6 +149,13 @@ def _retransmission_per_iteration(ina: dict | None, tcp_timeouts: list[int], ran
     return sum(tcp_timeouts) * fidelity.RTO_MIN_S / ranks / len(tcp_timeouts) / dilation
 
 
+def _why_longest_dark(reconfigurations: list[dict]) -> str:
+    timed = [e for e in reconfigurations if e.get("configured_dark_s", 0) > 0]
+    if not timed:
+        return ""
+    return fidelity.why_dark_ran_long(max(timed, key=lambda e: e["measured_dark_s"] / e["configured_dark_s"]))
+
+
 def _dark_per_iteration(reconfigurations: list[dict], iterations: int) -> float:
     """Real-world dark time per iteration, from the reconfigurations after the agents started."""
     dark = sum(e["real_measured_dark_s"] for e in reconfigurations if e["requested_s"] >= 0)
@@ -246,7 +253,8 @@ def assemble(prepared: "Prepared", run_dir: Path, measured: dict, outcome: dict)
                                         loss_injected or bool(measured.get("faults"))),
         fidelity.stall_monitor(stalls, loss_injected or bool(measured.get("faults"))),
         fidelity.dark_time_monitor([e["measured_dark_s"] for e in reconfigurations],
-                                   [e["configured_dark_s"] for e in reconfigurations]),
+                                   [e["configured_dark_s"] for e in reconfigurations],
+                                   _why_longest_dark(reconfigurations)),
     ]
     verdict = fidelity.verdict(monitors)
     if not count:  # nothing was measured, so nothing can be called faithful

@@ -77,3 +77,18 @@ def test_a_collective_step_that_waited_for_a_tcp_timer_is_named():
     monitor = stall_monitor(stalls, loss_injected=False)
     assert not monitor.ok and "iteration 0" in monitor.detail
     assert stall_monitor(stalls, loss_injected=True).ok
+
+
+def test_dark_time_is_judged_on_average_and_names_what_made_the_longest_long():
+    from testbed.core.fidelity import dark_time_monitor, why_dark_ran_long
+
+    # Three 10 ms dark times, one 3.3 ms long: on average (10 + 10 + 13.3) / 30 = 1.11, outside ±10%.
+    late = {"id": 2, "restore_late_s": 3.2e-3, "dark_slowest": [1, 0.4e-3], "restore_slowest": [3, 0.5e-3]}
+    why = why_dark_ran_long(late)
+    assert why == ("the longest (reconfiguration 2): restore began 3.20 ms late, host 1 applied the dark in "
+                   "0.40 ms, host 3 applied the restore in 0.50 ms")
+    flagged = dark_time_monitor([10e-3, 10e-3, 13.3e-3], [10e-3] * 3, why)
+    assert not flagged.ok and abs(flagged.value - 1.11) < 1e-9
+    assert "1.00-1.33×; the longest (reconfiguration 2): restore began 3.20 ms late" in flagged.detail
+    assert dark_time_monitor([10e-3, 10.5e-3, 11e-3], [10e-3] * 3).ok
+    assert why_dark_ran_long({"id": 1}) == ""
