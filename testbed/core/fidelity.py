@@ -259,7 +259,7 @@ def dark_time_monitor(measured_s: list[float], configured_s: list[float], why_lo
                    "" if ok else "raise the dilation so the hosts' switch-over time is small against the dark time")
 
 
-def why_dark_ran_long(event: dict) -> str:
+def why_dark_ran_long(event: dict[str, Any]) -> str:
     """What the controller recorded of one reconfiguration's timing, in wall-clock milliseconds: how
     late the restore began against its agreed instant (a busy CPU, or switches slow to confirm a
     re-pointed port) and how long the slowest host took to apply each phase."""
