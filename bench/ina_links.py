@@ -1,8 +1,9 @@
 """How the links' timing moves ATP's collisions: two jobs of four workers on shared slots, simulated
 with the node's own code (hosts.ina.aggregate.shared, the end-host aggregator) and the workers'
 window rule, over store-and-forward links (a frame arrives one frame time after it leaves, as on a
-real link and in the oracle) and over token-bucket links that release a frame once a token is
-there and deliver it at once (HTB over a veth pair, as the emulation shapes them).
+real link and in the oracle), over token-bucket links that release a frame once a token is
+there and deliver it at once (HTB over a veth pair), and over one-frame buckets whose receivers
+hold each frame for its frame time, as the emulation's INA links do.
 
 Pure, no root: `.venv/bin/python bench/ina_links.py`. Writes bench/results/ina_links.{json,md}.
 Times are in frames per chunk; the share is of the chunks summed by the end host.
@@ -23,7 +24,7 @@ from hosts.ina.parser import Header, parse_result
 from hosts.ina.protocol import INT
 from hosts.ina.registers import SlotRegisters
 from hosts.ina.tables import JobEntry
-from testbed.oracle.events import EventQueue, FifoLinks
+from testbed.oracle.events import EventQueue, FifoLinks, WorkerWindows
 
 JOBS, WORKERS, WINDOW, POOL, CHUNKS, PASSES = 2, 4, 8, 128, 1000, 6  # as ina-two-jobs runs
 
@@ -46,6 +47,14 @@ class BucketLinks:
         return at
 
 
+class HeldBucketLinks(BucketLinks):
+    """A one-frame token bucket whose receiver holds each frame one frame time (hosts/ina/hold.py):
+    store-and-forward again, shifted by the hold."""
+
+    def send(self, now: float, link: int) -> float:
+        return super().send(now, link) + 1.0
+
+
 def simulate(make_links) -> list[tuple[float, float]]:
     """(frames per chunk, collided share) of each pass."""
     hosts = JOBS * WORKERS
@@ -60,18 +69,16 @@ def simulate(make_links) -> list[tuple[float, float]]:
     begin, passes = 0.0, []
     for p in range(PASSES):
         base = p * CHUNKS
-        sent, low, finish = [0] * hosts, [0] * hosts, [0.0] * hosts
-        done = [bytearray(CHUNKS) for _ in range(hosts)]
+        windows = WorkerWindows(hosts, CHUNKS, WINDOW, [begin] * hosts)
         events, before = EventQueue(), counters["collisions"]
 
         def send_allowed(now: float, h: int) -> None:
             job, worker = divmod(h, WORKERS)
-            while sent[h] < CHUNKS and (sent[h] < WINDOW or done[h][sent[h] - WINDOW]):
-                seq = base + sent[h]
-                header = Header(job + 1, worker, INT, shared_slot(job + 1, seq, POOL), 0, 0, seq, base + low[h],
-                                1 << worker, 1)
+            for c in windows.sendable(h):
+                seq = base + c
+                header = Header(job + 1, worker, INT, shared_slot(job + 1, seq, POOL), 0, 0, seq,
+                                base + windows.low[h], 1 << worker, 1)
                 events.push(up.send(now, h), "node", h, header)
-                sent[h] += 1
 
         for h in range(hosts):
             send_allowed(begin, h)
@@ -92,25 +99,19 @@ def simulate(make_links) -> list[tuple[float, float]]:
                         events.push(up.send(now, h), "via_node", to, result)
             elif kind == "via_node":
                 events.push(down.send(now, h), "result", h, header)
-            else:
-                c = header.seq - base
-                if done[h][c]:
-                    continue
-                done[h][c] = 1
-                while low[h] < CHUNKS and done[h][low[h]]:
-                    low[h] += 1
-                if low[h] == CHUNKS:
-                    finish[h] = now
+            elif windows.result(now, h, header.seq - base):
                 send_allowed(now, h)
-        passes.append(((max(finish) - begin) / CHUNKS, (counters["collisions"] - before) / (JOBS * CHUNKS)))
-        begin = max(finish)
+        passes.append(((max(windows.finish_s) - begin) / CHUNKS, (counters["collisions"] - before) / (JOBS * CHUNKS)))
+        begin = max(windows.finish_s)
     return passes
 
 
 LINKS = {
     "store-and-forward (real, the oracle)": lambda n: FifoLinks(n, 1.0),
+    "token bucket of 1 frame, the receiver holding each frame one frame time (the emulation's INA links)":
+        lambda n: HeldBucketLinks(n, 1.0),
     "token bucket of 1 frame, delivered at once": lambda n: BucketLinks(n, 1.0),
-    "token bucket of 2 frames, delivered at once (the emulation's HTB)": lambda n: BucketLinks(n, 2.0),
+    "token bucket of 2 frames, delivered at once (HTB's default depth here)": lambda n: BucketLinks(n, 2.0),
     "token bucket of 4 frames, delivered at once": lambda n: BucketLinks(n, 4.0),
 }
 

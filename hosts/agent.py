@@ -95,7 +95,7 @@ class Agent:
         assert ina is not None  # only INA schedules connect
         addresses = self.config.rank_addresses
         self.ina = InaEndpoint(addresses[self.rank], ina.node, ina.rto_s, latency_wait=precise_sleep,
-                               min_rto=ina.min_rto_s)
+                               min_rto=ina.min_rto_s, link_rate_bps=ina.link_rate_bps)
         for group, job in job_ids(self._schedule).items():
             if self.rank in group:
                 self.ina_jobs[group] = self.ina.register(job, group.index(self.rank),

@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import math
 import multiprocessing
+import select
 import socket
 import time
 from collections import Counter
@@ -21,6 +22,7 @@ from hosts.collectives import StepRecord
 from hosts.ina import quantize as q
 from hosts.ina.deparser import encode
 from hosts.ina.fallback import EndHostAggregator
+from hosts.ina.hold import LinkHold
 from hosts.ina.parser import Drop, Header, parse_result
 from hosts.ina.protocol import (
     CONTROL_PORT,
@@ -245,8 +247,10 @@ class InaEndpoint:
     """This worker's socket to the node, and its job clients."""
 
     def __init__(self, address: str, node: str, rto_s: float, latency_wait=None,
-                 min_rto: float = MIN_RTO_S, give_up_s: float = GIVE_UP_S) -> None:
+                 min_rto: float = MIN_RTO_S, give_up_s: float = GIVE_UP_S, link_rate_bps: float | None = None) -> None:
         self.give_up_s = give_up_s
+        self.link_rate_bps = link_rate_bps  # the links' shaped frame rate: packets are held their frame time
+        self.hold = LinkHold(link_rate_bps)
         self.address = address
         self.node = node
         self.timer = RetransmitTimer(rto_s, min_rto)
@@ -268,20 +272,52 @@ class InaEndpoint:
             self.dropped["send_errors"] += 1
 
     def receive(self, timeout_s: float) -> tuple[Header, np.ndarray] | None:
-        self.sock.settimeout(timeout_s if timeout_s > 0 else 1e-6)
+        """The next result, or None if none came within `timeout_s`; with a link hold, a result
+        comes its frame time after it arrived (twice that from another worker, through the node)."""
+        if not self.hold.active:
+            self.sock.settimeout(timeout_s if timeout_s > 0 else 1e-6)
+            try:
+                size = self.sock.recv_into(self._buffer)
+            except (socket.timeout, BlockingIOError):
+                return None
+            return self._result(memoryview(self._buffer)[:size], copy=True)
+        deadline = time.monotonic() + max(timeout_s, 0.0)
+        self.sock.settimeout(0.0)
+        while True:
+            now = time.monotonic()
+            held = self.hold.pop_due(now)
+            if held is not None:
+                got = self._result(memoryview(held), copy=False)
+                if got is not None:
+                    return got
+                continue
+            due = self.hold.next_due_s()
+            until = deadline if due is None else min(deadline, due)
+            if now >= until and until == deadline:
+                return None
+            if select.select([self.sock], [], [], max(0.0, until - now))[0]:
+                self._arrivals()
+
+    def _arrivals(self) -> None:
+        """Everything the socket holds, into the link hold, hops by where it came from."""
+        while True:
+            try:
+                size, (source, _) = self.sock.recvfrom_into(self._buffer)
+            except (BlockingIOError, socket.timeout):
+                return
+            hops = 1 if source == self.node else 0 if source == self.address else 2
+            self.hold.add(time.monotonic(), size, bytes(self._buffer[:size]), hops)
+
+    def _result(self, packet: memoryview, copy: bool) -> tuple[Header, np.ndarray] | None:
         try:
-            size = self.sock.recv_into(self._buffer)
-        except (socket.timeout, BlockingIOError):
-            return None
-        try:
-            h, payload = parse_result(memoryview(self._buffer)[:size])
+            h, payload = parse_result(packet)
         except Drop as drop:
             self.dropped[drop.reason] += 1
             return None
         if not h.flags & RESULT:
             self.dropped["not_a_result"] += 1
             return None
-        return h, payload.copy()
+        return h, payload.copy() if copy else payload
 
     def register(self, job: int, worker: int, workers: tuple[str, ...], window: int) -> JobClient:
         """Programs the job in the node (every worker asks; the node answers all alike)."""
@@ -321,8 +357,8 @@ class InaEndpoint:
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, SOCKET_BUFFER_BYTES)
         sock.bind((self.address, FALLBACK_PORT))  # bound here, so a port clash fails the registration
         parent, child = multiprocessing.get_context("fork").Pipe()
-        process = multiprocessing.get_context("fork").Process(target=_fallback_loop, args=(sock, aggregator, child),
-                                                              daemon=True)
+        process = multiprocessing.get_context("fork").Process(
+            target=_fallback_loop, args=(sock, aggregator, child, LinkHold(self.link_rate_bps)), daemon=True)
         process.start()
         sock.close()
         child.close()
@@ -355,24 +391,39 @@ class InaEndpoint:
         self.sock.close()
 
 
-def _fallback_loop(sock: socket.socket, aggregator: EndHostAggregator, control) -> None:
-    """The end-host aggregator's process: serves pieces until told to stop, then reports."""
-    sock.settimeout(0.1)
+def _fallback_loop(sock: socket.socket, aggregator: EndHostAggregator, control, hold: LinkHold) -> None:
+    """The end-host aggregator's process: serves pieces (each its frame time after it arrived, with
+    a link hold) until told to stop, then reports."""
+    sock.settimeout(0.0)
     buffer = bytearray(65536)
     while not control.poll():
-        try:
-            size = sock.recv_into(buffer)
-        except socket.timeout:
-            continue
-        try:
-            h, values = parse_result(memoryview(buffer)[:size])
-        except Drop:
-            aggregator.counters["dropped_malformed"] += 1
-            continue
-        for packet, destination in aggregator.piece(h, values):
-            try:
-                sock.sendto(packet, destination)
-            except OSError:  # lost; the worker's retransmission asks again
-                aggregator.counters["send_errors"] += 1
+        due = hold.next_due_s()
+        wait = 0.1 if due is None else min(0.1, max(0.0, due - time.monotonic()))
+        if select.select([sock], [], [], wait)[0]:
+            while True:
+                try:
+                    size = sock.recv_into(buffer)
+                except (BlockingIOError, socket.timeout):
+                    break
+                if hold.active:
+                    hold.add(time.monotonic(), size, bytes(buffer[:size]))
+                else:
+                    _piece(sock, aggregator, memoryview(buffer)[:size])
+        now = time.monotonic()
+        while (held := hold.pop_due(now)) is not None:
+            _piece(sock, aggregator, memoryview(held))
     control.recv()
     control.send(dict(aggregator.counters))
+
+
+def _piece(sock: socket.socket, aggregator: EndHostAggregator, packet: memoryview) -> None:
+    try:
+        h, values = parse_result(packet)
+    except Drop:
+        aggregator.counters["dropped_malformed"] += 1
+        return
+    for out, destination in aggregator.piece(h, values):
+        try:
+            sock.sendto(out, destination)
+        except OSError:  # lost; the worker's retransmission asks again
+            aggregator.counters["send_errors"] += 1

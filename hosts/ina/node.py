@@ -14,6 +14,7 @@ import sys
 import time
 from pathlib import Path
 
+from hosts.ina.hold import LinkHold
 from hosts.ina.pipeline import Pipeline
 from hosts.ina.protocol import CONTROL_PORT, DATA_PORT
 from hosts.ina.tables import RegistrationError
@@ -33,6 +34,7 @@ class Node:
         self.config = config
         self.pipeline = Pipeline(config.pool_slots, config.sharing, config.drop_frac, config.seed)
         self.aggregation_bps = config.aggregation_bps  # emulated bits/s of input; None: line rate
+        self.hold = LinkHold(config.link_rate_bps)  # each packet waits its frame time on the link
         address = config.address
         self.data = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
         for forced, plain in ((SO_RCVBUFFORCE, socket.SO_RCVBUF), (SO_SNDBUFFORCE, socket.SO_SNDBUF)):
@@ -54,28 +56,38 @@ class Node:
     def serve(self) -> None:
         buffer = bytearray(65536)
         view = memoryview(buffer)
-        process, sendto = self.pipeline.process, self.data.sendto
+        hold = self.hold
         while True:
-            readable, _, _ = select.select([self.data, self.control], [], [], 0.5)
+            due = hold.next_due_s()
+            wait = 0.5 if due is None else max(0.0, due - time.monotonic())
+            readable, _, _ = select.select([self.data, self.control], [], [], wait)
             if self.control in readable:
                 self._control()
-            if self.data not in readable:
-                continue
             began = time.monotonic()
-            for _ in range(BATCH):
-                try:
-                    size, (source, _) = self.data.recvfrom_into(buffer)
-                except BlockingIOError:
-                    break
-                self.bytes_in += size
-                if self.aggregation_bps:
-                    self._pace(size)
-                for packet, destination in process(view[:size], source):
+            if self.data in readable:
+                for _ in range(BATCH):
                     try:
-                        sendto(packet, destination)
-                    except OSError:  # a full queue or a vanished host: the worker retransmits
-                        self.pipeline.counters["send_errors"] += 1
+                        size, (source, _) = self.data.recvfrom_into(buffer)
+                    except BlockingIOError:
+                        break
+                    if hold.active:
+                        hold.add(time.monotonic(), size, (bytes(view[:size]), source))
+                    else:
+                        self._process(view[:size], source)
+            now = time.monotonic()
+            while (held := hold.pop_due(now)) is not None:
+                self._process(memoryview(held[0]), held[1])
             self.busy_s += time.monotonic() - began
+
+    def _process(self, packet: memoryview, source: str) -> None:
+        self.bytes_in += len(packet)
+        if self.aggregation_bps:
+            self._pace(len(packet))
+        for out, destination in self.pipeline.process(packet, source):
+            try:
+                self.data.sendto(out, destination)
+            except OSError:  # a full queue or a vanished host: the worker retransmits
+                self.pipeline.counters["send_errors"] += 1
 
     def _pace(self, size: int) -> None:
         """Token bucket on input bits: the node sums at most aggregation_bps."""

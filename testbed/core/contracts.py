@@ -51,6 +51,7 @@ class InaAgentSettings(BaseModel):
     window: int = Field(gt=0)
     rto_s: float = Field(gt=0)
     min_rto_s: float = Field(gt=0)
+    link_rate_bps: float | None = Field(default=None, gt=0)  # the link's shaped frame rate; None: no hold
 
 
 class InaNodeConfig(Contract):
@@ -61,6 +62,7 @@ class InaNodeConfig(Contract):
     drop_frac: float = Field(default=0.0, ge=0, lt=1)
     seed: int = 0
     aggregation_bps: float | None = Field(default=None, gt=0)  # emulated input rate; None: line rate
+    link_rate_bps: float | None = Field(default=None, gt=0)  # the ports' shaped frame rate; None: no hold
     address: str = "0.0.0.0"
     data_port: int | None = None  # the protocol's ports unless given
     control_port: int | None = None

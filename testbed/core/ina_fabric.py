@@ -13,7 +13,13 @@ from hosts.ina.client import MIN_RTO_S, default_rto_s, min_rto_s
 from hosts.ina.protocol import DATA_PORT, FALLBACK_PORT, FRAME_BYTES, PAYLOAD_BYTES
 from testbed.core.errors import InputError
 from testbed.core.scenario import Fabric
-from testbed.core.shaping import MTU_FRAME_BYTES, TCP_PAYLOAD_BYTES, htb_commands_small_first, offload_command
+from testbed.core.shaping import (
+    MTU_FRAME_BYTES,
+    TCP_PAYLOAD_BYTES,
+    htb_commands_small_first,
+    line_rate_bps,
+    offload_command,
+)
 from testbed.core.units import bytes_to_bits, transfer_time_s
 from testbed.oracle.collectives import ina_packets
 from testbed.oracle.ina_loss import InaProtocol, lossy_allreduce_s
@@ -38,7 +44,7 @@ def ina_host_commands(topology: dict[str, Any], link_loss_frac: float = 0.0) -> 
     for worker, port in zip(workers, node["interfaces"]):
         intf = worker["interfaces"][0]["name"]
         cmds = ["sysctl -qw net.ipv4.tcp_slow_start_after_idle=0", offload_command(intf)]
-        cmds += htb_commands_small_first(intf, worker["interfaces"][0]["payload_rate_bps"])
+        cmds += htb_commands_small_first(intf, worker["interfaces"][0]["payload_rate_bps"], burst=MTU_FRAME_BYTES)
         # Everything a worker sends goes to the node's port facing it (the node routes it on).
         cmds += [f"ip neigh replace {other['ip']} lladdr {port['mac']} dev {intf} nud permanent"
                  for other in hosts if other is not worker]
@@ -50,7 +56,7 @@ def ina_host_commands(topology: dict[str, Any], link_loss_frac: float = 0.0) -> 
     for worker, port in zip(workers, node["interfaces"]):
         intf = port["name"]
         cmds += [offload_command(intf), f"sysctl -qw net.ipv4.conf.{intf}.rp_filter=0"]
-        cmds += htb_commands_small_first(intf, port["payload_rate_bps"])
+        cmds += htb_commands_small_first(intf, port["payload_rate_bps"], burst=MTU_FRAME_BYTES)
         if intf != first:
             cmds.append(f"ip addr add {node['ip']}/32 dev {intf}")
         cmds += [f"ip route replace {worker['ip']}/32 dev {intf}",
@@ -134,15 +140,18 @@ def ina_settings(fabric: Fabric, workers_per_job: int, host_rate_bps: float, agg
     """(node config, the agents' `ina` config) for an ina fabric at the emulated host rate, on a
     machine whose node program answered `measured_packets_per_s` in calibration."""
     pool, window = ina_window(fabric, workers_per_job)
+    # Receivers hold each INA packet for its frame time on these links (hosts/ina/hold.py).
+    link_rate = line_rate_bps(host_rate_bps)
     node = {"pool_slots": pool, "sharing": fabric.sharing, "drop_frac": fabric.node_drop_frac, "seed": seed,
-            "aggregation_bps": aggregation_bps, "ready": f"{run_dir}/ina_node.ready",
+            "aggregation_bps": aggregation_bps, "link_rate_bps": link_rate, "ready": f"{run_dir}/ina_node.ready",
             "counters": f"{run_dir}/ina_node.json"}
     agents = {"window": window, "rto_s": default_rto_s(window, fabric.hosts, host_rate_bps,
                                                      sustained_packets_per_s(measured_packets_per_s)),
               # Shared slots: worker 0's link also carries its job's fallback results, up to a
               # window from every worker, so its chunks (which everyone waits on) queue longer.
               "min_rto_s": min_rto_s(window * (1 if fabric.sharing == "reserved" else 1 + workers_per_job),
-                                     host_rate_bps)}
+                                     host_rate_bps),
+              "link_rate_bps": link_rate}
     if aggregation_bps:  # a node slower than its ports queues every worker's window in front of it
         queued_s = transfer_time_s(window * fabric.hosts * FRAME_BYTES, aggregation_bps)
         agents["min_rto_s"] = max(agents["min_rto_s"], 1.5 * queued_s + 2e-3)

@@ -59,7 +59,7 @@ def ack_allowance_bps(acknowledged_payload_bps: float) -> int:
 
 
 def htb_commands_small_first(interface: str, payload_rate_bps: float,
-                             acknowledged_payload_bps: float | None = None) -> list[str]:
+                             acknowledged_payload_bps: float | None = None, burst: int | None = None) -> list[str]:
     """Like htb_commands, with small packets (acknowledgements) in a class of their own that rides
     on top of the link's B and goes ahead of queued data.
 
@@ -70,10 +70,10 @@ def htb_commands_small_first(interface: str, payload_rate_bps: float,
     (class 1:10) and acknowledgements get their own allowance for `acknowledged_payload_bps` of
     received payload (class 1:5, by default the link's own rate). Small first, because a host that
     sends while it receives would otherwise hold the acknowledgements of what it receives behind its
-    own full queue."""
+    own full queue. `burst` is the buckets' depth in bytes (by default burst_bytes of the rate)."""
     rate = int(round(line_rate_bps(payload_rate_bps)))
     small = ack_allowance_bps(payload_rate_bps if acknowledged_payload_bps is None else acknowledged_payload_bps)
-    burst = burst_bytes(rate)
+    burst = burst or burst_bytes(rate)
     return [
         f"tc qdisc replace dev {interface} root handle 1: htb default 10",
         f"tc class replace dev {interface} parent 1: classid 1:1 htb rate {rate + small}bit ceil {rate + small}bit "

@@ -19,10 +19,12 @@ NODE = "127.0.0.1"
 
 
 @contextmanager
-def loopback_node(tmp_path: Path, pool_slots: int = 256, sharing: str = "reserved", drop_frac: float = 0.0):
+def loopback_node(tmp_path: Path, pool_slots: int = 256, sharing: str = "reserved", drop_frac: float = 0.0,
+                  link_rate_bps: float | None = None):
     """Yields a function returning the node's counters so far (read after it stops)."""
     config = {"address": NODE, "pool_slots": pool_slots, "sharing": sharing, "drop_frac": drop_frac, "seed": 3,
-              "ready": str(tmp_path / "ready"), "counters": str(tmp_path / "counters.json")}
+              "link_rate_bps": link_rate_bps, "ready": str(tmp_path / "ready"),
+              "counters": str(tmp_path / "counters.json")}
     (tmp_path / "node.json").write_text(json.dumps(config))
     process = subprocess.Popen([sys.executable, "-m", "hosts.ina.node", "--config", str(tmp_path / "node.json")])
     report: dict = {}
@@ -44,7 +46,7 @@ def worker_address(job_index: int, worker: int) -> str:
 
 
 def run_jobs(jobs: dict[int, list[list[np.ndarray]]], window: int = 16, rto_s: float = 0.03,
-             calls: int = 1) -> dict[int, list[list[np.ndarray]]]:
+             calls: int = 1, link_rate_bps: float | None = None) -> dict[int, list[list[np.ndarray]]]:
     """jobs: job id → per worker, the buffers it all-reduces one after another. Returns the results
     the same way, and raises the first worker error."""
     results: dict[int, list] = {job: [None] * len(workers) for job, workers in jobs.items()}
@@ -53,7 +55,7 @@ def run_jobs(jobs: dict[int, list[list[np.ndarray]]], window: int = 16, rto_s: f
 
     def worker(job_index: int, job: int, w: int, buffers: list[np.ndarray]) -> None:
         addresses = tuple(worker_address(job_index, i) for i in range(len(jobs[job])))
-        endpoint = InaEndpoint(addresses[w], NODE, rto_s)
+        endpoint = InaEndpoint(addresses[w], NODE, rto_s, link_rate_bps=link_rate_bps)
         try:
             client = endpoint.register(job, w, addresses, window)
             out = []
