@@ -88,7 +88,7 @@ def test_loss_slows_the_allreduce_and_more_loss_slows_it_more():
 def test_a_lossy_ina_run_sends_real_packets_and_is_judged_with_its_own_timers():
     """Loss is per packet: the run's byte scale is 1 whatever the dilation, and its prediction prices
     the timeouts with the timers' floor of 2 ms of wall time at that dilation; lossless, the closed
-    form: 2·α + (C + E) frames, C = ceil(5 MB / 1,440 B) = 3,473 chunks, E = ceil(C / 360) = 10."""
+    form: 2·α + (C + E) frames, C = ceil(20 MB / 1,440 B) = 13,889 chunks, E = ceil(C / 360) = 39."""
     from testbed.core.predict import predict
     from testbed.core.scenario import apply_overrides, load_scenario
     from testbed.core.workloads import schedule_for
@@ -99,7 +99,7 @@ def test_a_lossy_ina_run_sends_real_packets_and_is_judged_with_its_own_timers():
     lossy = load_scenario(ROOT / "scenarios" / "ina-lossy.yaml")
     lossless = apply_overrides(lossy, {"fabric.link_loss_frac": 0.0, "fabric.node_drop_frac": 0.0})
     frame_s = 1508 * 8 / (100e9 * 1514 / 1448)
-    closed_form = 2 * 5e-6 + (3473 + 10) * frame_s
+    closed_form = 2 * 5e-6 + (13889 + 39) * frame_s
     assert predict(lossless, schedule_for(lossless)).iteration_time_s == pytest.approx(closed_form)
     prepared = prepare(lossy)
     assert prepared.plan.dilation.byte_scale == 1.0
