@@ -1,6 +1,7 @@
-"""The aggregation node program: moves packets between its UDP socket and the pure pipeline,
-answers job registrations on its control port, paces aggregation to `aggregation_bps`, and writes
-its counters when stopped. Run inside the node's host: `python -m hosts.ina.node --config FILE`."""
+"""The aggregation node program: moves packets between its UDP socket and the pure pipeline (each
+held its frame time on the link first, hosts/ina/hold.py), answers job registrations on its control
+port, paces aggregation to `aggregation_bps`, and writes its counters when stopped. Run inside the
+node's host: `python -m hosts.ina.node --config FILE`."""
 
 from __future__ import annotations
 

@@ -413,16 +413,16 @@ def test_auto_rate_follows_the_calibrated_node_rate():
     from testbed.emulation.prepare import prepare
     from tests.conftest import ROOT
 
-    # By hand: 0.45 of 45,000 packets/s sustained, 0.6 of that used: 12,150 packets/s of
-    # 1,508-byte frames (12,064 bits) over 4 workers is 36.64 Mb/s each; a node measured at a
+    # By hand: 0.45 of 45,000 packets/s sustained, 0.3 of that used: 6,075 packets/s of
+    # 1,508-byte frames (12,064 bits) over 4 workers is 18.32 Mb/s each; a node measured at a
     # tenth of that rate (a slow VM) gets a tenth of the rate.
-    assert max_worker_rate_bps(4, 45_000) == pytest.approx(36.64e6, rel=1e-3)
-    assert max_worker_rate_bps(4, 4_500) == pytest.approx(3.664e6, rel=1e-3)
+    assert max_worker_rate_bps(4, 45_000) == pytest.approx(18.32e6, rel=1e-3)
+    assert max_worker_rate_bps(4, 4_500) == pytest.approx(1.832e6, rel=1e-3)
     scenario = apply_overrides(load_scenario(ROOT / "scenarios" / "ina-allreduce.yaml"), {"fabric.hosts": 4})
     fast = replace(DEFAULT_CALIBRATION, measured=True, capacity_bps=2e9, ina_node_packets_per_s=45_000)
     slow = replace(fast, ina_node_packets_per_s=4_500)
-    assert prepare(scenario, fast).plan.host_rate_bps <= 36.64e6 * 1.001
-    assert prepare(scenario, slow).plan.host_rate_bps <= 3.664e6 * 1.001
+    assert prepare(scenario, fast).plan.host_rate_bps <= 18.32e6 * 1.001
+    assert prepare(scenario, slow).plan.host_rate_bps <= 1.832e6 * 1.001
     assert prepare(scenario, slow).ina_node_packets_per_s == 4_500
 
 
