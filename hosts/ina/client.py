@@ -397,9 +397,7 @@ def _fallback_loop(sock: socket.socket, aggregator: EndHostAggregator, control, 
     sock.settimeout(0.0)
     buffer = bytearray(65536)
     while not control.poll():
-        due = hold.next_due_s()
-        wait = 0.1 if due is None else min(0.1, max(0.0, due - time.monotonic()))
-        if select.select([sock], [], [], wait)[0]:
+        if select.select([sock], [], [], hold.wait_s(time.monotonic(), 0.1))[0]:
             while True:
                 try:
                     size = sock.recv_into(buffer)

@@ -42,5 +42,10 @@ class LinkHold:
     def next_due_s(self) -> float | None:
         return self._heap[0][0] if self._heap else None
 
+    def wait_s(self, now_s: float, longest_s: float) -> float:
+        """How long a receiver may block on its socket: until the next packet is due, at most `longest_s`."""
+        due = self.next_due_s()
+        return longest_s if due is None else min(longest_s, max(0.0, due - now_s))
+
     def __len__(self) -> int:
         return len(self._heap)

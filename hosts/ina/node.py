@@ -59,9 +59,7 @@ class Node:
         view = memoryview(buffer)
         hold = self.hold
         while True:
-            due = hold.next_due_s()
-            wait = 0.5 if due is None else max(0.0, due - time.monotonic())
-            readable, _, _ = select.select([self.data, self.control], [], [], wait)
+            readable, _, _ = select.select([self.data, self.control], [], [], hold.wait_s(time.monotonic(), 0.5))
             if self.control in readable:
                 self._control()
             began = time.monotonic()

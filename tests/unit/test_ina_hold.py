@@ -71,3 +71,12 @@ def test_two_jobs_colliding_on_held_links_get_their_own_exact_sums(tmp_path):
         exact = np.sum([w[0] for w in workers], axis=0)
         assert all(np.array_equal(results[job][w][0], exact) for w in range(3))
     assert report["counters"].get("collisions", 0) > 0
+
+
+def test_a_receiver_blocks_until_the_next_packet_is_due_and_no_longer_than_asked():
+    hold = LinkHold(8e6)  # 100 + 42 bytes held 142 µs
+    assert hold.wait_s(0.0, 0.5) == 0.5  # nothing held
+    hold.add(0.0, 100, "x")
+    assert hold.wait_s(1e-4, 0.5) == pytest.approx(42e-6)
+    assert hold.wait_s(1e-4, 1e-5) == 1e-5
+    assert hold.wait_s(1.0, 0.5) == 0.0  # overdue: at once
