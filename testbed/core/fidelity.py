@@ -110,6 +110,32 @@ def cpu_monitor(busy_frac: float | None) -> Monitor:
                    "" if ok else "fewer hosts or a larger dilation; the host programs were starved")
 
 
+# Of all cores' time during an iteration. bench/steal.py (quickstart on a shared 2-core host):
+# iterations with 5-20% steal ran 1.01-1.07x the oracle, 20-30% up to 1.13x, over 30% 1.2-1.6x,
+# at the auto dilation and at twice it alike: pauses of the cores, not the load, cost the time.
+STEAL_TOLERANCE = 0.10
+
+
+def steal_monitor(per_iteration: list[float | None]) -> Monitor:
+    """Iterations during which the hypervisor took more than STEAL_TOLERANCE of this machine's CPU
+    time (steal, counted by the kernel): on a shared host a virtual machine's cores are taken away for
+    milliseconds at a time, its switches stop forwarding meanwhile, and queues overflow that the
+    calibration never saw fill."""
+    measured = [f for f in per_iteration if f is not None]
+    if not measured:
+        return Monitor("steal", None, True, "not measured")
+    worst = max(measured)
+    disturbed = [i for i, f in enumerate(per_iteration) if f is not None and f > STEAL_TOLERANCE]
+    ok = not disturbed
+    where = f"; over {STEAL_TOLERANCE:.0%} in iteration{'s' if len(disturbed) > 1 else ''} " \
+            f"{', '.join(map(str, disturbed))}" if disturbed else ""
+    return Monitor("steal", worst, ok,
+                   f"the hypervisor took up to {worst:.1%} of this machine's CPU time during an iteration{where}",
+                   "" if ok else "this virtual machine's host was busy with others: those iterations are longer "
+                                 "than the fabric makes them (a larger dilation did not help); run again when "
+                                 "the host is quieter")
+
+
 def message_size_monitor(smallest_emulated_bytes: int, floor_bytes: float = MIN_MESSAGE_BYTES) -> Monitor:
     ok = smallest_emulated_bytes >= floor_bytes
     return Monitor("message_size", float(smallest_emulated_bytes), ok,

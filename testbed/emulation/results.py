@@ -13,6 +13,7 @@ from hosts.data import digest
 from testbed.core import fidelity
 from testbed.core.contracts import Event, Results
 from testbed.core.fabric_kinds import KINDS
+from testbed.core.steal import CpuSample, steal_fractions
 from testbed.core.units import us_to_s
 
 if TYPE_CHECKING:
@@ -24,6 +25,12 @@ def cpu_times() -> tuple[int, int]:
     fields = [int(x) for x in Path("/proc/stat").read_text().split("\n")[0].split()[1:]]
     idle = fields[3] + fields[4]
     return sum(fields) - idle, sum(fields)
+
+
+def cpu_sample(now_s: float) -> CpuSample:
+    """The kernel's steal and total ticks over all cores at `now_s` (monotonic)."""
+    fields = [int(x) for x in Path("/proc/stat").read_text().split("\n")[0].split()[1:]]
+    return CpuSample(now_s, fields[7] if len(fields) > 7 else 0, sum(fields))
 
 
 def busy_fraction(before: tuple[int, int], after: tuple[int, int]) -> float | None:
@@ -185,9 +192,11 @@ def assemble(prepared: "Prepared", run_dir: Path, measured: dict, outcome: dict)
     per_host = [{**h, "iterations": h["iterations"][:count]} for h in per_host]
     retransmits: list[int] = []  # TCP segments the hosts retransmitted, per iteration
     timeouts: list[int] = []  # and their retransmission timeouts
+    windows: list[tuple[float, float]] = []  # each iteration's monotonic start and end
     for it in range(count):
         start = min(h["iterations"][it]["start_s"] for h in per_host)
         end = max(h["iterations"][it]["end_s"] for h in per_host)
+        windows.append((start, end))
         iterations_wall_s += end - start
         iteration_times_s.append(dilation.real_time_s(end - start))
         retransmits.append(sum(h["iterations"][it].get("tcp_retransmits", 0) for h in per_host))
@@ -231,6 +240,7 @@ def assemble(prepared: "Prepared", run_dir: Path, measured: dict, outcome: dict)
         rates = [rate / (plan.host_rate_bps * (per_message[(src, dst, tag)] if per_message is not None
                                                else fractions.get((src, dst), 1.0)))
                  for src, dst, tag, rate in transfers]
+    steal = steal_fractions(measured.get("cpu_samples") or [], windows)
     overshoot_mean = max((h["latency"]["overshoot_mean_s"] for h in per_host), default=0.0)
     overshoot_p99 = max((h["latency"]["overshoot_p99_s"] for h in per_host), default=0.0)
     step_emulated_s = dilation.emulated_time_s(prepared.shortest_event_s)
@@ -244,6 +254,7 @@ def assemble(prepared: "Prepared", run_dir: Path, measured: dict, outcome: dict)
                                         max((t["error_p99_frac"] for t in timings), default=None)),
         fidelity.timer_monitor(overshoot_mean, overshoot_p99, step_emulated_s),
         fidelity.cpu_monitor(measured.get("cpu_busy_frac")),
+        fidelity.steal_monitor(steal),
         fidelity.message_size_monitor(smallest, prepared.min_message_bytes),
         fidelity.capacity_monitor(plan.host_rate_bps * ranks, calibration.usable_capacity_bps,
                                   calibration.measured),
@@ -295,6 +306,7 @@ def assemble(prepared: "Prepared", run_dir: Path, measured: dict, outcome: dict)
         "iteration_tcp_retransmits": retransmits,
         "iteration_tcp_timeouts": timeouts,
         "iteration_stalls": stalls if stalls is not None else [0] * count,
+        "iteration_steal_frac": steal,
         "predicted_iteration_time_s": predicted,
         "emulated_over_predicted": ratios,
         "dilation": dilation.dilation,

@@ -5,7 +5,10 @@ Tolerances, and why they are enough (each test names the one it uses):
   run at 0.92-1.07 over repeated runs on a loaded 2-core machine (README, bench/results); ±15% is
   twice the widest deviation seen, so a run crosses it only when the model or the emulation broke,
   or when the machine dropped packets and an iteration waited out TCP retransmission timeouts,
-  which the run then reports itself (assert_iterations_match_the_oracle).
+  or when the hypervisor of a shared host took the CPUs away (steal): the run reports both itself,
+  per iteration, and such iterations may be longer, never shorter (assert_iterations_match_the_oracle).
+  A run that blames the hypervisor may fail any monitor measured at run time; the settings' monitors
+  must pass (assert_faithful). On a quiet machine these exemptions are empty and every check bites.
 - Dark times: the hosts switch over within 0.2-2 ms of each agreed instant (measured at 8-32 GPUs,
   bench/results/optical.md) against a dark time of at least 10 ms of wall time, so a single
   reconfiguration stays within ±20% and an average within the monitor's ±10%.
@@ -18,6 +21,7 @@ from pathlib import Path
 
 import pytest
 
+from testbed.core.fidelity import STEAL_TOLERANCE
 from testbed.emulation.registry import list_bridges
 
 RATIO_BAND = (0.85, 1.15)
@@ -33,6 +37,16 @@ def unfaithful(result: dict) -> dict[str, str]:
 # Monitors that report packets this machine lost under load (a queue, the datapath, a TCP timer),
 # not a fault of the model or of the emulation's settings: a run flags them itself, per iteration.
 MACHINE_LOSS_MONITORS = frozenset({"retransmissions", "stalls", "drops"})
+# Monitors of the emulation's settings, which no state of the machine excuses.
+SETTINGS_MONITORS = frozenset({"capacity", "message_size"})
+
+
+def steal_disturbed(result: dict) -> set[int]:
+    """Iterations during which the hypervisor took more of the CPUs than the `steal` monitor allows:
+    on a shared host the machine that was calibrated was not all there, which the run says itself."""
+    if result["fidelity"]["monitors"]["steal"]["ok"]:
+        return set()
+    return {i for i, f in enumerate(result["iteration_steal_frac"]) if f is not None and f > STEAL_TOLERANCE}
 
 
 def lossy_iterations(result: dict) -> set[int]:
@@ -46,28 +60,70 @@ def lossy_iterations(result: dict) -> set[int]:
     return flagged
 
 
+def disturbed_iterations(result: dict) -> set[int]:
+    """Iterations the run itself calls not faithful because of the machine: a lost packet's TCP
+    timer, or a hypervisor that took the CPUs away."""
+    return lossy_iterations(result) | steal_disturbed(result)
+
+
+def excused_monitors(result: dict) -> frozenset[str]:
+    """Monitors a test lets fail because the run blames the machine for them: lost packets always;
+    while the hypervisor took the CPUs away, anything measured at run time (rates, timers, dark
+    times), never the emulation's settings."""
+    if steal_disturbed(result):
+        return frozenset(result["fidelity"]["monitors"]) - SETTINGS_MONITORS
+    return MACHINE_LOSS_MONITORS
+
+
+def assert_faithful(result: dict, excuse_machine_loss: bool = False) -> None:
+    """Every monitor passes, but for those the run blames on the hypervisor taking the CPUs away (and
+    on packets the machine lost, with `excuse_machine_loss`)."""
+    excused = excused_monitors(result) if steal_disturbed(result) or excuse_machine_loss else frozenset()
+    failing = unfaithful(result)
+    assert not set(failing) - excused, failing
+
+
+def assert_monitor_ok(result: dict, name: str) -> None:
+    """One monitor passes, unless the run blames the hypervisor for its failing."""
+    monitor = result["fidelity"]["monitors"][name]
+    assert monitor["ok"] or (steal_disturbed(result) and name not in SETTINGS_MONITORS), monitor
+
+
 def assert_faithful_but_for_machine_loss(result: dict) -> set[int]:
     """Every monitor of the model and the emulation's settings passes; returns the iterations the run
-    flagged for packets this machine lost, which a test then leaves out (at least one must remain)."""
-    failing = unfaithful(result)
-    assert not set(failing) - MACHINE_LOSS_MONITORS, failing
-    flagged = lossy_iterations(result)
-    assert len(flagged) < len(result["iteration_times_s"]), failing
+    flagged for packets this machine lost or CPUs its hypervisor took, which a test then leaves out
+    (at least one must remain unless the hypervisor disturbed every iteration)."""
+    assert_faithful(result, excuse_machine_loss=True)
+    flagged = disturbed_iterations(result)
+    everything = set(range(len(result["iteration_times_s"])))
+    assert len(flagged) < len(everything) or steal_disturbed(result) == everything, unfaithful(result)
     return flagged
+
+
+def assert_ratio_in_band(result: dict, iteration: int, band: tuple[float, float] = RATIO_BAND) -> None:
+    """One iteration's emulated/predicted is within `band`; one the run flags as disturbed by the
+    machine may be longer, never shorter (lost CPUs and packets only ever cost time)."""
+    ratio = result["emulated_over_predicted"][iteration]
+    low_ok = band[0] <= ratio
+    assert low_ok and (ratio <= band[1] or iteration in disturbed_iterations(result)), \
+        (iteration, result["emulated_over_predicted"], result["iteration_steal_frac"], unfaithful(result))
 
 
 def assert_iterations_match_the_oracle(result: dict, band: tuple[float, float] = RATIO_BAND) -> None:
     """Every iteration's emulated/predicted is within `band`, except one the run itself calls not
-    faithful because the machine lost a packet and it waited for a TCP timer: the
-    `retransmissions` monitor names iterations with retransmission timeouts, the `stalls` monitor
-    those where a collective step waited for a lost tail segment's loss probe (each at least 200 ms
-    of wall time, which no dilation hides); at least one iteration is within the band."""
-    monitors = result["fidelity"]["monitors"]
-    flagged = lossy_iterations(result)
+    faithful because of the machine, which may only be longer: the `retransmissions` monitor names
+    iterations with retransmission timeouts, the `stalls` monitor those where a collective step
+    waited for a lost tail segment's loss probe (each at least 200 ms of wall time, which no
+    dilation hides), the `steal` monitor those during which the hypervisor took the CPUs away. At
+    least one iteration is within the band, unless the hypervisor disturbed every one."""
     ratios = result["emulated_over_predicted"]
+    for i in range(len(ratios)):
+        assert_ratio_in_band(result, i, band)
     outside = [i for i, r in enumerate(ratios) if not band[0] <= r <= band[1]]
-    assert set(outside) <= flagged, (ratios, monitors["retransmissions"], monitors["stalls"])
-    assert len(outside) < len(ratios), (ratios, monitors["retransmissions"], monitors["stalls"])
+    assert len(outside) < len(ratios) or steal_disturbed(result) == set(range(len(ratios))), \
+        (ratios, result["iteration_steal_frac"], unfaithful(result))
+
+
 OURS = ("hosts.agent", "controller.launch", "controller.retune_timer", "mininet:h", "hosts.ina.node")
 
 

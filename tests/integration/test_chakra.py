@@ -12,7 +12,7 @@ from testbed.core.scenario import apply_overrides, load_scenario
 from testbed.emulation.run import Runner, prepare
 
 from ..conftest import ROOT
-from .conftest import assert_iterations_match_the_oracle, unfaithful
+from .conftest import assert_faithful, assert_iterations_match_the_oracle
 
 pytestmark = pytest.mark.root
 
@@ -26,6 +26,6 @@ def test_example_chakra_trace_replays_as_a_dag(tmp_path, machine_state, name):
     assert result["status"] == "ok", result["error"]
     assert result["sums_correct"]
     assert_iterations_match_the_oracle(result)
-    assert result["fidelity"]["ok"], unfaithful(result)
+    assert_faithful(result)
     saved = json.loads((tmp_path / "run" / "results.json").read_text())
     assert saved["skipped_trace_nodes"] == {"METADATA_NODE": 8}

@@ -10,7 +10,12 @@ from testbed.core.scenario import apply_overrides, load_scenario
 from testbed.emulation.run import Runner, prepare
 
 from ..conftest import ROOT
-from .conftest import RATIO_BAND, assert_iterations_match_the_oracle, unfaithful
+from .conftest import (
+    assert_faithful,
+    assert_iterations_match_the_oracle,
+    assert_monitor_ok,
+    steal_disturbed,
+)
 
 pytestmark = pytest.mark.root
 
@@ -32,13 +37,13 @@ def test_ina_allreduce_matches_the_oracle_and_halves_ring(tmp_path, machine_stat
                                                          "emulation.dilation": ina["dilation"],
                                                          "emulation.byte_scale": ina["byte_scale"]})
     for result in (ina, ring):
-        assert result["fidelity"]["ok"], unfaithful(result)
-        for ratio in result["emulated_over_predicted"]:
-            assert RATIO_BAND[0] <= ratio <= RATIO_BAND[1]
+        assert_faithful(result)
+        assert_iterations_match_the_oracle(result)
     assert ina["ina"]["node"]["counters"]["results_multicast"] > 0
     # Lossless links: a retransmission only when a result came back later than the adaptive timeout
     # (a host descheduled for a moment on a loaded machine; CI saw 2 in one run), never a pattern.
-    assert ina["ina"]["workers"].get("retransmits", 0) <= 1e-3 * ina["ina"]["node"]["counters"]["received"]
+    assert ina["ina"]["workers"].get("retransmits", 0) <= 1e-3 * ina["ina"]["node"]["counters"]["received"] \
+        or steal_disturbed(ina)
     measured = min(ina["iteration_times_s"]) / min(ring["iteration_times_s"])
     theory = ina["predicted_iteration_time_s"] / ring["predicted_iteration_time_s"]
     assert abs(measured / theory - 1) <= 0.1, (measured, theory)
@@ -52,7 +57,7 @@ def test_ina_sums_stay_exact_under_loss(tmp_path, machine_state, loss_frac, size
                                               "workload.bytes": size})
     node, workers = result["ina"]["node"]["counters"], result["ina"]["workers"]
     assert node["injected_drops"] > 0 and workers["retransmits"] > 0
-    assert result["fidelity"]["monitors"]["ina_loss"]["ok"]
+    assert_monitor_ok(result, "ina_loss")
     # Every retransmission followed a wait for the chunk's timeout, which the breakdown shows.
     assert workers["timeout_wait_s"] > 0 and result["breakdown"]["retransmission_s"] > 0
 

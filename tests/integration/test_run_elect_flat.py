@@ -16,7 +16,7 @@ from testbed.core.scenario import apply_overrides, load_scenario
 from testbed.emulation.run import Runner, prepare
 
 from ..conftest import ROOT
-from .conftest import RATIO_BAND, assert_iterations_match_the_oracle, unfaithful
+from .conftest import assert_faithful, assert_iterations_match_the_oracle, assert_monitor_ok, assert_ratio_in_band
 
 pytestmark = pytest.mark.root
 
@@ -42,7 +42,7 @@ def test_four_hosts_with_fixed_dilation(tmp_path, machine_state):
     result = Runner(prepare(scenario), tmp_path / "run").execute()
     assert result["status"] == "ok", result["error"]
     assert result["dilation"] == 150 and result["sums_correct"]
-    assert all(RATIO_BAND[0] <= r <= RATIO_BAND[1] for r in result["emulated_over_predicted"])
+    assert_iterations_match_the_oracle(result)
 
 
 def start_long_run(tmp_path: Path, registry: Path) -> tuple[subprocess.Popen, Path]:
@@ -118,7 +118,7 @@ def test_overdriven_run_is_flagged_and_auto_dilation_fixes_it(tmp_path, machine_
     result = Runner(prepare(auto), tmp_path / "auto").execute()
     assert result["status"] == "ok", result["error"]
     assert result["sums_correct"]
-    assert result["fidelity"]["ok"], unfaithful(result)
+    assert_faithful(result)
 
 
 def test_placed_model_schedule_replays_on_elect_flat(tmp_path, machine_state):
@@ -128,8 +128,7 @@ def test_placed_model_schedule_replays_on_elect_flat(tmp_path, machine_state):
     assert result["status"] == "ok", result["error"]
     assert result["sums_correct"] and len(result["iteration_times_s"]) == 1
     # One iteration, so nothing averages out its slowest message: a wider band than RATIO_BAND.
-    assert 0.8 <= result["emulated_over_predicted"][0] <= 1.2
-    timing = result["fidelity"]["monitors"]["compute_timing"]
-    assert timing["ok"], timing["detail"]
+    assert_ratio_in_band(result, 0, (0.8, 1.2))
+    assert_monitor_ok(result, "compute_timing")
     kinds = {json.loads(line)["kind"] for line in (tmp_path / "run" / "events.jsonl").read_text().splitlines()}
     assert {"compute", "send", "recv", "collective"} <= kinds

@@ -1,0 +1,32 @@
+"""Steal per iteration, from samples of the kernel's counters, and its monitor: values by hand."""
+
+from __future__ import annotations
+
+import pytest
+
+from testbed.core.fidelity import STEAL_TOLERANCE, steal_monitor
+from testbed.core.steal import CpuSample, steal_fractions
+
+
+def test_a_window_between_samples_is_interpolated():
+    # 2 cores at 100 ticks/s: 200 ticks a second; 40 of the second second's are stolen.
+    samples = [CpuSample(0.0, 0, 0), CpuSample(1.0, 0, 200), CpuSample(2.0, 40, 400)]
+    # [1.5, 2.0]: steal 20 -> 40, total 300 -> 400: 20 / 100
+    # [0.5, 1.5]: steal 0 -> 20, total 100 -> 300: 20 / 200
+    assert steal_fractions(samples, [(1.5, 2.0), (0.5, 1.5)]) == [pytest.approx(0.2), pytest.approx(0.1)]
+
+
+def test_windows_outside_the_samples_are_not_measured():
+    samples = [CpuSample(10.0, 0, 0), CpuSample(11.0, 5, 200)]
+    assert steal_fractions(samples, [(8.0, 9.0), (12.0, 13.0)]) == [None, None]
+    assert steal_fractions(samples[:1], [(9.0, 12.0)]) == [None]
+    # a window reaching past the last sample counts up to it: 5 of 200
+    assert steal_fractions(samples, [(10.0, 12.0)]) == [pytest.approx(0.025)]
+
+
+def test_the_monitor_names_the_disturbed_iterations():
+    monitor = steal_monitor([0.01, STEAL_TOLERANCE + 0.01, None, 0.3])
+    assert not monitor.ok and monitor.value == 0.3
+    assert "iterations 1, 3" in monitor.detail and "30.0%" in monitor.detail
+    assert steal_monitor([0.0, STEAL_TOLERANCE]).ok
+    assert steal_monitor([None]).ok and steal_monitor([]).value is None
