@@ -1,14 +1,27 @@
-"""Shared by the benchmarks: write rows to bench/results/<name>.json and a Markdown table to
-<name>.md, print the table, and format the cells every table has."""
+"""Shared by the benchmarks: run a scenario in a throwaway directory, write rows to
+bench/results/<name>.json and a Markdown table to <name>.md, print the table, and format the cells
+every table has."""
 
 from __future__ import annotations
 
 import json
+import tempfile
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Callable
+from typing import TYPE_CHECKING, Callable
+
+if TYPE_CHECKING:
+    from testbed.emulation.run import Prepared
 
 RESULTS = Path(__file__).resolve().parent / "results"
+
+
+def run_in_tempdir(prepared: "Prepared") -> dict:
+    """One emulated run in a directory removed afterwards; what it measured (results.json)."""
+    from testbed.emulation.run import Runner  # the placer's benches import this module without root
+
+    with tempfile.TemporaryDirectory(prefix="testbed-bench-") as work:
+        return Runner(prepared, Path(work) / "run").execute()
 
 
 def cell(value: float | None) -> str:

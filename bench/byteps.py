@@ -11,13 +11,12 @@ from __future__ import annotations
 import argparse
 import json
 import statistics
-import tempfile
 from pathlib import Path
 
-from bench_results import cell, ratio_cells, save_rows
+from bench_results import cell, ratio_cells, run_in_tempdir, save_rows
 
 from testbed.core.scenario import apply_overrides, load_scenario
-from testbed.emulation.run import Runner, prepare
+from testbed.emulation.run import prepare
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
@@ -60,8 +59,7 @@ def main() -> int:
     for label, name, overrides in CASES:
         scenario = apply_overrides(load_scenario(ROOT / "scenarios" / name),
                                    {"workload.iterations": args.iterations, **overrides})
-        with tempfile.TemporaryDirectory(prefix="testbed-bench-") as work:
-            result = Runner(prepare(scenario), Path(work) / "run").execute()
+        result = run_in_tempdir(prepare(scenario))
         ratios = result["emulated_over_predicted"]
         rows.append({
             "case": label, "status": result["status"], "correct": result["sums_correct"],

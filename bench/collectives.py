@@ -9,16 +9,15 @@ from __future__ import annotations
 import argparse
 import json
 import statistics
-import tempfile
 import time
 from pathlib import Path
 
-from bench_results import cell, ratio_cells, save_rows
+from bench_results import cell, ratio_cells, run_in_tempdir, save_rows
 
 from hosts.ops import SERVICE_ALGORITHMS
 from testbed.core.scenario import parse_scenario
 from testbed.core.schedule import SUPPORTED_COLLECTIVES
-from testbed.emulation.run import Runner, prepare
+from testbed.emulation.run import prepare
 
 HERE = Path(__file__).resolve().parent
 
@@ -40,8 +39,7 @@ def main() -> int:
                              "iterations": 3},
             })
             started = time.monotonic()
-            with tempfile.TemporaryDirectory(prefix="testbed-bench-") as work:
-                result = Runner(prepare(scenario), Path(work) / "run").execute()
+            result = run_in_tempdir(prepare(scenario))
             ratios = result["emulated_over_predicted"]
             rows.append({
                 "hosts": hosts, "collective": op, "algorithm": algorithm, "status": result["status"],

@@ -10,14 +10,13 @@ from __future__ import annotations
 
 import argparse
 import json
-import tempfile
 import time
 from pathlib import Path
 
-from bench_results import cell, ratio_cells, run_summary, save_rows
+from bench_results import cell, ratio_cells, run_in_tempdir, run_summary, save_rows
 
 from testbed.core.scenario import apply_overrides, load_scenario
-from testbed.emulation.run import Runner, prepare
+from testbed.emulation.run import prepare
 
 SCENARIO = Path(__file__).resolve().parent.parent / "scenarios" / "fattree-allreduce.yaml"
 
@@ -32,8 +31,7 @@ def main() -> int:
         scenario = apply_overrides(load_scenario(SCENARIO), {"fabric.hosts": args.hosts,
                                                              "fabric.oversubscription": oversubscription})
         started = time.monotonic()
-        with tempfile.TemporaryDirectory(prefix="testbed-bench-") as work:
-            result = Runner(prepare(scenario), Path(work) / "run").execute()
+        result = run_in_tempdir(prepare(scenario))
         rows.append({
             "hosts": args.hosts, "oversubscription": oversubscription, **run_summary(result),
             "emulated_ms": min(result["iteration_times_s"]) * 1e3 if result["iteration_times_s"] else None,

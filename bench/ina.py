@@ -17,15 +17,14 @@ from __future__ import annotations
 import argparse
 import json
 import statistics
-import tempfile
 from pathlib import Path
 
-from bench_results import cell, ratio_cells, save_rows
+from bench_results import cell, ratio_cells, run_in_tempdir, save_rows
 
 from hosts.ina.protocol import FRAME_BYTES, PAYLOAD_BYTES
 from testbed.core.scenario import apply_overrides, load_scenario
 from testbed.core.shaping import MTU_FRAME_BYTES, TCP_PAYLOAD_BYTES
-from testbed.emulation.run import Runner, prepare
+from testbed.emulation.run import prepare
 
 ROOT = Path(__file__).resolve().parent.parent
 PAYLOAD_SHARE = (PAYLOAD_BYTES / FRAME_BYTES) * (MTU_FRAME_BYTES / TCP_PAYLOAD_BYTES)
@@ -34,8 +33,7 @@ PAYLOAD_SHARE = (PAYLOAD_BYTES / FRAME_BYTES) * (MTU_FRAME_BYTES / TCP_PAYLOAD_B
 def execute(overrides: dict, iterations: int) -> dict:
     scenario = apply_overrides(load_scenario(ROOT / "scenarios" / "ina-allreduce.yaml"),
                                {"workload.iterations": iterations, **overrides})
-    with tempfile.TemporaryDirectory(prefix="testbed-bench-") as work:
-        return Runner(prepare(scenario), Path(work) / "run").execute()
+    return run_in_tempdir(prepare(scenario))
 
 
 def summary(result: dict) -> dict:

@@ -18,7 +18,7 @@ import time
 from datetime import datetime, timezone
 from pathlib import Path
 
-from bench_results import flagged_monitors
+from bench_results import flagged_monitors, run_in_tempdir
 
 from testbed.core.scenario import apply_overrides, load_scenario
 from testbed.core.topology import reconfig_us
@@ -147,10 +147,9 @@ def iteration_ratios(kind: str, hosts: list[int], placed: bool) -> list[dict]:
             cases.append(("placed ResNet-50", resnet.model_copy(update={
                 "fabric": type(base.fabric)(**fabric), "workload": workload, "name": f"placed-resnet-{kind}-{n}"})))
         for label, scenario in cases:
-            with tempfile.TemporaryDirectory(prefix="testbed-bench-") as work:
-                started = time.monotonic()
-                result = Runner(prepare(scenario), Path(work) / "run").execute()
-                wall = time.monotonic() - started
+            started = time.monotonic()
+            result = run_in_tempdir(prepare(scenario))
+            wall = time.monotonic() - started
             ratios = result["emulated_over_predicted"]
             rows.append({"fabric": kind, "workload": label, "hosts": scenario.fabric.hosts, "status": result["status"],
                          "error": result["error"], "ratio_min": min(ratios, default=None),

@@ -10,14 +10,15 @@ import argparse
 import json
 import platform
 import statistics
-import tempfile
 import time
 from datetime import datetime, timezone
 from pathlib import Path
 
+from bench_results import run_in_tempdir
+
 from testbed.core.calibration import load_calibration
 from testbed.core.scenario import apply_overrides, load_scenario
-from testbed.emulation.run import Runner, prepare
+from testbed.emulation.run import prepare
 
 HERE = Path(__file__).resolve().parent
 
@@ -31,10 +32,9 @@ def main() -> int:
     rows = []
     for hosts in [int(h) for h in args.hosts.split(",")]:
         scenario = apply_overrides(base, {"fabric.hosts": hosts, "name": f"{base.name}-{hosts}"})
-        with tempfile.TemporaryDirectory(prefix="testbed-bench-") as work:
-            started = time.monotonic()
-            result = Runner(prepare(scenario), Path(work) / "run").execute()
-            wall_s = time.monotonic() - started
+        started = time.monotonic()
+        result = run_in_tempdir(prepare(scenario))
+        wall_s = time.monotonic() - started
         ratios = result["emulated_over_predicted"]
         rows.append({
             "hosts": hosts,

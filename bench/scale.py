@@ -14,15 +14,14 @@ import argparse
 import json
 import resource
 import statistics
-import tempfile
 import threading
 import time
 from pathlib import Path
 
-from bench_results import RESULTS, flagged_monitors, save_rows
+from bench_results import RESULTS, flagged_monitors, run_in_tempdir, save_rows
 
 from testbed.core.scenario import apply_overrides, load_scenario
-from testbed.emulation.run import Runner, prepare
+from testbed.emulation.run import prepare
 
 HERE = Path(__file__).resolve().parent
 SCENARIOS = HERE.parent / "scenarios"
@@ -75,10 +74,9 @@ def run_point(kind: str, hosts: int) -> dict:
     scenario = apply_overrides(base, {"fabric.hosts": hosts, "name": f"scale-{kind}-{hosts}"})
     sampler = MemorySampler()
     sampler.start()
-    with tempfile.TemporaryDirectory(prefix="testbed-bench-") as work:
-        started = time.monotonic()
-        result = Runner(prepare(scenario), Path(work) / "run").execute()
-        wall_s = time.monotonic() - started
+    started = time.monotonic()
+    result = run_in_tempdir(prepare(scenario))
+    wall_s = time.monotonic() - started
     sampler.done.set()
     sampler.join()
     ratios = result["emulated_over_predicted"]

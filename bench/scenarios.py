@@ -11,15 +11,14 @@ and writes bench/results/scenarios.json (and .md) beside this script.
 from __future__ import annotations
 
 import argparse
-import tempfile
 import time
 from pathlib import Path
 
-from bench_results import ratio_cells, run_summary, save_rows
+from bench_results import ratio_cells, run_in_tempdir, run_summary, save_rows
 
 from testbed.core.errors import InputError
 from testbed.core.scenario import apply_overrides, load_scenario
-from testbed.emulation.run import Runner, prepare
+from testbed.emulation.run import prepare
 
 HERE = Path(__file__).resolve().parent
 SCENARIOS = HERE.parent / "scenarios"
@@ -35,8 +34,7 @@ def run_one(path: Path) -> dict:
         prepared = prepare(scenario)
     except InputError as error:  # a scenario for `testbed place`/`predict` only
         return {"scenario": scenario.name, "status": "not emulated", "error": str(error)}
-    with tempfile.TemporaryDirectory(prefix="testbed-bench-") as work:
-        result = Runner(prepared, Path(work) / "run").execute()
+    result = run_in_tempdir(prepared)
     return {"scenario": scenario.name, "fabric": scenario.fabric.kind, "hosts": scenario.fabric.hosts,
             "workload": scenario.workload.kind, "overrides": overrides, **run_summary(result),
             "error": result.get("error"), "wall_s": time.monotonic() - started}

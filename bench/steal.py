@@ -5,23 +5,22 @@ On a virtual machine whose host is shared, the kernel counts the time its cores 
 emulated/predicted, and tabulates them by steal: the evidence for the `steal` monitor's tolerance.
 Steal comes and goes with the host's other tenants, so the table is only as varied as the host was.
 
-Run as root from the repository: `.venv/bin/python bench/steal.py [--runs 8] [--scenario quickstart]
-[--set key=value ...]`. Prints the table and writes bench/results/steal.json (and .md).
+Run as root from the repository: `.venv/bin/python bench/steal.py [--runs 6] [--factor 2]
+[--scenario quickstart] [--set key=value ...]`. Prints the table and writes bench/results/steal.json (and .md).
 """
 
 from __future__ import annotations
 
 import argparse
 import json
-import tempfile
 import time
 from pathlib import Path
 
-from bench_results import RESULTS, save_rows
+from bench_results import RESULTS, run_in_tempdir, save_rows
 
 from testbed.core.fidelity import STEAL_TOLERANCE
 from testbed.core.scenario import apply_overrides, load_scenario
-from testbed.emulation.run import Runner, prepare
+from testbed.emulation.run import prepare
 from testbed.interface.sweep import parse_sets
 
 SCENARIOS = Path(__file__).resolve().parent.parent / "scenarios"
@@ -29,19 +28,20 @@ BINS = (0.0, 0.02, STEAL_TOLERANCE, 0.10, 0.20, 0.30, 0.40, 1.01)
 BAND = (0.9, 1.1)
 
 
-def iterations_of(result: dict, run: int) -> list[dict]:
-    return [{"run": run, "iteration": i, "steal": steal, "ratio": ratio, "tcp_retransmits": rtx,
+def iterations_of(result: dict, run: int, variant: str) -> list[dict]:
+    return [{"variant": variant, "run": run, "iteration": i, "steal": steal, "ratio": ratio, "tcp_retransmits": rtx,
              "dilation": result["dilation"]}
             for i, (steal, ratio, rtx) in enumerate(zip(result["iteration_steal_frac"],
                                                         result["emulated_over_predicted"],
                                                         result["iteration_tcp_retransmits"]))]
 
 
-def by_steal(iterations: list[dict]) -> list[dict]:
+def by_steal(iterations: list[dict], variant: str) -> list[dict]:
     rows = []
     for low, high in zip(BINS, BINS[1:]):
-        inside = [it["ratio"] for it in iterations if it["steal"] is not None and low <= it["steal"] < high]
-        rows.append({"steal": f"{low:.0%}-{min(high, 1):.0%}", "iterations": len(inside),
+        inside = [it["ratio"] for it in iterations
+                  if it["variant"] == variant and it["steal"] is not None and low <= it["steal"] < high]
+        rows.append({"variant": variant, "steal": f"{low:.0%}-{min(high, 1):.0%}", "iterations": len(inside),
                      "ratio_mean": sum(inside) / len(inside) if inside else None,
                      "ratio_max": max(inside, default=None),
                      "outside_band": sum(not BAND[0] <= r <= BAND[1] for r in inside)})
@@ -51,7 +51,9 @@ def by_steal(iterations: list[dict]) -> list[dict]:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--scenario", default="quickstart", help="a shipped scenario's name")
-    parser.add_argument("--runs", type=int, default=8)
+    parser.add_argument("--runs", type=int, default=6, help="rounds; each runs the scenario as set, then "
+                        "at --factor times the dilation that run used")
+    parser.add_argument("--factor", type=float, default=2.0)
     parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE")
     args = parser.parse_args()
     if not any(s.startswith("workload.iterations=") for s in args.set):
@@ -60,23 +62,29 @@ def main() -> int:
     scenario = apply_overrides(load_scenario(SCENARIOS / f"{args.scenario}.yaml"), overrides)
     iterations, statuses = [], []
     started = time.monotonic()
+    variants = ("as set", f"{args.factor:g}x dilation")
     for run in range(args.runs):
-        with tempfile.TemporaryDirectory(prefix="testbed-bench-") as work:
-            result = Runner(prepare(scenario), Path(work) / "run").execute()
-        statuses.append(result["status"] == "ok" and result["sums_correct"])
-        iterations.extend(iterations_of(result, run))
-        print(f"run {run}: steal {[None if s is None else round(s, 3) for s in result['iteration_steal_frac']]} "
-              f"ratio {[round(r, 3) for r in result['emulated_over_predicted']]}", flush=True)
-    rows = by_steal(iterations)
+        # Alternating the two in each round lets both meet the same spells of the host's load.
+        first = run_in_tempdir(prepare(scenario))
+        slower = run_in_tempdir(prepare(apply_overrides(scenario,
+                                                        {"emulation.dilation": first["dilation"] * args.factor})))
+        for variant, result in zip(variants, (first, slower)):
+            statuses.append(result["status"] == "ok" and result["sums_correct"])
+            iterations.extend(iterations_of(result, run, variant))
+            print(f"run {run} {variant} (dilation {result['dilation']:.0f}): steal "
+                  f"{[None if s is None else round(s, 3) for s in result['iteration_steal_frac']]} "
+                  f"ratio {[round(r, 3) for r in result['emulated_over_predicted']]}", flush=True)
+    rows = [row for variant in variants for row in by_steal(iterations, variant)]
     for row in rows:
         row.update(status="ok" if all(statuses) else "failed", correct=all(statuses))
-    header = [f"{args.scenario} ({', '.join(args.set)}), {args.runs} runs, {time.monotonic() - started:.0f} s; "
+    header = [f"{args.scenario} ({', '.join(args.set)}), {args.runs} rounds, {time.monotonic() - started:.0f} s; "
               f"emulated/predicted of each measured iteration by the steal during it",
-              "", f"| steal | iterations | emulated/predicted mean | max | outside {BAND[0]}-{BAND[1]} |",
-              "|---|---|---|---|---|"]
+              "", f"| run | steal | iterations | emulated/predicted mean | max | outside {BAND[0]}-{BAND[1]} |",
+              "|---|---|---|---|---|---|"]
     cell = lambda v: "n/a" if v is None else f"{v:.3f}"  # noqa: E731
-    code = save_rows("steal", rows, header, lambda r: f"{r['steal']} | {r['iterations']} | {cell(r['ratio_mean'])} "
-                                                       f"| {cell(r['ratio_max'])} | {r['outside_band']}")
+    code = save_rows("steal", rows, header, lambda r: f"{r['variant']} | {r['steal']} | {r['iterations']} | "
+                                                       f"{cell(r['ratio_mean'])} | {cell(r['ratio_max'])} | "
+                                                       f"{r['outside_band']}")
     (RESULTS / "steal_iterations.json").write_text(json.dumps(iterations, indent=1) + "\n")
     return code
 

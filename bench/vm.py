@@ -13,16 +13,15 @@ import argparse
 import json
 import subprocess
 import sys
-import tempfile
 import time
 from pathlib import Path
 
-from bench_results import cell, ratio_cells, run_summary, save_rows
+from bench_results import cell, ratio_cells, run_in_tempdir, run_summary, save_rows
 
 from testbed.core.calibration import load_calibration
 from testbed.core.scenario import load_scenario
 from testbed.emulation.platform import inspect_platform
-from testbed.emulation.run import Runner, prepare
+from testbed.emulation.run import prepare
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
@@ -36,8 +35,7 @@ def measure_here(where: str) -> list[dict]:
     for name in CASES:
         scenario = load_scenario(ROOT / "scenarios" / name)
         started = time.monotonic()
-        with tempfile.TemporaryDirectory(prefix="testbed-bench-") as work:
-            result = Runner(prepare(scenario), Path(work) / "run").execute()
+        result = run_in_tempdir(prepare(scenario))
         rows.append({
             "where": where, "case": name.removesuffix(".yaml"), "datapath": platform.datapath,
             "netem": platform.netem, "capacity_mbps": calibration.capacity_bps / 1e6,

@@ -32,6 +32,9 @@ class Calibration:
     agent_step_s: float | None = None
     # The machine's physical memory: every rank's buffers, scaled by the byte scale, share it.
     memory_bytes: float | None = None
+    # The share of all cores' time a hypervisor took while this was measured (steal): a calibration
+    # taken while the host was busy with others measured less than this machine forwards when quiet.
+    steal_frac: float | None = None
 
     def to_json(self) -> dict[str, object]:
         return asdict(self)

@@ -17,8 +17,9 @@ from testbed.core.contracts import InaNodeConfig
 from testbed.core.errors import RunFailed
 from testbed.core.ina_fabric import DEFAULT_POOL_SLOTS, MAX_WINDOW
 from testbed.core.scenario import Fabric
+from testbed.core.steal import steal_fractions
 from testbed.emulation.live import live_fabric, require_emulation_platform
-from testbed.emulation.platform import datapath
+from testbed.emulation.platform import cpu_sample, datapath
 from testbed.emulation.side_processes import wait_node_ready
 
 PAIRS = 4
@@ -213,10 +214,12 @@ def calibrate() -> Calibration:
         fabric = Fabric(kind="elect-flat", hosts=2 * PAIRS, gpu_bandwidth_gbps=UNSHAPED_BPS / 1e9)
         # A re-calibration waits for the fabric as long as the last calibration says this machine needs.
         with live_fabric(fabric, UNSHAPED_BPS, Path(work), slowness=load_calibration().slowness) as live:
+            before = cpu_sample(time.monotonic())
             timers = _timer_probe(live.fabric)
             capacity = _iperf_pairs(live.fabric)
             agent_capacity, agent_step = _agent_ring(live.fabric)
             ina_rate = _ina_node_rate(live.fabric, Path(work))
+            after = cpu_sample(time.monotonic())
     return Calibration(
         capacity_bps=capacity,
         agent_capacity_bps=agent_capacity,
@@ -226,5 +229,6 @@ def calibrate() -> Calibration:
         ina_node_packets_per_s=ina_rate,
         memory_bytes=float(os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")),
         datapath=datapath(),
+        steal_frac=steal_fractions([before, after], [(before.t_s, after.t_s)])[0],
         measured_at=datetime.now(timezone.utc).isoformat(timespec="seconds"),
     )

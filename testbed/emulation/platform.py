@@ -7,10 +7,19 @@ import shutil
 import subprocess
 import uuid
 from dataclasses import dataclass
+from pathlib import Path
+
+from testbed.core.steal import CpuSample
 
 
 def run_quiet(args: list[str], timeout_s: float = 10.0) -> subprocess.CompletedProcess:
     return subprocess.run(args, capture_output=True, text=True, timeout=timeout_s, check=False)
+
+
+def cpu_sample(now_s: float) -> CpuSample:
+    """The kernel's steal and total ticks over all cores at `now_s` (monotonic), from /proc/stat."""
+    fields = [int(x) for x in Path("/proc/stat").read_text().split("\n")[0].split()[1:]]
+    return CpuSample(now_s, fields[7] if len(fields) > 7 else 0, sum(fields))
 
 
 def is_root() -> bool:

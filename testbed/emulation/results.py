@@ -13,7 +13,7 @@ from hosts.data import digest
 from testbed.core import fidelity
 from testbed.core.contracts import Event, Results
 from testbed.core.fabric_kinds import KINDS
-from testbed.core.steal import CpuSample, steal_fractions
+from testbed.core.steal import steal_fractions
 from testbed.core.units import us_to_s
 
 if TYPE_CHECKING:
@@ -25,12 +25,6 @@ def cpu_times() -> tuple[int, int]:
     fields = [int(x) for x in Path("/proc/stat").read_text().split("\n")[0].split()[1:]]
     idle = fields[3] + fields[4]
     return sum(fields) - idle, sum(fields)
-
-
-def cpu_sample(now_s: float) -> CpuSample:
-    """The kernel's steal and total ticks over all cores at `now_s` (monotonic)."""
-    fields = [int(x) for x in Path("/proc/stat").read_text().split("\n")[0].split()[1:]]
-    return CpuSample(now_s, fields[7] if len(fields) > 7 else 0, sum(fields))
 
 
 def busy_fraction(before: tuple[int, int], after: tuple[int, int]) -> float | None:

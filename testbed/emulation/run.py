@@ -31,7 +31,7 @@ from testbed.emulation.live import (
     live_fabric,
     require_emulation_platform,
 )
-from testbed.emulation.platform import netem_available
+from testbed.emulation.platform import cpu_sample, netem_available
 from testbed.emulation.prepare import Prepared, prepare  # noqa: F401 (run's public names)
 from testbed.emulation.side_processes import SideProcesses
 
@@ -153,7 +153,7 @@ class Runner:
         if self.capture_packets > 0:
             sides.start_capture(self.capture_packets)
         cpu_before = results_mod.cpu_times()
-        self.measured["cpu_samples"] = [results_mod.cpu_sample(time.monotonic())]
+        self.measured["cpu_samples"] = [cpu_sample(time.monotonic())]
         ports_before = results_mod.switch_port_counters(fabric.switch_names)
         for rank in range(self.prepared.schedule.hosts):
             log = open(hosts_dir / f"h{rank}.log", "wb")
@@ -217,11 +217,11 @@ class Runner:
             if time.monotonic() - moved_at > bound_s:
                 raise RunFailed(self._stall_report(time.monotonic() - moved_at, bound_s, hosts_dir))
             self.on_progress(progress.iterations_done(warmups), total)
-            self.measured["cpu_samples"].append(results_mod.cpu_sample(time.monotonic()))
+            self.measured["cpu_samples"].append(cpu_sample(time.monotonic()))
             time.sleep(0.05)
         progress = progress.extended(_read_lines_from(hosts_dir / "progress", read_to)[0])
         self.on_progress(progress.iterations_done(warmups), total)
-        self.measured["cpu_samples"].append(results_mod.cpu_sample(time.monotonic()))
+        self.measured["cpu_samples"].append(cpu_sample(time.monotonic()))
         timings["agents_done_s"] = self._since_set_up()
 
     def _stall_report(self, stalled_s: float, bound_s: float, hosts_dir: Path) -> str:

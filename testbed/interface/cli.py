@@ -19,6 +19,7 @@ err_console = Console(stderr=True)
 
 def cmd_doctor(args: argparse.Namespace) -> int:
     from testbed.core.calibration import load_calibration, store_calibration
+    from testbed.core.fidelity import STEAL_TOLERANCE
     from testbed.core.paths import calibration_path
     from testbed.emulation.platform import inspect_platform
 
@@ -50,6 +51,12 @@ def cmd_doctor(args: argparse.Namespace) -> int:
                       f"{calibration.timer_error_s * 1e6:.0f} µs, INA node "
                       f"{calibration.node_packets_per_s:,.0f} packets/s ({calibration.measured_at}, "
                       f"{calibration_path()})")
+        if calibration.steal_frac is not None:
+            busy = calibration.steal_frac > STEAL_TOLERANCE
+            table.add_row("hypervisor's steal while calibrating",
+                          f"{'[yellow]' if busy else ''}{calibration.steal_frac:.1%}{'[/]' if busy else ''}"
+                          + (": the host was busy with others, so capacity may read low; calibrate again when it "
+                             "is quieter" if busy else ""))
     else:
         table.add_row("calibration",
                       "[yellow]none[/]: run `testbed doctor --calibrate`; auto uses conservative defaults")

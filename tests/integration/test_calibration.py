@@ -26,3 +26,5 @@ def test_calibration_measures_the_datapath_the_agents_timers_and_the_ina_node(ma
     assert 0 < measured.timer_error_s < 5e-3
     # The node answers hundreds of packets a second under software emulation, tens of thousands here.
     assert measured.ina_node_packets_per_s is not None and measured.ina_node_packets_per_s > 100
+    # The hypervisor's share while it measured: a fraction, and named by doctor where it was high.
+    assert measured.steal_frac is not None and 0 <= measured.steal_frac < 1

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 
 from testbed.core.fidelity import STEAL_TOLERANCE, steal_monitor
@@ -30,3 +32,14 @@ def test_the_monitor_names_the_disturbed_iterations():
     assert "iterations 1, 3" in monitor.detail and "30.0%" in monitor.detail
     assert steal_monitor([0.0, STEAL_TOLERANCE]).ok
     assert steal_monitor([None]).ok and steal_monitor([]).value is None
+
+
+def test_a_calibration_stored_before_steal_was_measured_still_loads(tmp_path):
+    from testbed.core.calibration import load_calibration, store_calibration
+
+    path = tmp_path / "calibration.json"
+    path.write_text('{"capacity_bps": 1e9, "timer_error_s": 1e-6, "sleep_overshoot_s": 1e-5, '
+                    '"datapath": "user", "measured_at": "2026-12-01T00:00:00+00:00"}')
+    assert load_calibration(path).measured and load_calibration(path).steal_frac is None
+    store_calibration(replace(load_calibration(path), steal_frac=0.25), path)
+    assert load_calibration(path).steal_frac == 0.25
