@@ -55,16 +55,22 @@ def socket_inodes_of(pid: int) -> set[str]:
     return inodes
 
 
+START_TIMEOUT_S = 20.0  # to listen on its port, on a machine of calibrated slowness 1
+
+
 class ControllerProcess(WatchedProcess):
     """The controller for one run; `start` returns once it alone listens on its port."""
 
-    def __init__(self, config_path: Path, log_path: Path, fabric: str = "elect-flat") -> None:
+    def __init__(self, config_path: Path, log_path: Path, fabric: str = "elect-flat", slowness: float = 1.0) -> None:
         super().__init__("the controller", log_path)
         self.config_path = config_path
         self.fabric = fabric
         self.port = 0
+        # os-ken's imports alone take seconds here and many times that under software emulation.
+        self.start_timeout_s = START_TIMEOUT_S * slowness
 
-    def start(self, timeout_s: float = 20.0, port: int | None = None) -> int:
+    def start(self, port: int | None = None) -> int:
+        timeout_s = self.start_timeout_s
         self.port = port or free_port()
         log = open(self.log_path, "ab")
         self.process = subprocess.Popen(

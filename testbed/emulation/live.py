@@ -122,7 +122,7 @@ def live_fabric(fabric_spec: "Fabric", host_rate_bps: float, work_dir: Path,
     tag = _unused_tag()
     record = RunRecord.new(tag, str(work_dir.resolve()))
     controller = ControllerProcess(work_dir / "controller_config.json", work_dir / "controller.log",
-                                   fabric=fabric_spec.kind)
+                                   fabric=fabric_spec.kind, slowness=slowness)
     topology = build_topology(fabric_spec, tag, host_rate_bps, datapath())
     fabric = MininetFabric(topology=topology, controller_port=0, record=record,
                            link_loss_frac=fabric_spec.link_loss_frac)

@@ -26,10 +26,11 @@ def cmd_doctor(args: argparse.Namespace) -> int:
     if args.calibrate:
         from testbed.emulation.calibrate import calibrate
 
-        with console.status("calibrating: forwarding capacity, timer precision and the INA node's packet rate ..."):
+        said = err_console if args.json else console  # --json keeps standard output to the JSON alone
+        with said.status("calibrating: forwarding capacity, timer precision and the INA node's packet rate ..."):
             measured = calibrate()
         path = store_calibration(measured)
-        console.print(f"calibration stored in {path}")
+        said.print(f"calibration stored in {path}")
     report = inspect_platform()
     calibration = load_calibration()
     if args.json:

@@ -2,6 +2,11 @@
 
 from __future__ import annotations
 
+import json
+import os
+import subprocess
+import sys
+
 import pytest
 
 from testbed.emulation.platform import datapath
@@ -9,10 +14,17 @@ from testbed.emulation.platform import datapath
 pytestmark = pytest.mark.root
 
 
-def test_calibration_measures_the_datapath_the_agents_timers_and_the_ina_node(machine_state):
-    from testbed.emulation.calibrate import calibrate
+def test_calibration_measures_the_datapath_the_agents_timers_and_the_ina_node(machine_state, tmp_path):
+    """Through `doctor --calibrate --json`, whose standard output is the JSON alone, into a state
+    directory of the test's own (the last calibration copied in: it says how slow this machine is)."""
+    from testbed.core.calibration import Calibration, load_calibration, store_calibration
 
-    measured = calibrate()
+    store_calibration(load_calibration(), tmp_path / "calibration.json")
+    doctor = subprocess.run([sys.executable, "-m", "testbed", "doctor", "--calibrate", "--json"], capture_output=True,
+                            text=True, timeout=900, env={**os.environ, "TESTBED_STATE_DIR": str(tmp_path)})
+    assert doctor.returncode == 0, doctor.stderr
+    measured = Calibration(**json.loads(doctor.stdout)["calibration"])
+    assert measured == load_calibration(tmp_path / "calibration.json")
     assert measured.measured and measured.datapath == datapath()
     # iperf3 and the agents' ring all-reduce go through the same datapath: the Python agents may be
     # slower, but not by more than an order of magnitude on a machine that runs the suite, and never
