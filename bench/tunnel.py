@@ -17,7 +17,8 @@ import time
 
 from bench_results import save_rows
 
-from testbed.emulation.results import busy_fraction, cpu_times
+from testbed.core.steal import busy_fraction
+from testbed.emulation.platform import cpu_sample
 
 A, B = "tbtun-a", "tbtun-b"
 UNDER = ("10.201.0.1", "10.201.0.2")  # the "machines'" addresses
@@ -64,9 +65,9 @@ def measure(label: str, server_ns: str, client_ns: str, address: str) -> dict:
                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
         time.sleep(0.5)
-        busy0 = cpu_times()
+        busy0 = cpu_sample(time.monotonic())
         out = json.loads(sh(f"ip netns exec {client_ns} iperf3 -J -t 10 -c {address}"))
-        busy1 = cpu_times()
+        busy1 = cpu_sample(time.monotonic())
         server.wait(timeout=10)
     finally:
         if server.poll() is None:

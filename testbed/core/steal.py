@@ -15,6 +15,13 @@ class CpuSample:
     t_s: float
     steal_ticks: int
     total_ticks: int
+    busy_ticks: int = 0  # all but idle and I/O wait (steal included: the cores were not ours)
+
+
+def busy_fraction(before: CpuSample, after: CpuSample) -> float | None:
+    """The share of all cores' time between two samples that was not idle."""
+    total = after.total_ticks - before.total_ticks
+    return None if total <= 0 else (after.busy_ticks - before.busy_ticks) / total
 
 
 def _counters_at(samples: list[CpuSample], t_s: float) -> tuple[float, float]:

@@ -17,9 +17,10 @@ def run_quiet(args: list[str], timeout_s: float = 10.0) -> subprocess.CompletedP
 
 
 def cpu_sample(now_s: float) -> CpuSample:
-    """The kernel's steal and total ticks over all cores at `now_s` (monotonic), from /proc/stat."""
+    """The kernel's steal, total and busy ticks over all cores at `now_s` (monotonic), from /proc/stat."""
     fields = [int(x) for x in Path("/proc/stat").read_text().split("\n")[0].split()[1:]]
-    return CpuSample(now_s, fields[7] if len(fields) > 7 else 0, sum(fields))
+    total = sum(fields)
+    return CpuSample(now_s, fields[7] if len(fields) > 7 else 0, total, total - fields[3] - fields[4])
 
 
 def is_root() -> bool:

@@ -20,18 +20,6 @@ if TYPE_CHECKING:
     from testbed.emulation.prepare import Prepared
 
 
-def cpu_times() -> tuple[int, int]:
-    """(busy, total) jiffies over all cores, from /proc/stat."""
-    fields = [int(x) for x in Path("/proc/stat").read_text().split("\n")[0].split()[1:]]
-    idle = fields[3] + fields[4]
-    return sum(fields) - idle, sum(fields)
-
-
-def busy_fraction(before: tuple[int, int], after: tuple[int, int]) -> float | None:
-    total = after[1] - before[1]
-    return None if total <= 0 else (after[0] - before[0]) / total
-
-
 def switch_port_counters(bridges: list[str]) -> tuple[int, int] | None:
     """(packets received, packets dropped rx + tx) over the bridges' ports, from OpenFlow port stats."""
     received = dropped = 0

@@ -20,6 +20,7 @@ from testbed.core.fabric_kinds import KINDS
 from testbed.core.faults import FaultInjector, timeline
 from testbed.core.scenario import Scenario, scenario_to_yaml
 from testbed.core.schedule import cut_pairs
+from testbed.core.steal import busy_fraction
 from testbed.core.units import us_to_s
 from testbed.core.watchdog import Progress, describe_stall, stall_bound_s
 from testbed.emulation import results as results_mod
@@ -152,7 +153,6 @@ class Runner:
         config_path.write_text(config.dumps())
         if self.capture_packets > 0:
             sides.start_capture(self.capture_packets)
-        cpu_before = results_mod.cpu_times()
         self.measured["cpu_samples"] = [cpu_sample(time.monotonic())]
         ports_before = results_mod.switch_port_counters(fabric.switch_names)
         for rank in range(self.prepared.schedule.hosts):
@@ -175,7 +175,8 @@ class Runner:
         finally:
             if self.injector is not None:
                 self.injector.stop()
-        self.measured["cpu_busy_frac"] = results_mod.busy_fraction(cpu_before, results_mod.cpu_times())
+        samples = self.measured["cpu_samples"]
+        self.measured["cpu_busy_frac"] = busy_fraction(samples[0], cpu_sample(time.monotonic()))
         self.measured["switch_packets"] = results_mod.counter_delta(
             ports_before, results_mod.switch_port_counters(fabric.switch_names))
         self.measured["ina_node"] = sides.stop_ina_node()

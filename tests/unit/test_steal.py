@@ -43,3 +43,11 @@ def test_a_calibration_stored_before_steal_was_measured_still_loads(tmp_path):
     assert load_calibration(path).measured and load_calibration(path).steal_frac is None
     store_calibration(replace(load_calibration(path), steal_frac=0.25), path)
     assert load_calibration(path).steal_frac == 0.25
+
+
+def test_busy_share_between_two_samples():
+    from testbed.core.steal import busy_fraction
+
+    # 400 ticks pass, 300 of them busy (steal counted in them): 0.75; no ticks: not measured
+    assert busy_fraction(CpuSample(0.0, 0, 1000, 200), CpuSample(2.0, 40, 1400, 500)) == 0.75
+    assert busy_fraction(CpuSample(0.0, 0, 1000, 200), CpuSample(0.0, 0, 1000, 200)) is None
