@@ -100,6 +100,12 @@ def assert_faithful_but_for_machine_loss(result: dict) -> set[int]:
     return flagged
 
 
+def undisturbed_times_s(result: dict) -> list[float]:
+    """Iteration times the run does not blame on the machine (a test compares runs by these)."""
+    disturbed = disturbed_iterations(result)
+    return [t for i, t in enumerate(result["iteration_times_s"]) if i not in disturbed]
+
+
 def assert_ratio_in_band(result: dict, iteration: int, band: tuple[float, float] = RATIO_BAND) -> None:
     """One iteration's emulated/predicted is within `band`; one the run flags as disturbed by the
     machine may be longer, never shorter (lost CPUs and packets only ever cost time)."""

