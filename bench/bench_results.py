@@ -24,8 +24,8 @@ def run_in_tempdir(prepared: "Prepared") -> dict:
         return Runner(prepared, Path(work) / "run").execute()
 
 
-def cell(value: float | None) -> str:
-    return "n/a" if value is None else f"{value:.2f}"
+def cell(value: float | None, digits: int = 2) -> str:
+    return "n/a" if value is None else f"{value:.{digits}f}"
 
 
 def flagged_monitors(result: dict) -> str:

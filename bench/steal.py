@@ -17,7 +17,7 @@ import json
 import time
 from pathlib import Path
 
-from bench_results import RESULTS, run_in_tempdir, save_rows
+from bench_results import RESULTS, cell, run_in_tempdir, save_rows
 
 from testbed.core.fidelity import STEAL_TOLERANCE
 from testbed.core.scenario import apply_overrides, load_scenario
@@ -82,9 +82,8 @@ def main() -> int:
               f"emulated/predicted of each measured iteration by the steal during it",
               "", f"| run | steal | iterations | emulated/predicted mean | max | outside {BAND[0]}-{BAND[1]} |",
               "|---|---|---|---|---|---|"]
-    cell = lambda v: "n/a" if v is None else f"{v:.3f}"  # noqa: E731
     code = save_rows("steal", rows, header, lambda r: f"{r['variant']} | {r['steal']} | {r['iterations']} | "
-                                                       f"{cell(r['ratio_mean'])} | {cell(r['ratio_max'])} | "
+                                                       f"{cell(r['ratio_mean'], 3)} | {cell(r['ratio_max'], 3)} | "
                                                        f"{r['outside_band']}")
     (RESULTS / "steal_iterations.json").write_text(json.dumps(iterations, indent=1) + "\n")
     return code

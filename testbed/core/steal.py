@@ -18,15 +18,21 @@ class CpuSample:
     busy_ticks: int = 0  # all but idle and I/O wait (steal included: the cores were not ours)
 
 
+def steal_share(before: CpuSample, after: CpuSample) -> float | None:
+    """The share of all cores' time between two samples that the hypervisor took."""
+    total = after.total_ticks - before.total_ticks
+    return None if total <= 0 else (after.steal_ticks - before.steal_ticks) / total
+
+
 def busy_fraction(before: CpuSample, after: CpuSample) -> float | None:
     """The share of all cores' time between two samples that was not idle."""
     total = after.total_ticks - before.total_ticks
     return None if total <= 0 else (after.busy_ticks - before.busy_ticks) / total
 
 
-def _counters_at(samples: list[CpuSample], t_s: float) -> tuple[float, float]:
-    """(steal, total) at `t_s`, interpolated between the samples around it (the nearest end outside)."""
-    times = [s.t_s for s in samples]
+def _counters_at(samples: list[CpuSample], times: list[float], t_s: float) -> tuple[float, float]:
+    """(steal, total) at `t_s`, interpolated between the samples around it (the nearest end outside);
+    `times` are the samples' instants, in order."""
     i = bisect.bisect_left(times, t_s)
     if i == 0:
         return samples[0].steal_ticks, samples[0].total_ticks
@@ -42,12 +48,13 @@ def steal_fractions(samples: list[CpuSample], windows: list[tuple[float, float]]
     """The share of all cores' time the hypervisor took during each (start, end) window, or None for
     a window the samples do not cover (fewer than two samples, or no ticks counted inside it)."""
     ordered = sorted(samples, key=lambda s: s.t_s)
+    times = [s.t_s for s in ordered]
     found: list[float | None] = []
     for start, end in windows:
         if len(ordered) < 2 or end <= ordered[0].t_s or start >= ordered[-1].t_s:
             found.append(None)
             continue
-        steal0, total0 = _counters_at(ordered, start)
-        steal1, total1 = _counters_at(ordered, end)
+        steal0, total0 = _counters_at(ordered, times, start)
+        steal1, total1 = _counters_at(ordered, times, end)
         found.append((steal1 - steal0) / (total1 - total0) if total1 > total0 else None)
     return found

@@ -17,7 +17,7 @@ from testbed.core.contracts import InaNodeConfig
 from testbed.core.errors import RunFailed
 from testbed.core.ina_fabric import DEFAULT_POOL_SLOTS, MAX_WINDOW
 from testbed.core.scenario import Fabric
-from testbed.core.steal import steal_fractions
+from testbed.core.steal import steal_share
 from testbed.emulation.live import live_fabric, require_emulation_platform
 from testbed.emulation.platform import cpu_sample, datapath
 from testbed.emulation.side_processes import wait_node_ready
@@ -229,6 +229,6 @@ def calibrate() -> Calibration:
         ina_node_packets_per_s=ina_rate,
         memory_bytes=float(os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")),
         datapath=datapath(),
-        steal_frac=steal_fractions([before, after], [(before.t_s, after.t_s)])[0],
+        steal_frac=steal_share(before, after),
         measured_at=datetime.now(timezone.utc).isoformat(timespec="seconds"),
     )

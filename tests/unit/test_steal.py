@@ -51,3 +51,11 @@ def test_busy_share_between_two_samples():
     # 400 ticks pass, 300 of them busy (steal counted in them): 0.75; no ticks: not measured
     assert busy_fraction(CpuSample(0.0, 0, 1000, 200), CpuSample(2.0, 40, 1400, 500)) == 0.75
     assert busy_fraction(CpuSample(0.0, 0, 1000, 200), CpuSample(0.0, 0, 1000, 200)) is None
+
+
+def test_steal_share_between_two_samples():
+    from testbed.core.steal import steal_share
+
+    # 400 ticks pass, 40 of them stolen: 0.1
+    assert steal_share(CpuSample(0.0, 10, 1000, 200), CpuSample(2.0, 50, 1400, 500)) == 0.1
+    assert steal_share(CpuSample(0.0, 10, 1000), CpuSample(0.0, 10, 1000)) is None
