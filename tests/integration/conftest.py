@@ -16,12 +16,15 @@ Tolerances, and why they are enough (each test names the one it uses):
 
 from __future__ import annotations
 
+import threading
 import time
 from pathlib import Path
 
 import pytest
 
 from testbed.core.fidelity import STEAL_TOLERANCE
+from testbed.core.steal import CpuSample, steal_fractions
+from testbed.emulation.platform import cpu_sample
 from testbed.emulation.registry import list_bridges
 
 RATIO_BAND = (0.85, 1.15)
@@ -128,6 +131,41 @@ def assert_iterations_match_the_oracle(result: dict, band: tuple[float, float] =
     outside = [i for i, r in enumerate(ratios) if not band[0] <= r <= band[1]]
     assert len(outside) < len(ratios) or steal_disturbed(result) == set(range(len(ratios))), \
         (ratios, result["iteration_steal_frac"], unfaithful(result))
+
+
+class StealWatch:
+    """Samples the kernel's CPU counters every 0.1 s while a block runs: for what a test measures
+    outside the run's iterations (a controller script's dark times), whose steal the run cannot report."""
+
+    def __init__(self, every_s: float = 0.1):
+        self.every_s = every_s
+        self.samples: list[CpuSample] = []
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._sample, daemon=True)
+
+    def _sample(self) -> None:
+        while True:
+            self.samples.append(cpu_sample(time.monotonic()))
+            if self._stop.wait(self.every_s):
+                return
+
+    def __enter__(self) -> StealWatch:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self._stop.set()
+        self._thread.join()
+
+    def worst_share(self, window_s: float = 1.0) -> float:
+        """The largest share of the cores the hypervisor took in any `window_s` while the block ran."""
+        windows = [(s.t_s, s.t_s + window_s) for s in self.samples if s.t_s + window_s <= self.samples[-1].t_s]
+        windows = windows or [(self.samples[0].t_s, self.samples[-1].t_s)]
+        return max((f for f in steal_fractions(self.samples, windows) if f is not None), default=0.0)
+
+    def disturbed(self) -> bool:
+        """The hypervisor took more than the `steal` monitor allows a run, for a second or more."""
+        return self.worst_share() > STEAL_TOLERANCE
 
 
 OURS = ("hosts.agent", "controller.launch", "controller.retune_timer", "mininet:h", "hosts.ina.node")
