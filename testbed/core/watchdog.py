@@ -11,7 +11,7 @@ from testbed.core.schedule import cut_pairs
 STALL_MIN_S = 10.0  # never call a run stalled sooner: start-up and a slow round on a busy machine
 STALL_ROUNDS = 3.0  # a round that takes this many times its expected wall time has stalled
 LOSSY_STALL_S = 60.0  # with loss injected (see stall_bound_s)
-START_UP_S = 30.0  # extra for the first round: agents start, import and connect (their own timeout)
+START_UP_S = 30.0  # agents start, import and connect (their own timeout), on the reference machine
 LISTED_WAITS = 6  # waits named in the sentence; the rest are in the hosts' waiting files
 
 
@@ -46,11 +46,19 @@ class Progress:
         return max(0, min(self.rounds_done, default=0) - warmups)
 
 
+def start_up_bound_s(slowness: float = 1.0) -> float:
+    """Wall seconds for every agent to start (import its modules) and connect to its peers, on a
+    machine `slowness` times slower than the reference one (the calibration's): 8 agents took 74 s
+    inside the software-emulated VM, whose calibration measured 33.9 times the reference step."""
+    return START_UP_S * max(1.0, slowness)
+
+
 def stall_bound_s(round_wall_s: float, first_round: bool, lossy: bool = False) -> float:
     """Wall seconds without any rank finishing a round before the run counts as stalled. With loss
     injected, rounds wait out retransmission timeouts the prediction leaves out, and the protocols
     detect a dead peer themselves (INA workers give up after 10 s without an answer): the bound
-    is then at least LOSSY_STALL_S."""
+    is then at least LOSSY_STALL_S. The first round (timed from when every rank connected) gets
+    START_UP_S more: it pays once for what later rounds reuse (connections' first windows, shells)."""
     bound = max(STALL_MIN_S, STALL_ROUNDS * round_wall_s)
     if lossy:
         bound = max(bound, LOSSY_STALL_S)

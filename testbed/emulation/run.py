@@ -22,7 +22,7 @@ from testbed.core.scenario import Scenario, scenario_to_yaml
 from testbed.core.schedule import cut_pairs
 from testbed.core.steal import busy_fraction
 from testbed.core.units import us_to_s
-from testbed.core.watchdog import Progress, describe_stall, stall_bound_s
+from testbed.core.watchdog import Progress, describe_stall, stall_bound_s, start_up_bound_s
 from testbed.emulation import results as results_mod
 from testbed.emulation.fault_actions import FaultActions
 from testbed.emulation.live import (
@@ -143,6 +143,7 @@ class Runner:
             out_dir=str(hosts_dir.resolve()),
             progress=str((hosts_dir / "progress").resolve()),
             niceness=AGENT_NICENESS,
+            connect_timeout_s=start_up_bound_s(self.prepared.calibration.slowness),
         )
         self._check_reachable(live.ready.get("unreachable", []))
         env = dict(os.environ, PYTHONUNBUFFERED="1")
@@ -190,7 +191,8 @@ class Runner:
         total, warmups, ranks = scenario.workload.iterations, scenario.warmups(), self.prepared.schedule.hosts
         round_wall_s = plan.dilation.emulated_time_s(self.prepared.prediction.iteration_time_s)
         lossy = scenario.loses_packets()  # rounds then wait out retransmission timeouts
-        limit_s = 60.0 + 4 * plan.expected_wall_s
+        start_up_s = start_up_bound_s(self.prepared.calibration.slowness)
+        limit_s = 30.0 + start_up_s + 4 * plan.expected_wall_s
         deadline = time.monotonic() + limit_s
         progress, read_to, moved_at = Progress((0,) * ranks, 0), 0, time.monotonic()
         timings = self.measured["timings_s"]
@@ -198,11 +200,14 @@ class Runner:
             if "agents_started_s" not in timings and progress.lines == 0 and \
                     all((hosts_dir / f"h{rank}.started").exists() for rank in range(ranks)):
                 timings["agents_started_s"] = self._since_set_up()
-            if self.injector is not None and self.injector.ident is None and \
+            if "agents_connected_s" not in timings and \
                     all((hosts_dir / f"h{rank}.connected").exists() for rank in range(ranks)):
-                # Faults are timed from the moment every rank is connected, however long start-up took.
+                # The rounds' clock starts when every rank is connected, however long start-up took
+                # (a slow machine's imports); so are faults timed.
                 timings["agents_connected_s"] = self._since_set_up()
-                self.injector.start_at(time.monotonic())
+                moved_at = time.monotonic()
+                if self.injector is not None:
+                    self.injector.start_at(moved_at)
             live.controller.check_alive()
             sides.check_alive()
             if any(p.poll() not in (None, 0) for p in self.agents):
@@ -214,7 +219,8 @@ class Runner:
                 progress, moved_at = progress.extended(text), time.monotonic()
             if self.injector is not None and self.injector.error:
                 raise RunFailed(self.injector.error)
-            bound_s = stall_bound_s(round_wall_s, first_round=progress.lines == 0, lossy=lossy)
+            bound_s = (stall_bound_s(round_wall_s, first_round=progress.lines == 0, lossy=lossy)
+                       if "agents_connected_s" in timings else start_up_s)
             if time.monotonic() - moved_at > bound_s:
                 raise RunFailed(self._stall_report(time.monotonic() - moved_at, bound_s, hosts_dir))
             self.on_progress(progress.iterations_done(warmups), total)

@@ -11,7 +11,7 @@ import sys
 import time
 
 from testbed.core.scenario import apply_overrides, load_scenario
-from testbed.core.watchdog import Progress, describe_stall, stall_bound_s
+from testbed.core.watchdog import Progress, describe_stall, stall_bound_s, start_up_bound_s
 from testbed.core.workloads import schedule_for
 
 from ..conftest import ROOT
@@ -36,8 +36,14 @@ def test_loss_from_the_fabric_or_an_injected_fault_counts_as_loss():
 def test_stall_bound_is_three_rounds_never_under_ten_seconds_and_longer_for_the_first():
     assert stall_bound_s(2.0, first_round=False) == 10.0
     assert stall_bound_s(8.0, first_round=False) == 24.0
-    assert stall_bound_s(8.0, first_round=True) == 54.0  # + 30 s for agents to start and connect
+    assert stall_bound_s(8.0, first_round=True) == 54.0  # + 30 s for what the first round pays once
     assert stall_bound_s(8.0, first_round=False, lossy=True) == 60.0  # loss: the protocols' own timeouts first
+
+
+def test_start_up_is_bounded_apart_and_stretches_with_the_machines_slowness():
+    assert start_up_bound_s() == 30.0
+    assert start_up_bound_s(0.5) == 30.0  # never below the reference machine's
+    assert start_up_bound_s(33.9) == 1017.0  # the software-emulated VM: its 8 agents took 74 s to start
 
 
 def test_stall_sentence_names_ranks_steps_peers_and_the_cutting_reconfiguration():
