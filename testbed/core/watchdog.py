@@ -46,11 +46,18 @@ class Progress:
         return max(0, min(self.rounds_done, default=0) - warmups)
 
 
-def start_up_bound_s(slowness: float = 1.0) -> float:
-    """Wall seconds for every agent to start (import its modules) and connect to its peers, on a
-    machine `slowness` times slower than the reference one (the calibration's): 8 agents took 74 s
-    inside the software-emulated VM, whose calibration measured 33.9 times the reference step."""
+def connect_timeout_s(slowness: float = 1.0) -> float:
+    """How long an agent waits for its peers to listen, on a machine `slowness` times slower than the
+    reference one (the calibration's): 8 agents took 74 s to import and connect inside the
+    software-emulated VM, whose calibration measured 33.9 times the reference step."""
     return START_UP_S * max(1.0, slowness)
+
+
+def start_up_bound_s(slowness: float = 1.0) -> float:
+    """Wall seconds from the agents' launch until every one has connected before the run counts as
+    stalled: longer than the agents' own connect timeout, whose error names the peer that never
+    listened."""
+    return connect_timeout_s(slowness) + STALL_MIN_S
 
 
 def stall_bound_s(round_wall_s: float, first_round: bool, lossy: bool = False) -> float:

@@ -22,7 +22,7 @@ from testbed.core.scenario import Scenario, scenario_to_yaml
 from testbed.core.schedule import cut_pairs
 from testbed.core.steal import busy_fraction
 from testbed.core.units import us_to_s
-from testbed.core.watchdog import Progress, describe_stall, stall_bound_s, start_up_bound_s
+from testbed.core.watchdog import Progress, connect_timeout_s, describe_stall, stall_bound_s, start_up_bound_s
 from testbed.emulation import results as results_mod
 from testbed.emulation.fault_actions import FaultActions
 from testbed.emulation.live import (
@@ -143,7 +143,7 @@ class Runner:
             out_dir=str(hosts_dir.resolve()),
             progress=str((hosts_dir / "progress").resolve()),
             niceness=AGENT_NICENESS,
-            connect_timeout_s=start_up_bound_s(self.prepared.calibration.slowness),
+            connect_timeout_s=connect_timeout_s(self.prepared.calibration.slowness),
         )
         self._check_reachable(live.ready.get("unreachable", []))
         env = dict(os.environ, PYTHONUNBUFFERED="1")

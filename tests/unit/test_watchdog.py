@@ -11,7 +11,7 @@ import sys
 import time
 
 from testbed.core.scenario import apply_overrides, load_scenario
-from testbed.core.watchdog import Progress, describe_stall, stall_bound_s, start_up_bound_s
+from testbed.core.watchdog import Progress, connect_timeout_s, describe_stall, stall_bound_s, start_up_bound_s
 from testbed.core.workloads import schedule_for
 
 from ..conftest import ROOT
@@ -41,9 +41,10 @@ def test_stall_bound_is_three_rounds_never_under_ten_seconds_and_longer_for_the_
 
 
 def test_start_up_is_bounded_apart_and_stretches_with_the_machines_slowness():
-    assert start_up_bound_s() == 30.0
-    assert start_up_bound_s(0.5) == 30.0  # never below the reference machine's
-    assert start_up_bound_s(33.9) == 1017.0  # the software-emulated VM: its 8 agents took 74 s to start
+    assert connect_timeout_s() == 30.0
+    assert connect_timeout_s(0.5) == 30.0  # never below the reference machine's
+    assert connect_timeout_s(33.9) == 1017.0  # the software-emulated VM: its 8 agents took 74 s to start
+    assert start_up_bound_s(33.9) == 1027.0  # the agents' own timeout first: it names the silent peer
 
 
 def test_stall_sentence_names_ranks_steps_peers_and_the_cutting_reconfiguration():
