@@ -20,6 +20,7 @@ from pathlib import Path
 
 import pytest
 
+from testbed.core.calibration import load_calibration
 from testbed.core.watchdog import Progress
 
 from ..conftest import ROOT
@@ -29,6 +30,12 @@ from .conftest import StealWatch
 pytestmark = pytest.mark.root
 
 SHELL_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"  # a new root shell's
+
+
+def _waited(seconds: float) -> float:
+    """A wait measured on the reference machine, stretched on one the calibration found slower (the
+    software-emulated VM: its runs dilate and start up about 34 times slower)."""
+    return seconds * load_calibration().slowness
 
 
 def _shell_env() -> dict:
@@ -80,20 +87,20 @@ def _warmups_done(run: subprocess.Popen, run_dir: Path, out: Path, hosts: int) -
 def _stop(run: subprocess.Popen) -> None:
     if run.poll() is None:
         run.send_signal(signal.SIGINT)
-    run.wait(timeout=120)
+    run.wait(timeout=_waited(120))
 
 
 def test_example_scripts_drive_a_held_run_while_its_iterations_run(tmp_path, machine_state):
     run_line, script_lines = _hold_block()
     run, run_dir, out = _start_held(tmp_path, run_line, hosts=4, iterations=4)
     try:
-        _wait_for(lambda: _warmups_done(run, run_dir, out, hosts=4), 120, "the warm-up rounds")
+        _wait_for(lambda: _warmups_done(run, run_dir, out, hosts=4), _waited(120), "the warm-up rounds")
         with StealWatch() as steal:
             scripts = [subprocess.Popen(["bash", "-c", line.replace("runs/study", str(run_dir))], cwd=ROOT,
                                         env=_shell_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                                         text=True)
                        for line in script_lines]  # both at once, while the iterations run
-            outputs = [script.communicate(timeout=180) for script in scripts]
+            outputs = [script.communicate(timeout=_waited(180)) for script in scripts]
         for script, (stdout, stderr) in zip(scripts, outputs):
             assert script.returncode == 0, stderr
         sweep, policy = outputs[0][0], outputs[1][0]
@@ -106,7 +113,8 @@ def test_example_scripts_drive_a_held_run_while_its_iterations_run(tmp_path, mac
         assert all(0.85 <= float(r[2]) <= 1.15 for r in rows) or steal.disturbed(), \
             (sweep, f"worst steal over a second {steal.worst_share():.1%}")
         assert re.search(r"\d+ plans applied, 0 refused over 50 periods \(\d+ with traffic", policy), policy
-        _wait_for(lambda: "fabric is held" in out.read_text() or run.poll() is not None, 300, "the iterations")
+        _wait_for(lambda: "fabric is held" in out.read_text() or run.poll() is not None, _waited(300),
+                  "the iterations")
         assert run.poll() is None, out.read_text()
         said = out.read_text()
         assert said.index("fabric up, iterations running") < said.index("iteration 4 of 4 done") \
@@ -126,7 +134,7 @@ def test_ctrl_c_in_the_middle_of_the_iterations_keeps_the_completed_ones(tmp_pat
     run_line, _ = _hold_block()
     run, run_dir, out = _start_held(tmp_path, run_line, hosts=4, iterations=20)
     try:
-        _wait_for(lambda: "iteration 2 of 20 done" in out.read_text() or run.poll() is not None, 240,
+        _wait_for(lambda: "iteration 2 of 20 done" in out.read_text() or run.poll() is not None, _waited(240),
                   "two iterations")
         assert run.poll() is None, out.read_text()
     finally:
@@ -148,12 +156,12 @@ def test_the_ina_capture_and_the_scapy_snippet_work_as_written(tmp_path, machine
     (line,) = [c.line for c in readme_commands() if "--capture" in c.line]
     run_dir = tmp_path / "ina"
     done = subprocess.run(["bash", "-c", line.replace("runs/ina", str(run_dir))], cwd=ROOT, env=_shell_env(),
-                          capture_output=True, text=True, timeout=300)
+                          capture_output=True, text=True, timeout=_waited(300))
     assert done.returncode == 0, done.stdout + done.stderr
     readme = (ROOT / "README.md").read_text()
     snippet = re.search(r"```python\n(from scapy.*?)```", readme, re.S).group(1)
     printed = subprocess.run([str(ROOT / ".venv" / "bin" / "python"), "-c",
                               snippet.replace("runs/ina", str(run_dir))],
-                             cwd=ROOT, capture_output=True, text=True, timeout=120)
+                             cwd=ROOT, capture_output=True, text=True, timeout=_waited(120))
     assert printed.returncode == 0, printed.stderr
     assert "INA job" in printed.stdout and "worker" in printed.stdout
