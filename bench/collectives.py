@@ -15,9 +15,9 @@ from pathlib import Path
 from bench_results import cell, ratio_cells, run_in_tempdir, save_rows
 
 from hosts.ops import SERVICE_ALGORITHMS
-from testbed.core.scenario import parse_scenario
-from testbed.core.schedule import SUPPORTED_COLLECTIVES
 from testbed.emulation.run import prepare
+from testbed.model.scenario import parse_scenario
+from testbed.shared.collective_plans import SUPPORTED_COLLECTIVES
 
 HERE = Path(__file__).resolve().parent
 

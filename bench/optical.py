@@ -20,10 +20,10 @@ from pathlib import Path
 
 from bench_results import flagged_monitors, run_in_tempdir
 
-from testbed.core.scenario import apply_overrides, load_scenario
-from testbed.core.topology import reconfig_us
 from testbed.emulation.probes import optical_fabric, probe
 from testbed.emulation.run import Runner, prepare
+from testbed.fabrics.topology import reconfig_us
+from testbed.model.scenario import apply_overrides, load_scenario
 
 HERE = Path(__file__).resolve().parent
 SCENARIOS = HERE.parent / "scenarios"

@@ -17,14 +17,14 @@ from pathlib import Path
 
 from rich.progress import Progress
 
-from testbed.core.scenario import Fabric
+from testbed.model.scenario import Fabric
 from testbed.placer.accuracy import curve
 from testbed.placer.balance import balance
 from testbed.placer.buckets import DEFAULT_BUCKET_BYTES
 from testbed.placer.place import mp_radius, place_mp_group
 from testbed.placer.profiles import device
-from testbed.placer.search import PlanCache, search
 from testbed.placer.zoo import MODELS
+from testbed.planning.search import PlanCache, search
 
 HERE = Path(__file__).resolve().parent
 BANDWIDTHS_GBPS = (128, 256, 512, 1024, 2048, 4096, 8192)

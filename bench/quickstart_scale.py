@@ -17,8 +17,8 @@ from pathlib import Path
 from bench_results import run_in_tempdir
 
 from testbed.core.calibration import load_calibration
-from testbed.core.scenario import apply_overrides, load_scenario
 from testbed.emulation.run import prepare
+from testbed.model.scenario import apply_overrides, load_scenario
 
 HERE = Path(__file__).resolve().parent
 

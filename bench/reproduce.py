@@ -15,10 +15,10 @@ import tempfile
 from datetime import datetime, timezone
 from pathlib import Path
 
-from testbed.core.predict import collective_cost, ina_allreduce_cost
-from testbed.core.scenario import apply_overrides, load_scenario
 from testbed.emulation.run import Runner, prepare
+from testbed.model.scenario import apply_overrides, load_scenario
 from testbed.placer.report import claims as sweep_claims
+from testbed.planning.predict import collective_cost, ina_allreduce_cost
 
 ROOT = Path(__file__).resolve().parent.parent
 RESULTS = ROOT / "bench" / "results"

@@ -18,9 +18,9 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 from testbed.core.paths import registry_dir
-from testbed.core.scenario import apply_overrides, load_scenario
 from testbed.emulation.registry import list_bridges
 from testbed.emulation.run import Runner, prepare
+from testbed.model.scenario import apply_overrides, load_scenario
 
 ROOT = Path(__file__).resolve().parent.parent
 OURS = ("hosts.agent", "controller.launch", "mininet:h", "hosts.ina.node")

@@ -19,9 +19,9 @@ from pathlib import Path
 from bench_results import cell, ratio_cells, run_in_tempdir, run_summary, save_rows
 
 from testbed.core.calibration import load_calibration
-from testbed.core.scenario import load_scenario
 from testbed.emulation.platform import inspect_platform
 from testbed.emulation.run import prepare
+from testbed.model.scenario import load_scenario
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent

@@ -13,7 +13,7 @@ from os_ken.ofproto import ofproto_v1_3
 
 from controller.flat_plan import plan_flat_flows
 from controller.shim import CONFIG_ENV, clear_tables, fail_loudly, featured_datapath
-from testbed.core.contracts import ControllerConfig, ControllerReady, Topology
+from testbed.model.contracts import ControllerConfig, ControllerReady, Topology
 
 
 class FlatFabricApp(app_manager.OSKenApp):

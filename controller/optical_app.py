@@ -20,11 +20,11 @@ from controller import host_shell, optical_plan, reconfig
 from controller.optical_plan import FORWARD_TABLE, PlanError, count_rules, init_lines
 from controller.policy import POLICIES, default_policy, plan_for
 from controller.shim import CONFIG_ENV, clear_tables, fail_loudly, featured_datapath, guarded
-from testbed.core.contracts import ControllerConfig, ControllerReady, Topology
-from testbed.core.scenario import Fabric
-from testbed.core.schedule import cut_pairs, traffic_pairs
-from testbed.core.topology import estimate_period_us, reconfig_us
-from testbed.core.units import us_to_s
+from testbed.fabrics.topology import estimate_period_us, reconfig_us
+from testbed.model.contracts import ControllerConfig, ControllerReady, Topology
+from testbed.model.scenario import Fabric
+from testbed.model.schedule import cut_pairs, traffic_pairs
+from testbed.model.units import us_to_s
 
 BARRIER_TIMEOUT_S = 5.0
 LEAD_S = 2e-3  # from asking the timer to the dark start: time for the request to reach it

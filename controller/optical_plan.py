@@ -21,7 +21,6 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from controller.flat_plan import FlowRule
-from testbed.core.fabric_kinds import KINDS
 from testbed.core.shaping import (
     SMALL_PACKET_FILTER,
     ack_allowance_bps,
@@ -29,7 +28,8 @@ from testbed.core.shaping import (
     htb_commands_small_first,
     line_rate_bps,
 )
-from testbed.oracle.relay import adjacency, relay_path
+from testbed.model.fabric_kinds import KINDS
+from testbed.network.relay import adjacency, relay_path
 
 PRIORITY_LINK = 100
 PRIORITY_COUNT = 100
@@ -238,7 +238,7 @@ def render_ocs(topology: dict[str, Any], circuits: frozenset[tuple[int, int, int
 def validate_lightpaths(topology: dict[str, Any], lightpaths: dict[tuple[int, int], int]) -> None:
     """Within reach, at most W wavelengths sent and received per node, and the wavelengths fit on
     every ring segment in the shorter direction (the planner's own constraints)."""
-    from testbed.oracle.wavelengths import segments
+    from testbed.fabrics.sip_ring.wavelengths import segments
 
     n = len(topology["hosts"])
     ring = topology["ring"]

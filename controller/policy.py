@@ -6,12 +6,12 @@ from __future__ import annotations
 from typing import Any
 
 from controller.optical_plan import link_state
-from testbed.core.scenario import Fabric
-from testbed.core.units import gbps_to_bps
 from testbed.fabrics.all_kinds import behaviour
-from testbed.fabrics.sip_ocs import multi_shot_demand
-from testbed.fabrics.sip_ring import retuned_ring_plan
-from testbed.oracle.circuits import plan_circuits, replan_circuits
+from testbed.fabrics.sip_ocs.behaviour import multi_shot_demand
+from testbed.fabrics.sip_ocs.circuits import plan_circuits, replan_circuits
+from testbed.fabrics.sip_ring.behaviour import retuned_ring_plan
+from testbed.model.scenario import Fabric
+from testbed.model.units import gbps_to_bps
 
 POLICIES = ("one-shot", "multi-shot", "periodic")
 

@@ -32,7 +32,7 @@ from hosts.timing import (
     wait_until,
 )
 from hosts.transport import SendHandle, TcpTransport
-from testbed.core.contracts import AgentConfig
+from testbed.model.contracts import AgentConfig
 
 BARRIER_TAG = 0xF0000000
 CHANNEL_BITS = 12  # tags per collective in a DAG schedule: a ring all-reduce of 1,024 takes 2,046

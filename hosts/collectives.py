@@ -1,5 +1,6 @@
-"""Collectives over a Transport with real numpy data: ring, halving-doubling and tree algorithms,
-all-to-all, point-to-point, and a ring barrier. Each returns the StepRecords of its messages."""
+"""Collectives over a Transport with real numpy data: each algorithm's plan (the exchanges of
+testbed.shared.collective_plans, which the oracle counts too) executed message by message, plus
+point-to-point and a ring barrier. Each returns the StepRecords of its messages."""
 
 from __future__ import annotations
 
@@ -9,6 +10,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from hosts.transport import Transport
+from testbed.shared import collective_plans as plans
+from testbed.shared.collective_plans import Exchange
 
 SEND_TIMEOUT_S = 600.0
 
@@ -25,13 +28,6 @@ class StepRecord:
     start_s: float
     end_s: float
     recv_bytes: int = 0
-
-
-def _bounds(elements: int, parts: int) -> list[tuple[int, int]]:
-    """Chunk edges as numpy.array_split makes them, so every rank agrees for any element count."""
-    sizes = [elements // parts + (1 if i < elements % parts else 0) for i in range(parts)]
-    starts = np.concatenate([[0], np.cumsum(sizes)[:-1]]).astype(int)
-    return [(int(s), int(s + n)) for s, n in zip(starts, sizes)]
 
 
 class _Exchange:
@@ -67,138 +63,71 @@ class _Exchange:
         self.records.append(StepRecord(phase, step, send_to, recv_from, size, start, self.clock(), got))
 
 
-def _ring_pass(transport: Transport, group: list[int], data: np.ndarray, ex: _Exchange, phase: str,
-               offset: int, reduce: bool) -> list[StepRecord]:
-    """n-1 steps around the ring: in step t a rank sends chunk (pos + offset - t) to its right and
-    receives chunk (pos + offset - t - 1) from its left, adding it in when `reduce`."""
-    n = len(group)
-    if n > 1:
-        pos = group.index(transport.rank)
-        right, left = group[(pos + 1) % n], group[(pos - 1) % n]
-        chunks = [data[a:b] for a, b in _bounds(data.size, n)]
-        for t in range(n - 1):
-            ex(phase, right, chunks[(pos + offset - t) % n], left, chunks[(pos + offset - t - 1) % n], reduce=reduce)
+def execute(transport: Transport, group: list[int], plan: list[Exchange], send: np.ndarray,
+            recv: np.ndarray | None = None, tag_base: int = 0, clock=time.monotonic,
+            confirm: bool = True) -> list[StepRecord]:
+    """Run this rank's plan (testbed.shared.collective_plans) over the transport: positions become
+    the group's ranks, element ranges views of `send` and `recv` (the same buffer unless given)."""
+    recv = send if recv is None else recv
+    ex = _Exchange(transport, tag_base, clock, confirm)
+    for e in plan:
+        if e.send_to is None and e.recv_from is None:  # an idle round keeps its place in the records
+            now = clock()
+            ex.records.append(StepRecord(e.phase, e.step, None, None, 0, now, now))
+            continue
+        payload = send[e.send[0]:e.send[1]] if e.send_to is not None and e.send is not None else None
+        into = recv[e.recv[0]:e.recv[1]] if e.recv_from is not None and e.recv is not None else None
+        ex(e.phase, None if e.send_to is None else group[e.send_to], payload,
+           None if e.recv_from is None else group[e.recv_from], into, reduce=e.reduce, step=e.step)
     return ex.records
 
 
+def _run(make, transport: Transport, group: list[int], data: np.ndarray, tag_base: int, clock,
+         confirm: bool, **options) -> list[StepRecord]:
+    plan = make(group.index(transport.rank), len(group), data.size, **options)
+    return execute(transport, group, plan, data, tag_base=tag_base, clock=clock, confirm=confirm)
+
+
 def ring_reduce_scatter(transport: Transport, group: list[int], data: np.ndarray, tag_base: int = 0,
-                        clock=time.monotonic, _exchange: _Exchange | None = None) -> list[StepRecord]:
+                        clock=time.monotonic) -> list[StepRecord]:
     """After this, chunk (pos + 1) mod n of `data` holds the sum over the group (pos = rank's index)."""
-    ex = _exchange or _Exchange(transport, tag_base, clock, confirm=False)
-    return _ring_pass(transport, group, data, ex, "reduce-scatter", 0, reduce=True)
+    return _run(plans.ring_reduce_scatter, transport, group, data, tag_base, clock, confirm=False)
 
 
 def ring_allgather(transport: Transport, group: list[int], data: np.ndarray, tag_base: int = 0,
-                   clock=time.monotonic, owned_offset: int = 0, _exchange: _Exchange | None = None) -> list[StepRecord]:
+                   clock=time.monotonic, owned_offset: int = 0) -> list[StepRecord]:
     """Every rank starts owning chunk (pos + owned_offset) mod n of `data`; after this all own all."""
-    ex = _exchange or _Exchange(transport, tag_base, clock, confirm=False)
-    return _ring_pass(transport, group, data, ex, "all-gather", owned_offset, reduce=False)
+    return _run(plans.ring_allgather, transport, group, data, tag_base, clock, confirm=False,
+                owned_offset=owned_offset)
 
 
 def ring_allreduce(transport: Transport, group: list[int], data: np.ndarray, tag_base: int = 0,
                    clock=time.monotonic) -> list[StepRecord]:
     """Sum `data` in place across `group`: reduce-scatter then all-gather around the ring."""
-    ex = _Exchange(transport, tag_base, clock, confirm=False)
-    ring_reduce_scatter(transport, group, data, _exchange=ex)
-    return ring_allgather(transport, group, data, owned_offset=1, _exchange=ex)
+    return _run(plans.ring_allreduce, transport, group, data, tag_base, clock, confirm=False)
 
 
 def halving_doubling_allreduce(transport: Transport, group: list[int], data: np.ndarray, tag_base: int = 0,
                                clock=time.monotonic) -> list[StepRecord]:
-    """Rabenseifner: recursive-halving reduce-scatter, recursive-doubling all-gather. With n not a
-    power of two, the first 2r ranks pair up so that r of them hand their data over and sit out."""
-    n = len(group)
-    ex = _Exchange(transport, tag_base, clock)
-    if n == 1:
-        return ex.records
-    pos = group.index(transport.rank)
-    p2 = 1 << (n.bit_length() - 1)
-    extra = n - p2
-    unfold_step = 2 * p2.bit_length() + 1  # beyond every halving and doubling step
-    if pos < 2 * extra:  # fold: odd ranks give their data to the even rank below them
-        if pos % 2:
-            ex("fold", group[pos - 1], data, None, None, step=0)
-            ex("unfold", None, None, group[pos - 1], data, step=unfold_step)
-            return ex.records
-        ex("fold", None, None, group[pos + 1], data, reduce=True, step=0)
-        vpos = pos // 2
-    else:
-        vpos = pos - extra
-    members = [group[2 * v] if v < extra else group[v + extra] for v in range(p2)]
-    lo, hi = 0, data.size
-    history: list[tuple[int, tuple[int, int], tuple[int, int]]] = []
-    distance = p2 // 2
-    while distance:
-        partner_v = vpos ^ distance
-        mid = lo + (hi - lo) // 2
-        keep_low = vpos < partner_v
-        keep, give = ((lo, mid), (mid, hi)) if keep_low else ((mid, hi), (lo, mid))
-        ex("halving", members[partner_v], data[give[0]:give[1]], members[partner_v], data[keep[0]:keep[1]],
-           reduce=True, step=1 + len(history))
-        history.append((partner_v, keep, give))
-        lo, hi = keep
-        distance //= 2
-    for index, (partner_v, keep, give) in enumerate(reversed(history)):
-        ex("doubling", members[partner_v], data[keep[0]:keep[1]], members[partner_v], data[give[0]:give[1]],
-           step=1 + len(history) + index)
-    if pos < 2 * extra:
-        ex("unfold", group[pos + 1], data, None, None, step=unfold_step)
-    return ex.records
-
-
-def _binomial_rounds(rel: int, n: int) -> list[tuple[int, int | None]]:
-    """Per round of a binomial tree rooted at relative rank 0: (+1, child) where this rank passes the
-    buffer down, (-1, parent) where it receives it, (0, None) where it is idle that round."""
-    rounds: list[tuple[int, int | None]] = []
-    mask = 1
-    while mask < n:
-        if rel < mask and rel + mask < n:
-            rounds.append((1, rel + mask))
-        elif mask <= rel < 2 * mask:
-            rounds.append((-1, rel - mask))
-        else:
-            rounds.append((0, None))
-        mask <<= 1
-    return rounds
-
-
-def _tree(transport: Transport, group: list[int], data: np.ndarray, root: int, tag_base: int, clock,
-          toward_root: bool) -> list[StepRecord]:
-    n = len(group)
-    ex = _Exchange(transport, tag_base, clock)
-    rel = (group.index(transport.rank) - root) % n
-    rounds = _binomial_rounds(rel, n)
-    phase = "reduce" if toward_root else "broadcast"
-    # Reducing runs the broadcast's rounds backwards with the direction of every message flipped.
-    for direction, peer in (reversed(rounds) if toward_root else rounds):
-        if direction == 0:
-            ex.records.append(StepRecord(f"{phase}-idle", len(ex.records), None, None, 0, clock(), clock()))
-            continue
-        assert peer is not None  # a round with a direction has a peer
-        other = group[(peer + root) % n]
-        if (direction > 0) != toward_root:  # sending: down the tree, or up towards the root
-            ex(phase, other, data, None, None)
-        else:
-            ex(phase, None, None, other, data, reduce=toward_root)
-    return ex.records
+    """Rabenseifner's all-reduce, for any group size (the plan folds the ranks beyond a power of two)."""
+    return _run(plans.halving_doubling_allreduce, transport, group, data, tag_base, clock, confirm=True)
 
 
 def tree_broadcast(transport: Transport, group: list[int], data: np.ndarray, root: int = 0, tag_base: int = 0,
                    clock=time.monotonic) -> list[StepRecord]:
     """Binomial tree from group[root]: ceil(log2 n) rounds, each holder sends the whole buffer on."""
-    return _tree(transport, group, data, root, tag_base, clock, toward_root=False)
+    return _run(plans.tree_broadcast, transport, group, data, tag_base, clock, confirm=True, root=root)
 
 
 def tree_reduce(transport: Transport, group: list[int], data: np.ndarray, root: int = 0, tag_base: int = 0,
                 clock=time.monotonic) -> list[StepRecord]:
     """Binomial tree towards group[root]: the mirror of tree_broadcast, summing on the way."""
-    return _tree(transport, group, data, root, tag_base, clock, toward_root=True)
+    return _run(plans.tree_reduce, transport, group, data, tag_base, clock, confirm=True, root=root)
 
 
 def tree_allreduce(transport: Transport, group: list[int], data: np.ndarray, tag_base: int = 0,
                    clock=time.monotonic) -> list[StepRecord]:
-    records = tree_reduce(transport, group, data, 0, tag_base, clock)
-    return records + tree_broadcast(transport, group, data, 0, tag_base + len(records), clock)
+    return _run(plans.tree_allreduce, transport, group, data, tag_base, clock, confirm=True)
 
 
 def alltoall(transport: Transport, group: list[int], send: np.ndarray, recv: np.ndarray, tag_base: int = 0,
@@ -208,15 +137,9 @@ def alltoall(transport: Transport, group: list[int], send: np.ndarray, recv: np.
     n = len(group)
     if send.size % n or recv.size != send.size:
         raise ValueError(f"all-to-all needs equal buffers of n×block elements (n={n}, got {send.size}, {recv.size})")
-    ex = _Exchange(transport, tag_base, clock)
-    pos = group.index(transport.rank)
-    send_blocks = np.split(send, n)
-    recv_blocks = np.split(recv, n)
-    recv_blocks[pos][...] = send_blocks[pos]
-    for t in range(1, n):
-        to, frm = (pos + t) % n, (pos - t) % n
-        ex("all-to-all", group[to], send_blocks[to], group[frm], recv_blocks[frm])
-    return ex.records
+    pos, block = group.index(transport.rank), send.size // n
+    recv[pos * block:(pos + 1) * block] = send[pos * block:(pos + 1) * block]
+    return execute(transport, group, plans.alltoall(pos, n, send.size), send, recv, tag_base, clock)
 
 
 def sendrecv(transport: Transport, peer_send: int | None, payload: np.ndarray | None, peer_recv: int | None,

@@ -7,39 +7,21 @@ import numpy as np
 
 from hosts import byteps
 from hosts import collectives as c
-from hosts.data import ELEMENT_BYTES, expected_sum, gradient
+from hosts.data import expected_sum, gradient
 from hosts.transport import Transport
-
-ALGORITHMS = {
-    ("allreduce", "ring"): "ring_allreduce",
-    ("allreduce", "halving-doubling"): "halving_doubling_allreduce",
-    ("allreduce", "tree"): "tree_allreduce",
-    ("reducescatter", "ring"): "ring_reduce_scatter",
-    ("allgather", "ring"): "ring_allgather",
-    ("broadcast", "tree"): "tree_broadcast",
-    ("alltoall", "ring"): "alltoall",
-    ("sendrecv", "ring"): "sendrecv",
-    ("allreduce", "byteps"): "byteps_allreduce",
-    ("allreduce", "ps"): "byteps_allreduce",  # classic: every chunk summed on a CPU machine
-    ("allreduce", "ina"): "ina",  # through the aggregation node: the agent's INA endpoint runs it
-}
-SERVICE_ALGORITHMS = ("byteps", "ps")  # these also run on CPU machines (summation services)
-
-
-def supported(op: str, algorithm: str) -> bool:
-    return (op, algorithm) in ALGORITHMS
-
-
-def elements_for(op: str, size_bytes: int, ranks: int) -> int:
-    """Element count of the buffer; all-to-all needs a multiple of the group size."""
-    elements = max(ranks, size_bytes // ELEMENT_BYTES)
-    return elements - elements % ranks if op == "alltoall" else elements
+from testbed.shared.collective_plans import (  # noqa: F401 (what the agents run, shared with the oracle)
+    ALGORITHMS,
+    SERVICE_ALGORITHMS,
+    chunk_bounds,
+    elements_for,
+    supported,
+)
 
 
 def make_input(op: str, seed: int, iteration: int, pos: int, ranks: int, elements: int) -> np.ndarray:
     data = gradient(seed, iteration, pos, elements)
     if op == "allgather":  # a rank contributes its own chunk; the rest is filled by the others
-        own = c._bounds(elements, ranks)[pos]
+        own = chunk_bounds(elements, ranks)[pos]
         mine = np.zeros(elements, dtype=np.float32)
         mine[own[0]:own[1]] = data[own[0]:own[1]]
         return mine
@@ -63,7 +45,7 @@ def run(op: str, algorithm: str, transport: Transport, group: list[int], data: n
         return data, records
     if op == "reducescatter":
         records = c.ring_reduce_scatter(transport, group, data, tag_base=tag_base)
-        a, b = c._bounds(data.size, n)[(pos + 1) % n]
+        a, b = chunk_bounds(data.size, n)[(pos + 1) % n]
         return data[a:b], records
     if op == "allgather":
         return data, c.ring_allgather(transport, group, data, tag_base=tag_base)
@@ -84,10 +66,10 @@ def expected(op: str, seed: int, iteration: int, pos: int, ranks: int, elements:
     if op == "allreduce":
         return expected_sum(seed, iteration, ranks, elements)
     if op == "reducescatter":
-        a, b = c._bounds(elements, ranks)[(pos + 1) % ranks]
+        a, b = chunk_bounds(elements, ranks)[(pos + 1) % ranks]
         return expected_sum(seed, iteration, ranks, elements)[a:b]
     if op == "allgather":
-        bounds = c._bounds(elements, ranks)
+        bounds = chunk_bounds(elements, ranks)
         return np.concatenate([gradient(seed, iteration, r, elements)[a:b] for r, (a, b) in enumerate(bounds)])
     if op == "broadcast":
         return gradient(seed, iteration, 0, elements)

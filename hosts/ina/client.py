@@ -29,7 +29,6 @@ from hosts.ina.protocol import (
     DATA_PORT,
     ELEMENTS_PER_PACKET,
     FALLBACK_PORT,
-    FRAME_BYTES,
     HEADER_BYTES,
     INT,
     MAX,
@@ -37,9 +36,9 @@ from hosts.ina.protocol import (
     RESULT,
     RETRANSMIT,
 )
+from testbed.shared.ina_rules import MIN_RTO_S, RetransmitTimer, shared_slot
 
 MAX_RETRANSMITS_PER_CHUNK = 200
-MAX_BACKOFF_DOUBLINGS = 4
 GIVE_UP_S = 10.0  # wall seconds a chunk may go unanswered before the collective fails...
 # ...once it has also been sent this many times. Bad luck alone must not fail a run: with loss at
 # three points on the way (the node's port, its pipeline, the worker's port) at 5% each, one
@@ -48,7 +47,6 @@ GIVE_UP_S = 10.0  # wall seconds a chunk may go unanswered before the collective
 # A run of the lossy test needed up to 9 retransmissions, and a time limit alone failed it once.
 MIN_RETRANSMITS_BEFORE_GIVING_UP = 30
 REGISTER_TIMEOUT_S = 30.0
-MIN_RTO_S = 2e-3  # wall time: below this, the hosts' scheduling jitter alone would time chunks out
 SOCKET_BUFFER_BYTES = 8 << 20
 
 
@@ -65,33 +63,6 @@ def job_ids(schedule: dict) -> dict[tuple[int, ...], int]:
     groups = sorted({tuple(step["group"]) for gpu in schedule["gpus"] for step in gpu["steps"]
                      if step.get("algorithm") == "ina"})
     return {group: index + 1 for index, group in enumerate(groups)}
-
-
-def default_rto_s(window: int, workers: int, host_rate_bps: float, node_packets_per_s: float) -> float:
-    """Long against a full window queued behind the worker's link and every worker's window queued
-    at the node, so only a lost packet times out."""
-    queued_s = window * FRAME_BYTES * 8 / host_rate_bps + workers * window / node_packets_per_s
-    return 3 * queued_s + 5e-3
-
-
-def min_rto_s(window: int, host_rate_bps: float, timer_floor_s: float = MIN_RTO_S) -> float:
-    """The floor of the adaptive timeout: the last chunk of a window sent at once waits for the
-    whole window to leave the worker's link, whatever the round trip of the others was."""
-    return max(timer_floor_s, 1.5 * window * FRAME_BYTES * 8 / host_rate_bps + timer_floor_s)
-
-
-_MASK64 = (1 << 64) - 1
-
-
-def shared_slot(job: int, seq: int, pool_slots: int) -> int:
-    """ATP's hash of (job, sequence) onto the shared pool: splitmix64's finaliser, so every slot is
-    as likely for every chunk. (A multiplicative hash taken mod a power of two is a fixed
-    permutation of seq mod the pool, which made collisions between jobs depend on how their
-    sequence numbers lined up to a fraction of a frame: 6-25% for the same two jobs.)"""
-    x = ((job << 40) + seq) & _MASK64
-    x = ((x ^ (x >> 30)) * 0xBF58476D1CE4E5B9) & _MASK64
-    x = ((x ^ (x >> 27)) * 0x94D049BB133111EB) & _MASK64
-    return (x ^ (x >> 31)) % pool_slots
 
 
 @dataclass
@@ -217,30 +188,6 @@ def gives_up(retransmits: int, waited_s: float, give_up_s: float) -> bool:
     if retransmits >= MAX_RETRANSMITS_PER_CHUNK:
         return True
     return waited_s > give_up_s and retransmits >= MIN_RETRANSMITS_BEFORE_GIVING_UP
-
-
-class RetransmitTimer:
-    """TCP's estimator (RFC 6298): the timeout follows the measured round trip of chunks, which
-    includes the queue a full window builds, so a loss is noticed soon after the window drains."""
-
-    def __init__(self, initial_s: float, min_s: float = MIN_RTO_S) -> None:
-        self.rto_s = initial_s
-        self.min_s = min_s
-        self.srtt_s: float | None = None
-        self.rttvar_s = 0.0
-
-    def sample(self, rtt_s: float) -> None:
-        if self.srtt_s is None:
-            self.srtt_s, self.rttvar_s = rtt_s, rtt_s / 2
-        else:
-            self.rttvar_s = 0.75 * self.rttvar_s + 0.25 * abs(self.srtt_s - rtt_s)
-            self.srtt_s = 0.875 * self.srtt_s + 0.125 * rtt_s
-        self.rto_s = max(self.min_s, self.srtt_s + 4 * self.rttvar_s)
-
-    def backoff(self, retransmits: int) -> float:
-        """The timeout of a chunk sent `retransmits` times: doubled each time (Karn), so a slow
-        path (the end-host fallback) is not flooded with copies of what it is still summing."""
-        return self.rto_s * (1 << min(retransmits, MAX_BACKOFF_DOUBLINGS))
 
 
 class InaEndpoint:

@@ -19,7 +19,7 @@ from hosts.ina.hold import LinkHold
 from hosts.ina.pipeline import Pipeline
 from hosts.ina.protocol import CONTROL_PORT, DATA_PORT
 from hosts.ina.tables import RegistrationError
-from testbed.core.contracts import InaNodeConfig
+from testbed.model.contracts import InaNodeConfig
 
 SOCKET_BUFFER_BYTES = 16 << 20
 SO_RCVBUFFORCE, SO_SNDBUFFORCE = 33, 32  # Linux; Python's socket module does not name them

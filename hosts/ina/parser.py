@@ -7,8 +7,8 @@ from typing import NamedTuple
 
 import numpy as np
 
-from hosts.ina.limits import MAX_WORKERS
 from hosts.ina.protocol import ELEMENT_BYTES, ELEMENTS_PER_PACKET, HEADER, HEADER_BYTES, RESULT
+from testbed.model.limits import INA_MAX_WORKERS as MAX_WORKERS
 
 PAYLOAD_DTYPE = np.dtype(">i4")  # network byte order on the wire
 

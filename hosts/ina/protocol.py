@@ -23,13 +23,16 @@ from scapy.fields import (
 from scapy.layers.inet import UDP
 from scapy.packet import Packet, bind_layers
 
-DATA_PORT = 47470  # workers → node and node → workers
-CONTROL_PORT = 47471  # job registration (TCP, JSON lines) on the node
-FALLBACK_PORT = 47472  # end-host aggregation of a job's colliding chunks (shared slots)
-
-# One chunk fills a 1500-byte IP packet: 20 IP + 8 UDP + 26 INA + 360·4 payload = 1494 bytes.
-ELEMENTS_PER_PACKET = 360
-ELEMENT_BYTES = 4
+from testbed.shared.ina_rules import (  # noqa: F401 (the protocol's names, defined without scapy)
+    CONTROL_PORT,
+    DATA_PORT,
+    ELEMENT_BYTES,
+    ELEMENTS_PER_PACKET,
+    FALLBACK_PORT,
+    FRAME_BYTES,
+    HEADER_BYTES,
+    PAYLOAD_BYTES,
+)
 
 FLAG_NAMES = ["RESULT", "RETRANSMIT", "FALLBACK", "MAX", "OVERFLOW", "INT", "FLUSH"]
 RESULT, RETRANSMIT, FALLBACK, MAX, OVERFLOW, INT, FLUSH = (1 << i for i in range(len(FLAG_NAMES)))
@@ -76,7 +79,5 @@ def _struct_code(field) -> str:
 
 
 HEADER = struct.Struct("!" + "".join(_struct_code(f) for f in INA.fields_desc if f.name != "values"))
-HEADER_BYTES = HEADER.size
-PAYLOAD_BYTES = ELEMENTS_PER_PACKET * ELEMENT_BYTES
-# Frame bytes on the wire per full chunk: Ethernet 14, IPv4 20, UDP 8, INA header, payload.
-FRAME_BYTES = 14 + 20 + 8 + HEADER_BYTES + PAYLOAD_BYTES
+# The shared leaf states the header's size for the oracle, which must not import scapy.
+assert HEADER.size == HEADER_BYTES, f"INA header is {HEADER.size} bytes, testbed.shared.ina_rules says {HEADER_BYTES}"

@@ -6,8 +6,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from hosts.ina.limits import MAX_WORKERS
 from hosts.ina.parser import Drop, Header
+from testbed.model.limits import INA_MAX_WORKERS as MAX_WORKERS
 
 SHARING_MODES = ("reserved", "shared")
 

@@ -14,7 +14,6 @@ from typing import Any
 
 import networkx as nx
 
-from hosts import ops
 from testbed.core.chakra_proto import (
     COLLECTIVE_NAMES,
     COLLECTIVES,
@@ -23,8 +22,10 @@ from testbed.core.chakra_proto import (
     attribute_value,
     decode,
 )
-from testbed.core.errors import InputError
-from testbed.core.schedule import GpuSchedule, Schedule, Step, schedule_traffic, with_channels
+from testbed.model.errors import InputError
+from testbed.model.schedule import GpuSchedule, Schedule, Step, with_channels
+from testbed.shared import collective_plans as plans
+from testbed.shared.collective_plans import schedule_traffic
 
 FILE_NAME = re.compile(r"^(?P<prefix>.+)\.(?P<rank>\d+)\.et$")
 # What each collective type runs as on the hosts; a barrier is a one-element all-reduce.
@@ -229,9 +230,9 @@ def _collective(where: str, attrs: dict[str, tuple[str | None, Any]], rank: int,
     if len(group) < 2:
         return None
     op = RUNS_AS[str(type_name)]
-    algorithm_kind, algorithm = attrs.get("algorithm", (None, "ring" if ops.supported(op, "ring") else "tree"))
-    if algorithm_kind not in (None, "string_val") or not ops.supported(op, algorithm) \
-            or algorithm in ops.SERVICE_ALGORITHMS:
+    algorithm_kind, algorithm = attrs.get("algorithm", (None, "ring" if plans.supported(op, "ring") else "tree"))
+    if algorithm_kind not in (None, "string_val") or not plans.supported(op, algorithm) \
+            or algorithm in plans.SERVICE_ALGORITHMS:
         raise InputError(f"{where}: attribute 'algorithm' {algorithm!r} cannot run {op}; use ring "
                          f"(tree or halving-doubling for an all-reduce)")
     size = BARRIER_BYTES if type_name == "BARRIER" else _integer(where, attrs, "comm_size", minimum=1)

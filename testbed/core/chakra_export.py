@@ -6,11 +6,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from hosts import ops
 from testbed.core.chakra import EXACT_DURATION, PG_ATTRIBUTE
 from testbed.core.chakra_proto import COLLECTIVES, NODE_TYPES, VERSION, GlobalMetadata, Node, attribute, encode
-from testbed.core.errors import InputError
-from testbed.core.schedule import Schedule, Step, in_order_deps
+from testbed.model.errors import InputError
+from testbed.model.schedule import Schedule, Step, in_order_deps
+from testbed.shared import collective_plans as plans
 
 TYPE_OF = {"allreduce": "ALL_REDUCE", "allgather": "ALL_GATHER", "reducescatter": "REDUCE_SCATTER",
            "alltoall": "ALL_TO_ALL", "broadcast": "BROADCAST"}
@@ -58,7 +58,7 @@ def _node(step: Step, rank: int, node_id: int, deps: list[int], ctrl: list[int],
     else:
         coll = step.collective()
         op, algorithm, group, size = coll.op, coll.algorithm, coll.group, coll.bytes
-        if op not in TYPE_OF or algorithm in (*ops.SERVICE_ALGORITHMS, "ina"):
+        if op not in TYPE_OF or algorithm in (*plans.SERVICE_ALGORITHMS, "ina"):
             raise InputError(f"step {step.id} on GPU {rank}: {op} with algorithm {algorithm} has no Chakra "
                              f"counterpart (Chakra names collectives among GPUs, not CPU summation services "
                              f"or in-network aggregation)")

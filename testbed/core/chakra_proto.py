@@ -9,7 +9,7 @@ from typing import Any
 from google.protobuf import descriptor_pb2, descriptor_pool, message_factory
 from google.protobuf.message import DecodeError, Message
 
-from testbed.core.errors import InputError
+from testbed.model.errors import InputError
 
 PACKAGE = "ChakraProtoMsg"
 VERSION = "0.0.4"  # the schema version this writer follows

@@ -5,8 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from testbed.core.calibration import Calibration
-from testbed.core.scenario import Scenario
-from testbed.core.units import Dilation, gbps_to_bps
+from testbed.model.scenario import Scenario
+from testbed.model.units import Dilation, gbps_to_bps
 
 # Per-message cost of the host programs (thread hand-off, numpy reduce) that the shortest timed
 # event must dwarf, or the agents' measured ring step where that is longer (slow cores: 0.6-0.7 ms

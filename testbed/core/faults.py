@@ -10,7 +10,7 @@ import time
 from dataclasses import dataclass
 from typing import Any, Callable
 
-from testbed.core.scenario import Fault
+from testbed.model.scenario import Fault
 
 
 @dataclass(frozen=True)

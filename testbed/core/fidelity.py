@@ -8,7 +8,7 @@ from typing import Any
 
 from testbed.core.dilation import MIN_MESSAGE_BYTES
 from testbed.core.shaping import HTB_IDLE_BURST_BYTES
-from testbed.core.units import bytes_to_bits
+from testbed.model.units import bytes_to_bits
 
 RATE_LOW, RATE_HIGH = 0.85, 1.10
 CPU_SATURATED = 0.97

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from testbed.core.units import bits_to_bytes
+from testbed.model.units import bits_to_bytes
 
 MTU_FRAME_BYTES = 1514
 # A full TCP segment carries 1448 payload bytes in a 1514-byte frame (Ethernet 14, IPv4 20, TCP with

@@ -8,17 +8,10 @@ import json
 from pathlib import Path
 from typing import Any
 
-from hosts import ops
-from testbed.core.errors import InputError
-from testbed.core.schedule import (
-    EXECUTIONS,
-    SCHEDULE_FORMAT,
-    GpuSchedule,
-    Schedule,
-    Step,
-    schedule_traffic,
-    with_channels,
-)
+from testbed.model.errors import InputError
+from testbed.model.schedule import EXECUTIONS, SCHEDULE_FORMAT, GpuSchedule, Schedule, Step, with_channels
+from testbed.shared import collective_plans as plans
+from testbed.shared.collective_plans import schedule_traffic
 
 STEP_KINDS = ("compute", "send", "recv", "collective")
 
@@ -90,8 +83,8 @@ def schedule_from_json(data: Any, source: str, hosts: int, iterations: int) -> S
                     size, where)
             else:
                 op, algorithm = step.get("op"), step.get("algorithm", "ring")
-                known = isinstance(op, str) and isinstance(algorithm, str) and ops.supported(op, algorithm)
-                if not known or algorithm in ops.SERVICE_ALGORITHMS:
+                known = isinstance(op, str) and isinstance(algorithm, str) and plans.supported(op, algorithm)
+                if not known or algorithm in plans.SERVICE_ALGORITHMS:
                     raise InputError(f"{where}: collective {op!r} with algorithm {algorithm!r} cannot run in a "
                                      f"trace; use allreduce, reducescatter, allgather, broadcast, alltoall or "
                                      f"sendrecv with ring (tree, halving-doubling for allreduce)")

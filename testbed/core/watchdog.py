@@ -6,7 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from testbed.core.schedule import cut_pairs
+from testbed.model.schedule import cut_pairs
 
 STALL_MIN_S = 10.0  # never call a run stalled sooner: start-up and a slow round on a busy machine
 STALL_ROUNDS = 3.0  # a round that takes this many times its expected wall time has stalled

@@ -13,14 +13,14 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 from testbed.core.calibration import Calibration, load_calibration
-from testbed.core.contracts import InaNodeConfig
-from testbed.core.errors import RunFailed
-from testbed.core.ina_fabric import DEFAULT_POOL_SLOTS, MAX_WINDOW
-from testbed.core.scenario import Fabric
 from testbed.core.steal import steal_share
 from testbed.emulation.live import live_fabric, require_emulation_platform
 from testbed.emulation.platform import cpu_sample, datapath
 from testbed.emulation.side_processes import wait_node_ready
+from testbed.fabrics.ina.node_links import DEFAULT_POOL_SLOTS, MAX_WINDOW
+from testbed.model.contracts import InaNodeConfig
+from testbed.model.errors import RunFailed
+from testbed.model.scenario import Fabric
 
 PAIRS = 4
 IPERF_SECONDS = 4

@@ -10,8 +10,8 @@ import sys
 import time
 from pathlib import Path
 
-from testbed.core.errors import RunFailed
 from testbed.emulation.watched import WatchedProcess
+from testbed.model.errors import RunFailed
 
 TCP_LISTEN_STATE = "0A"
 STOP_TIMEOUT_S = 5.0  # for the controller's process group to exit after each signal

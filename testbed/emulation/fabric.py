@@ -1,4 +1,4 @@
-"""Mininet shim: builds any fabric of testbed.core.topology (switches, hosts with one or more shaped
+"""Mininet shim: builds any fabric of testbed.fabrics.topology (switches, hosts with one or more shaped
 interfaces, switch-to-switch links), records what it creates, and tears it down."""
 
 from __future__ import annotations
@@ -11,12 +11,12 @@ from mininet.log import setLogLevel
 from mininet.net import Mininet
 from mininet.node import OVSSwitch, RemoteController
 
-from testbed.core.errors import RunFailed
-from testbed.core.fabric_kinds import KINDS, ROUTED_FABRICS
-from testbed.core.ina_fabric import ina_host_commands
 from testbed.core.shaping import htb_commands_small_first, offload_command
-from testbed.core.topology import switch_interfaces
 from testbed.emulation.registry import RunRecord, process_start_ticks
+from testbed.fabrics.ina.node_links import ina_host_commands
+from testbed.fabrics.topology import switch_interfaces
+from testbed.model.errors import RunFailed
+from testbed.model.fabric_kinds import KINDS, ROUTED_FABRICS
 
 # Hosts of fabrics with relaying (GPUs forward for each other) route by the controller's plan only.
 RELAY_SYSCTLS = ("net.ipv4.ip_forward=1", "net.ipv4.conf.all.rp_filter=0", "net.ipv4.conf.default.rp_filter=0",

@@ -8,9 +8,9 @@ from __future__ import annotations
 import subprocess
 from typing import TYPE_CHECKING, Any
 
-from testbed.core.errors import RunFailed
 from testbed.core.faults import FaultStep, leaf_classes, netem_commands
 from testbed.emulation.fabric import run_checked
+from testbed.model.errors import RunFailed
 
 if TYPE_CHECKING:
     from testbed.emulation.live import LiveFabric

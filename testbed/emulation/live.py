@@ -13,17 +13,17 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from testbed.core.contracts import ControllerConfig, ControllerReady, Topology
-from testbed.core.errors import EnvironmentProblem, RunFailed
 from testbed.core.paths import registry_dir
-from testbed.core.topology import build_topology
 from testbed.emulation.controller_proc import ControllerProcess
 from testbed.emulation.platform import datapath, is_root, mininet_available, ovs_running
 from testbed.emulation.registry import RunRecord, clean_orphans, list_bridges, remove_resources
+from testbed.fabrics.topology import build_topology
+from testbed.model.contracts import ControllerConfig, ControllerReady, Topology
+from testbed.model.errors import EnvironmentProblem, RunFailed
 
 if TYPE_CHECKING:
-    from testbed.core.scenario import Fabric
     from testbed.emulation.fabric import MininetFabric
+    from testbed.model.scenario import Fabric
 
 # The controller says the fabric is programmed once every switch's ports and rules are confirmed,
 # which takes longer the more hosts there are: a fixed allowance plus one per host (at 128 hosts

@@ -5,25 +5,25 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
-from hosts.ina.protocol import FRAME_BYTES, PAYLOAD_BYTES
-from testbed.core.byteps_schedule import instances
 from testbed.core.calibration import DEFAULT_CALIBRATION, Calibration, load_calibration
 from testbed.core.dilation import MIN_MESSAGE_BYTES, EmulationPlan, resolve_emulation
-from testbed.core.errors import InputError
-from testbed.core.fabric_kinds import EMULATED_FABRICS, KINDS
 from testbed.core.fidelity import DARK_TOLERANCE
-from testbed.core.ina_fabric import InaRunTiming, max_worker_rate_bps
-from testbed.core.predict import predict, predict_ina_fabric
-from testbed.core.scenario import Fabric, Scenario
-from testbed.core.schedule import Schedule
 from testbed.core.shaping import MTU_FRAME_BYTES, TCP_PAYLOAD_BYTES
-from testbed.core.topology import reconfig_us
-from testbed.core.units import BITS_PER_BYTE, gbps_to_bps, transfer_time_s, us_to_s
-from testbed.core.workloads import schedule_for
-from testbed.oracle.collectives import Prediction, collective_cost
+from testbed.fabrics.ina.node_links import InaRunTiming, max_worker_rate_bps
+from testbed.fabrics.topology import reconfig_us
+from testbed.model.errors import InputError
+from testbed.model.fabric_kinds import EMULATED_FABRICS, KINDS
+from testbed.model.scenario import Fabric, Scenario
+from testbed.model.schedule import Schedule
+from testbed.model.units import BITS_PER_BYTE, gbps_to_bps, transfer_time_s, us_to_s
+from testbed.network.collectives import Prediction, collective_cost
 from testbed.oracle.fabrics import forwarding_load_factor, mp_flow_model
 from testbed.oracle.replanning import replans_during_run
 from testbed.oracle.schedule_sim import simulate_schedule, simulate_with_message_rates
+from testbed.planning.byteps_schedule import instances
+from testbed.planning.predict import predict, predict_ina_fabric
+from testbed.planning.workloads import schedule_for
+from testbed.shared.ina_rules import FRAME_BYTES, PAYLOAD_BYTES
 
 # A reconfiguration's rule changes and their barrier take about a millisecond here (DESIGN §8), and
 # a machine `slowness` times slower takes that many times longer (inside the software-emulated VM

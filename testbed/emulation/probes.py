@@ -13,9 +13,9 @@ from typing import Callable, Iterator
 
 from controller.client import Northbound
 from testbed.core.calibration import load_calibration
-from testbed.core.errors import RunFailed
-from testbed.core.scenario import Fabric
 from testbed.emulation.live import LiveFabric, live_fabric
+from testbed.model.errors import RunFailed
+from testbed.model.scenario import Fabric
 
 PROBE_PORT = 7001
 # The receiver listens until the sender is done: up to this long past the stream's duration, for

@@ -11,10 +11,10 @@ from typing import TYPE_CHECKING
 from hosts import ops
 from hosts.data import digest
 from testbed.core import fidelity
-from testbed.core.contracts import Event, Results
-from testbed.core.fabric_kinds import KINDS
 from testbed.core.steal import steal_fractions
-from testbed.core.units import us_to_s
+from testbed.model.contracts import Event, Results
+from testbed.model.fabric_kinds import KINDS
+from testbed.model.units import us_to_s
 
 if TYPE_CHECKING:
     from testbed.emulation.prepare import Prepared

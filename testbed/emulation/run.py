@@ -14,14 +14,8 @@ from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
 
-from testbed.core.contracts import AgentConfig
-from testbed.core.errors import RunFailed
-from testbed.core.fabric_kinds import KINDS
 from testbed.core.faults import FaultInjector, timeline
-from testbed.core.scenario import Scenario, scenario_to_yaml
-from testbed.core.schedule import cut_pairs
 from testbed.core.steal import busy_fraction
-from testbed.core.units import us_to_s
 from testbed.core.watchdog import Progress, connect_timeout_s, describe_stall, stall_bound_s, start_up_bound_s
 from testbed.emulation import results as results_mod
 from testbed.emulation.fault_actions import FaultActions
@@ -35,6 +29,12 @@ from testbed.emulation.live import (
 from testbed.emulation.platform import cpu_sample, netem_available
 from testbed.emulation.prepare import Prepared, prepare  # noqa: F401 (run's public names)
 from testbed.emulation.side_processes import SideProcesses
+from testbed.model.contracts import AgentConfig
+from testbed.model.errors import RunFailed
+from testbed.model.fabric_kinds import KINDS
+from testbed.model.scenario import Scenario, scenario_to_yaml
+from testbed.model.schedule import cut_pairs
+from testbed.model.units import us_to_s
 
 AGENT_PORT = 5001
 # Agents yield the CPU to Open vSwitch and the runner (hosts.timing.lower_priority): at 128 hosts

@@ -11,12 +11,12 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from hosts.ina.protocol import DATA_PORT, FALLBACK_PORT
-from testbed.core.contracts import InaAgentSettings, InaNodeConfig
-from testbed.core.errors import RunFailed
-from testbed.core.ina_fabric import ina_settings
-from testbed.core.units import gbps_to_bps
 from testbed.emulation.watched import WatchedProcess
+from testbed.fabrics.ina.node_links import ina_settings
+from testbed.model.contracts import InaAgentSettings, InaNodeConfig
+from testbed.model.errors import RunFailed
+from testbed.model.units import gbps_to_bps
+from testbed.shared.ina_rules import DATA_PORT, FALLBACK_PORT
 
 if TYPE_CHECKING:
     from testbed.emulation.live import LiveFabric

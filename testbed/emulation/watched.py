@@ -8,7 +8,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from testbed.core.errors import RunFailed
+from testbed.model.errors import RunFailed
 
 
 class WatchedProcess:

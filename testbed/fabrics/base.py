@@ -7,9 +7,9 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from testbed.core.scenario import Fabric
 from testbed.core.shaping import line_rate_bps
-from testbed.oracle.flow_model import FlowModel, Traffic, relayed_forwarding_factor
+from testbed.model.scenario import Fabric
+from testbed.network.flow_model import FlowModel, Traffic, relayed_forwarding_factor
 
 
 def host_ip(rank: int) -> str:

@@ -10,11 +10,11 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from testbed.core.scenario import Fabric
-from testbed.core.units import gbps_to_bps, us_to_s
 from testbed.fabrics.base import FabricBehaviour, TopologyBuilder
-from testbed.oracle.flow_model import FlowModel, Traffic, nic_capacities, ring_allreduce_s
-from testbed.oracle.flows import Resource
+from testbed.model.scenario import Fabric
+from testbed.model.units import gbps_to_bps, us_to_s
+from testbed.network.flow_model import FlowModel, Traffic, nic_capacities, ring_allreduce_s
+from testbed.network.flows import Resource
 
 
 @dataclass(frozen=True)

@@ -11,7 +11,7 @@ from pathlib import Path
 from rich.console import Console
 from rich.table import Table
 
-from testbed.core.errors import EnvironmentProblem, InputError, TestbedError
+from testbed.model.errors import EnvironmentProblem, InputError, TestbedError
 
 console = Console()
 err_console = Console(stderr=True)
@@ -66,12 +66,12 @@ def cmd_doctor(args: argparse.Namespace) -> int:
 
 
 def cmd_check(args: argparse.Namespace) -> int:
-    from testbed.core.scenario import load_scenario
+    from testbed.model.scenario import load_scenario
 
     scenario = load_scenario(args.scenario)
     f, w = scenario.fabric, scenario.workload
     if w.kind in ("collective", "trace", "chakra"):
-        from testbed.core.workloads import schedule_for
+        from testbed.planning.workloads import schedule_for
 
         schedule_for(scenario)  # combinations the fields alone allow but no schedule can run
     what = f"{w.collective} ({w.algorithm}, {w.bytes} B)" if w.kind == "collective" else w.kind
@@ -81,8 +81,8 @@ def cmd_check(args: argparse.Namespace) -> int:
 
 
 def cmd_predict(args: argparse.Namespace) -> int:
-    from testbed.core.predict import predict_scenario
-    from testbed.core.scenario import load_scenario
+    from testbed.model.scenario import load_scenario
+    from testbed.planning.predict import predict_scenario
 
     scenario = load_scenario(args.scenario)
     if args.schedule:
@@ -96,8 +96,8 @@ def cmd_predict(args: argparse.Namespace) -> int:
         prediction = predict_scenario(scenario)
     simulated = None
     if not args.schedule and scenario.workload.kind == "model" and scenario.fabric.hosts <= SIMULATED_MODEL_HOSTS:
-        from testbed.core.workloads import schedule_for
         from testbed.oracle.schedule_sim import simulate_schedule
+        from testbed.planning.workloads import schedule_for
 
         # What a run is judged against: its schedule simulated step by step (DP rings and MP
         # transfers share links there, which the plan oracle leaves out).
@@ -117,9 +117,9 @@ SIMULATED_MODEL_HOSTS = 128  # model scenarios a run can emulate; beyond, the pl
 
 
 def cmd_place(args: argparse.Namespace) -> int:
-    from testbed.core.scenario import load_scenario
-    from testbed.core.workloads import model_plan, schedule_for
+    from testbed.model.scenario import load_scenario
     from testbed.placer.plan import verify
+    from testbed.planning.workloads import model_plan, schedule_for
 
     scenario = load_scenario(args.scenario)
     if scenario.workload.kind != "model":
@@ -160,8 +160,8 @@ def cmd_place(args: argparse.Namespace) -> int:
 
 def cmd_export_chakra(args: argparse.Namespace) -> int:
     from testbed.core.chakra_export import export_chakra
-    from testbed.core.scenario import load_scenario
-    from testbed.core.workloads import schedule_for
+    from testbed.model.scenario import load_scenario
+    from testbed.planning.workloads import schedule_for
 
     scenario = load_scenario(args.scenario)
     try:
@@ -183,11 +183,11 @@ def cmd_export_chakra(args: argparse.Namespace) -> int:
 def cmd_search(args: argparse.Namespace) -> int:
     from rich.progress import Progress
 
-    from testbed.core.scenario import load_scenario
+    from testbed.model.scenario import load_scenario
     from testbed.placer.accuracy import curve
     from testbed.placer.profiles import device
-    from testbed.placer.search import PlanCache, search
     from testbed.placer.zoo import MODELS
+    from testbed.planning.search import PlanCache, search
 
     scenario = load_scenario(args.scenario)
     model = scenario.workload.model
@@ -263,8 +263,8 @@ class _HoldMessages:
 def cmd_run(args: argparse.Namespace) -> int:
     from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 
-    from testbed.core.scenario import load_scenario
     from testbed.emulation.run import Runner, default_run_dir, prepare
+    from testbed.model.scenario import load_scenario
 
     scenario = load_scenario(args.scenario)
     prepared = prepare(scenario)
@@ -310,8 +310,8 @@ def cmd_sweep(args: argparse.Namespace) -> int:
 
     from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 
-    from testbed.core.scenario import load_scenario
     from testbed.interface.sweep import csv_name, in_shard, parse_sets, parse_shard, plan_points, predict_point
+    from testbed.model.scenario import load_scenario
 
     scenario = load_scenario(args.scenario)
     sets = parse_sets(args.set)

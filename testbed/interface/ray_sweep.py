@@ -18,9 +18,9 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
-from testbed.core.errors import EnvironmentProblem
-from testbed.core.scenario import Scenario
 from testbed.interface.sweep import OpenSweep, SweepPoint, predict_point
+from testbed.model.errors import EnvironmentProblem
+from testbed.model.scenario import Scenario
 
 EMULATION_RESOURCE = "testbed"
 POINT_FILE = "sweep_point.json"  # where and when a point ran

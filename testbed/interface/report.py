@@ -13,8 +13,8 @@ import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
-from testbed.core.errors import InputError  # noqa: E402
 from testbed.emulation.plots import draw_steps  # noqa: E402
+from testbed.model.errors import InputError  # noqa: E402
 
 
 def _load_jsonl(path: Path) -> list[dict]:

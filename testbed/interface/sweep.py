@@ -15,9 +15,9 @@ from typing import Any, Callable
 
 import yaml
 
-from testbed.core.errors import InputError
-from testbed.core.predict import predict_scenario
-from testbed.core.scenario import Scenario, apply_overrides, scenario_to_yaml
+from testbed.model.errors import InputError
+from testbed.model.scenario import Scenario, apply_overrides, scenario_to_yaml
+from testbed.planning.predict import predict_scenario
 
 MANIFEST = "sweep.json"
 CSV_NAME = "results.csv"

@@ -9,10 +9,10 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
-from hosts.byteps import chunk_owners, push_window
-from testbed.core.units import bytes_to_bits, transfer_time_s
-from testbed.oracle.flow_model import FlowModel
-from testbed.oracle.flows import Flow, max_min_rates
+from testbed.model.units import bytes_to_bits, transfer_time_s
+from testbed.network.flow_model import FlowModel
+from testbed.network.flows import Flow, max_min_rates
+from testbed.shared.byteps_partition import chunk_owners, push_window
 
 
 @dataclass(frozen=True)

@@ -3,9 +3,9 @@ counterpart GPUs, and the forwarding load, each from the kind's module in testbe
 
 from __future__ import annotations
 
-from testbed.core.scenario import Fabric
 from testbed.fabrics.all_kinds import behaviour
-from testbed.oracle.flow_model import FlowModel, Traffic
+from testbed.model.scenario import Fabric
+from testbed.network.flow_model import FlowModel, Traffic
 
 
 def mp_flow_model(fabric: Fabric, k: int, l: int, traffic: Traffic, dp_bytes: float = 0.0) -> FlowModel:

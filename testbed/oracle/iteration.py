@@ -7,12 +7,12 @@ import bisect
 from collections import defaultdict
 from typing import Any
 
-from testbed.core.scenario import Fabric
-from testbed.core.units import us_to_s
-from testbed.oracle.collectives import Breakdown, Prediction
+from testbed.model.scenario import Fabric
+from testbed.model.units import us_to_s
+from testbed.network.collectives import Breakdown, Prediction
+from testbed.network.flow_model import FlowModel
+from testbed.network.flows import DarkWindow, Flow, RatesMemo, completion_times
 from testbed.oracle.fabrics import dp_allreduce_s, mp_flow_model
-from testbed.oracle.flow_model import FlowModel
-from testbed.oracle.flows import DarkWindow, Flow, RatesMemo, completion_times
 from testbed.oracle.replanning import PeriodTraffic, period_traffic, plan_replans, replans_during_run
 from testbed.placer.buckets import merge_buckets, overlapped_finish_s, worthwhile_bucket_bytes
 from testbed.placer.plan import Plan

@@ -15,12 +15,12 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from testbed.core.scenario import Fabric
-from testbed.core.topology import estimate_period_us, reconfig_us
-from testbed.core.units import us_to_s
 from testbed.fabrics.all_kinds import behaviour
-from testbed.oracle.flow_model import FlowModel, Traffic
-from testbed.oracle.flows import DarkWindow
+from testbed.fabrics.topology import estimate_period_us, reconfig_us
+from testbed.model.scenario import Fabric
+from testbed.model.units import us_to_s
+from testbed.network.flow_model import FlowModel, Traffic
+from testbed.network.flows import DarkWindow
 
 
 @dataclass

@@ -13,14 +13,15 @@ import math
 from collections import defaultdict
 from typing import Any
 
-from testbed.core.errors import InputError
-from testbed.core.scenario import Fabric
-from testbed.core.schedule import collective_traffic, in_order_deps, traffic_pairs
-from testbed.core.units import bytes_to_bits, us_to_s
-from testbed.oracle.collectives import Breakdown, Prediction, collective_cost
+from testbed.model.errors import InputError
+from testbed.model.scenario import Fabric
+from testbed.model.schedule import in_order_deps, traffic_pairs
+from testbed.model.units import bytes_to_bits, us_to_s
+from testbed.network.collectives import Breakdown, Prediction, collective_cost
+from testbed.network.flow_model import FlowModel
+from testbed.network.flows import Flow, max_min_rates
 from testbed.oracle.fabrics import mp_flow_model
-from testbed.oracle.flow_model import FlowModel
-from testbed.oracle.flows import Flow, max_min_rates
+from testbed.shared.collective_plans import collective_traffic
 
 # Collectives whose alpha-beta bandwidth term is the busiest GPU's bytes over its rate: their data
 # is simulated as flows (exactly that time alone, and slowed by whatever else shares a link).

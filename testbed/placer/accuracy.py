@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from testbed.core.errors import InputError
+from testbed.model.errors import InputError
 
 
 @dataclass(frozen=True)

@@ -5,10 +5,11 @@ from __future__ import annotations
 from collections import defaultdict
 from dataclasses import replace
 
-from testbed.core.schedule import GpuSchedule, Schedule, Step, in_order_deps, schedule_traffic, with_channels
+from testbed.model.schedule import GpuSchedule, Schedule, Step, in_order_deps, with_channels
 from testbed.placer.balance import inputs_of
 from testbed.placer.buckets import merge_buckets
 from testbed.placer.plan import Plan
+from testbed.shared.collective_plans import schedule_traffic
 
 
 def _group_steps(plan: Plan) -> list[list[Step]]:

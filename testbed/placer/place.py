@@ -8,8 +8,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from testbed.core.errors import InputError
-from testbed.core.units import US_PER_S, bits_to_bytes, gbps_to_bps
+from testbed.model.errors import InputError
+from testbed.model.units import US_PER_S, bits_to_bytes, gbps_to_bps
 from testbed.placer.balance import BalancedOp, inputs_of
 
 MAX_FIX_PASSES = 200

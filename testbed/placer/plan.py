@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections import defaultdict
 from dataclasses import dataclass
 
-from testbed.core.errors import InputError
+from testbed.model.errors import InputError
 from testbed.placer.balance import TAU_US, balance, inputs_of
 from testbed.placer.buckets import DEFAULT_BUCKET_BYTES, Bucket, gradient_buckets
 from testbed.placer.place import (

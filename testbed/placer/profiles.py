@@ -10,7 +10,7 @@ from pathlib import Path
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from testbed.core.errors import InputError
+from testbed.model.errors import InputError
 from testbed.placer.zoo import BYTES_PER_ELEMENT, ModelGraph, Op, _Builder
 
 LAUNCH_US = 1.0  # kernel launch latency per sub-op (SiP-ML §4.2)

@@ -9,9 +9,9 @@ import time
 
 import pytest
 
-from testbed.core.scenario import Fabric, apply_overrides, load_scenario
 from testbed.emulation.probes import optical_fabric, probe
 from testbed.emulation.run import Runner, prepare
+from testbed.model.scenario import Fabric, apply_overrides, load_scenario
 
 from ..conftest import ROOT
 

@@ -10,8 +10,8 @@ import time
 import pytest
 
 from testbed.core.calibration import load_calibration
-from testbed.core.scenario import Fabric
 from testbed.emulation.probes import optical_fabric, probe
+from testbed.model.scenario import Fabric
 
 from .conftest import assert_iterations_match_the_oracle, assert_monitor_ok, assert_ratio_in_band
 
@@ -125,8 +125,8 @@ CASES = [("cluster-allreduce", 8), ("ocs-allreduce", 8), ("ocs-allreduce", 16), 
 
 @pytest.mark.parametrize("name, hosts", CASES)
 def test_ring_allreduce_scenario_matches_the_oracle_on_each_fabric(name, hosts, tmp_path, machine_state):
-    from testbed.core.scenario import apply_overrides, load_scenario
     from testbed.emulation.run import Runner, prepare
+    from testbed.model.scenario import apply_overrides, load_scenario
 
     from ..conftest import ROOT
 
@@ -147,8 +147,8 @@ def test_placed_schedule_on_sip_ring_matches_the_schedule_oracle(tmp_path, machi
 
     A global batch of 8 instead of the scenario's 16: the same placement and steps with half the
     bytes and compute, so the rounds at the dark time's dilation (400) take half the wall time."""
-    from testbed.core.scenario import Scenario, load_scenario
     from testbed.emulation.run import Runner, prepare
+    from testbed.model.scenario import Scenario, load_scenario
 
     from ..conftest import ROOT
 
@@ -168,8 +168,8 @@ def test_multi_shot_ocs_replans_circuits_during_training(tmp_path, machine_state
     """Circuits re-planned every period from the live traffic matrix: the MP phase and the DP ring
     get different circuits, every change is dark for its configured time, and no pair the job
     needs is ever left without a path."""
-    from testbed.core.scenario import load_scenario
     from testbed.emulation.run import Runner, prepare
+    from testbed.model.scenario import load_scenario
 
     from ..conftest import ROOT
 

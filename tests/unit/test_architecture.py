@@ -50,11 +50,11 @@ def test_kind_behaviour_lives_in_the_kinds_modules():
     and compare no kind names themselves; every registered kind has its module."""
     import re
 
-    from testbed.core.fabric_kinds import KINDS
     from testbed.fabrics.all_kinds import BEHAVIOURS
+    from testbed.model.fabric_kinds import KINDS
 
     assert set(BEHAVIOURS) == set(KINDS)
-    for path in ("testbed/core/topology.py", "testbed/oracle/fabrics.py"):
+    for path in ("testbed/fabrics/topology.py", "testbed/oracle/fabrics.py"):
         text = (ROOT / path).read_text()
         found = re.findall(r"kind\s*(?:==|!=|in)\s*[\"'(]", text)
         assert not found, f"{path} branches on the fabric kind: {found}"

@@ -10,12 +10,12 @@ from hypothesis import strategies as st
 
 from hosts import byteps, ops
 from hosts.transport import InProcessTransport
-from testbed.core.errors import InputError
-from testbed.core.predict import predict, ring_allreduce_time_s
-from testbed.core.scenario import parse_scenario
-from testbed.core.workloads import schedule_for
+from testbed.model.errors import InputError
+from testbed.model.scenario import parse_scenario
+from testbed.network.flow_model import nic_flow_model
 from testbed.oracle.byteps import Instance, simulate_instances
-from testbed.oracle.flow_model import nic_flow_model
+from testbed.planning.predict import predict, ring_allreduce_time_s
+from testbed.planning.workloads import schedule_for
 
 from .test_collectives import run_ranks
 

@@ -15,10 +15,10 @@ from hypothesis import strategies as st
 from testbed.core.chakra import chakra_schedule, load_chakra
 from testbed.core.chakra_export import export_chakra
 from testbed.core.chakra_proto import COLLECTIVES, NODE_TYPES, GlobalMetadata, Node, attribute, decode, encode
-from testbed.core.errors import InputError
-from testbed.core.scenario import Fabric, load_scenario
-from testbed.core.workloads import schedule_for
+from testbed.model.errors import InputError
+from testbed.model.scenario import Fabric, load_scenario
 from testbed.oracle.schedule_sim import simulate_schedule
+from testbed.planning.workloads import schedule_for
 
 from ..conftest import ROOT
 

@@ -95,7 +95,6 @@ def test_ring_allreduce_over_tcp_loopback(ranks):
 
 
 from hosts.collectives import (  # noqa: E402
-    _bounds,
     alltoall,
     halving_doubling_allreduce,
     ring_allgather,
@@ -104,6 +103,7 @@ from hosts.collectives import (  # noqa: E402
     tree_allreduce,
     tree_broadcast,
 )
+from testbed.shared.collective_plans import chunk_bounds  # noqa: E402
 
 
 @pytest.mark.parametrize("algorithm", [halving_doubling_allreduce, tree_allreduce])
@@ -128,7 +128,7 @@ def test_reduce_scatter_allgather_broadcast_alltoall_sendrecv(ranks):
     group = list(range(ranks))
     inputs = [gradient(9, 0, r, elements) for r in range(ranks)]
     total = np.sum(inputs, axis=0)
-    bounds = _bounds(elements, ranks)
+    bounds = chunk_bounds(elements, ranks)
 
     def body(t):
         pos = t.rank

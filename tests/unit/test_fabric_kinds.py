@@ -8,8 +8,8 @@ from typing import get_args
 
 import pytest
 
-from testbed.core.fabric_kinds import CONTROLLER_APPS, EMULATED_FABRICS, KINDS, ROUTED_FABRICS, FabricKind
-from testbed.core.scenario import Fabric
+from testbed.model.fabric_kinds import CONTROLLER_APPS, EMULATED_FABRICS, KINDS, ROUTED_FABRICS, FabricKind
+from testbed.model.scenario import Fabric
 
 
 def test_every_kind_the_scenario_accepts_is_registered_once():

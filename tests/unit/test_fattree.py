@@ -6,10 +6,10 @@ from __future__ import annotations
 import pytest
 
 from controller.flat_plan import PRIORITY_ECMP, plan_flat_flows
-from testbed.core.predict import predict_scenario
-from testbed.core.scenario import Fabric, apply_overrides, load_scenario
-from testbed.core.topology import build_topology
 from testbed.fabrics.leaf_spine import ecmp_spine
+from testbed.fabrics.topology import build_topology
+from testbed.model.scenario import Fabric, apply_overrides, load_scenario
+from testbed.planning.predict import predict_scenario
 
 from ..conftest import ROOT
 

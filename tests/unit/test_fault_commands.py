@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from testbed.core.faults import FaultStep, leaf_classes, netem_commands
-from testbed.core.scenario import Fault
+from testbed.model.scenario import Fault
 
 # `tc class show dev h1-eth0` after htb_commands_small_first(..., 100e6), as this machine prints it.
 HTB_SMALL_FIRST = """\

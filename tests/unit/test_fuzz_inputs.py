@@ -11,9 +11,9 @@ import yaml
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from testbed.core.errors import InputError
-from testbed.core.scenario import parse_scenario
-from testbed.core.workloads import schedule_for
+from testbed.model.errors import InputError
+from testbed.model.scenario import parse_scenario
+from testbed.planning.workloads import schedule_for
 
 from ..conftest import ROOT
 

@@ -1,11 +1,11 @@
-"""The INA window protocol under loss (testbed/oracle/ina_loss.py), against timelines worked out by
+"""The INA window protocol under loss (testbed/fabrics/ina/loss.py), against timelines worked out by
 hand and the closed form of a lossless pass."""
 
 from __future__ import annotations
 
 import pytest
 
-from testbed.oracle.ina_loss import UPLINK, InaProtocol, lossy_allreduce_s, simulate_pass
+from testbed.fabrics.ina.loss import UPLINK, InaProtocol, lossy_allreduce_s, simulate_pass
 
 
 def never(point, worker, chunk, attempt):
@@ -89,10 +89,10 @@ def test_a_lossy_ina_run_sends_real_packets_and_is_judged_with_its_own_timers():
     """Loss is per packet: the run's byte scale is 1 whatever the dilation, and its prediction prices
     the timeouts with the timers' floor of 2 ms of wall time at that dilation; lossless, the closed
     form: 2·α + (C + E) frames, C = ceil(20 MB / 1,440 B) = 13,889 chunks, E = ceil(C / 360) = 39."""
-    from testbed.core.predict import predict
-    from testbed.core.scenario import apply_overrides, load_scenario
-    from testbed.core.workloads import schedule_for
     from testbed.emulation.prepare import prepare
+    from testbed.model.scenario import apply_overrides, load_scenario
+    from testbed.planning.predict import predict
+    from testbed.planning.workloads import schedule_for
 
     from ..conftest import ROOT
 

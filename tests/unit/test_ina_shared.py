@@ -1,10 +1,10 @@
-"""ATP's shared slots (testbed/oracle/ina_shared.py) against timelines worked out by hand."""
+"""ATP's shared slots (testbed/fabrics/ina/shared_slots.py) against timelines worked out by hand."""
 
 from __future__ import annotations
 
 import pytest
 
-from testbed.oracle.ina_shared import SharedNode, SharedPool, shared_allreduce_s
+from testbed.fabrics.ina.shared_slots import SharedNode, SharedPool, shared_allreduce_s
 
 
 def test_a_slot_is_held_until_its_owner_has_moved_past_it():

@@ -16,11 +16,11 @@ from os_ken.ofproto import ofproto_v1_3, ofproto_v1_3_parser
 
 from controller import optical_app, optical_plan
 from controller.optical_plan import PlanError
-from testbed.core.contracts import ControllerConfig, Topology
-from testbed.core.scenario import Fabric, apply_overrides, load_scenario
-from testbed.core.schedule import cut_pairs
-from testbed.core.topology import build_topology
-from testbed.core.workloads import schedule_for
+from testbed.fabrics.topology import build_topology
+from testbed.model.contracts import ControllerConfig, Topology
+from testbed.model.scenario import Fabric, apply_overrides, load_scenario
+from testbed.model.schedule import cut_pairs
+from testbed.planning.workloads import schedule_for
 
 from ..conftest import ROOT
 

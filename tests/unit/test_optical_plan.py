@@ -10,9 +10,9 @@ from hypothesis import strategies as st
 from controller import reconfig
 from controller.northbound import BadRequest, parse_links
 from controller.optical_plan import PlanError, hold, render, validate
-from testbed.core.scenario import Fabric
-from testbed.core.schedule import cut_pairs
-from testbed.core.topology import build_topology
+from testbed.fabrics.topology import build_topology
+from testbed.model.scenario import Fabric
+from testbed.model.schedule import cut_pairs
 from testbed.oracle.fabrics import forwarding_load_factor
 
 

@@ -8,13 +8,13 @@ from hypothesis import strategies as st
 
 from testbed.core.calibration import Calibration
 from testbed.core.dilation import MIN_MESSAGE_BYTES, resolve_emulation
-from testbed.core.predict import predict, ring_allreduce_time_s
-from testbed.core.scenario import parse_scenario
-from testbed.core.schedule import ring_allreduce_traffic
 from testbed.core.shaping import htb_commands, line_rate_bps
-from testbed.core.units import Dilation
-from testbed.core.workloads import schedule_for
 from testbed.emulation.prepare import min_dilation_for, prepare
+from testbed.model.scenario import parse_scenario
+from testbed.model.units import Dilation
+from testbed.planning.predict import predict, ring_allreduce_time_s
+from testbed.planning.workloads import schedule_for
+from testbed.shared.collective_plans import ring_allreduce_traffic
 
 CALIBRATION = Calibration(capacity_bps=1.2e9, timer_error_s=50e-6, sleep_overshoot_s=80e-6, datapath="user",
                           measured_at="test")

@@ -2,17 +2,17 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from testbed.core.predict import ring_allreduce_time_s
-from testbed.core.scenario import Fabric
-from testbed.fabrics.ps import byteps_bytes_per_machine
-from testbed.oracle.circuits import plan_circuits, replan_circuits
+from testbed.fabrics.ps.behaviour import byteps_bytes_per_machine
+from testbed.fabrics.sip_ocs.circuits import plan_circuits, replan_circuits
+from testbed.fabrics.sip_ring.wavelengths import plan_wavelengths, segments
+from testbed.model.scenario import Fabric
+from testbed.network.flows import Flow, completion_times, max_min_rates
 from testbed.oracle.fabrics import dp_allreduce_s, mp_flow_model
-from testbed.oracle.flows import Flow, completion_times, max_min_rates
 from testbed.oracle.iteration import dp_ring_bytes, predict_plan
-from testbed.oracle.wavelengths import plan_wavelengths, segments
 from testbed.placer.plan import make_plan
 from testbed.placer.profiles import device
 from testbed.placer.zoo import MODELS
+from testbed.planning.predict import ring_allreduce_time_s
 
 
 def test_max_min_fairness():
@@ -126,10 +126,10 @@ def test_wavelengths_respect_segments_reach_and_interfaces(nodes, waves, reach, 
 
 
 def test_schedule_simulation_agrees_with_the_formulas_and_the_plan_oracle():
-    from testbed.core.scenario import parse_scenario
-    from testbed.core.workloads import schedule_for
+    from testbed.model.scenario import parse_scenario
     from testbed.oracle.schedule_sim import simulate_schedule
     from testbed.placer.emit import plan_schedule
+    from testbed.planning.workloads import schedule_for
 
     scenario = parse_scenario({"name": "c", "fabric": {"kind": "elect-flat", "hosts": 8, "gpu_bandwidth_gbps": 100,
                                                        "latency_us": 5},
@@ -227,7 +227,7 @@ def test_sip_ocs_plans_fit_every_gpus_ports_with_its_dp_ring(switches):
 
 
 def test_a_dark_window_pauses_flows_under_way_and_frees_their_share():
-    from testbed.oracle.flows import DarkWindow
+    from testbed.network.flows import DarkWindow
 
     caps = {"x": 1e6, "y": 1e9}
     one_s = 125_000  # bytes: 1 Mbit, one second at 1 Mb/s
@@ -283,7 +283,7 @@ def test_sip_ring_pure_dp_ring_gets_what_the_collective_path_and_controller_give
     """W = 4 wavelengths: the controller keeps one towards the other neighbour, so a one-way ring
     carries 3/4 of B, both when a placed plan's DP ring and a ring all-reduce scenario predict it.
     By hand: 2(n-1)·α + 2(n-1)/n·M/(0.75·B) with n = 8, M = 100 MB, B = 100 Gb/s, α = 5 µs."""
-    from testbed.core.predict import _ring_on_fabric
+    from testbed.planning.predict import _ring_on_fabric
 
     fabric = Fabric(kind="sip-ring", hosts=8, gpu_bandwidth_gbps=100, wavelengths=4, latency_us=5)
     by_hand = 2 * 7 * 5e-6 + 2 * 7 / 8 * 100e6 * 8 / (0.75 * 100e9)

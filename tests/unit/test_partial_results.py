@@ -10,10 +10,10 @@ from hosts import ops
 from hosts.agent import data_seed
 from hosts.data import digest
 from hosts.timing import compute_timing
-from testbed.core.scenario import apply_overrides, load_scenario
 from testbed.emulation import results
 from testbed.emulation.prepare import prepare
 from testbed.interface import cli
+from testbed.model.scenario import apply_overrides, load_scenario
 
 from ..conftest import ROOT
 

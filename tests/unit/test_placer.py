@@ -6,7 +6,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from testbed.core.errors import InputError
+from testbed.model.errors import InputError
 from testbed.placer.emit import plan_schedule
 from testbed.placer.place import PlacementError
 from testbed.placer.plan import make_plan, verify

@@ -7,8 +7,8 @@ import subprocess
 
 import pytest
 
-from testbed.core.errors import RunFailed
 from testbed.emulation.fabric import MAX_LINE_BYTES, run_all_checked
+from testbed.model.errors import RunFailed
 
 
 class ShellNode:

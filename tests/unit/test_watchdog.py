@@ -10,9 +10,9 @@ import subprocess
 import sys
 import time
 
-from testbed.core.scenario import apply_overrides, load_scenario
 from testbed.core.watchdog import Progress, connect_timeout_s, describe_stall, stall_bound_s, start_up_bound_s
-from testbed.core.workloads import schedule_for
+from testbed.model.scenario import apply_overrides, load_scenario
+from testbed.planning.workloads import schedule_for
 
 from ..conftest import ROOT
 
@@ -157,7 +157,7 @@ def test_stopped_agents_keep_the_iterations_they_completed(tmp_path):
 
 def test_faults_are_timed_from_the_clock_start_and_recorded_against_the_epoch():
     from testbed.core.faults import FaultInjector, timeline
-    from testbed.core.scenario import Fault
+    from testbed.model.scenario import Fault
 
     # 40 ms real-world at dilation 5 is 0.2 s of wall time after the clock starts, however late
     # that is after the epoch (agents that took 0.3 s to connect).

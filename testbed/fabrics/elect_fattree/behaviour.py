@@ -1,0 +1,24 @@
+"""Elect-Fattree: a two-tier leaf-spine, leaf switches of `leaf_hosts` GPUs each wired to every one
+of `spines` spines, uplinks B·leaf_hosts/oversubscription per leaf, flows hashed over the spines."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import testbed.fabrics.leaf_spine as leaf_spine
+from testbed.fabrics.base import TopologyBuilder
+from testbed.model.scenario import Fabric
+
+
+def tiers(fabric: Fabric) -> leaf_spine.TwoTier:
+    return leaf_spine.TwoTier(fabric.leaf_hosts, fabric.leaf_hosts / fabric.oversubscription, fabric.spines)
+
+
+def build(fabric: Fabric, builder: TopologyBuilder) -> dict[str, Any]:
+    uplink_bps = leaf_spine.build_two_tier(builder, fabric.hosts, tiers(fabric), ("spine", "leaf"))
+    return {"fattree": {"leaf_hosts": fabric.leaf_hosts, "leaves": fabric.hosts // fabric.leaf_hosts,
+                        "spines": fabric.spines, "oversubscription": fabric.oversubscription,
+                        "uplink_rate_bps": uplink_bps}}
+
+
+BEHAVIOUR = leaf_spine.behaviour(tiers, build)

@@ -1,0 +1,1 @@
+"""Elect-Flat: N GPUs on one non-blocking electrical switch."""

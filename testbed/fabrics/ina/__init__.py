@@ -1,0 +1,1 @@
+"""INA: in-network aggregation through a node program: its links, its loss and shared-slot models."""

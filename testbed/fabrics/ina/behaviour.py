@@ -1,0 +1,41 @@
+"""INA: no switch; an aggregation node owns one port per worker (a direct link shaped at B on both
+ends), sums INA packets in its pipeline and forwards all other traffic in its kernel."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from testbed.core.shaping import line_rate_bps
+from testbed.fabrics.base import FabricBehaviour, TopologyBuilder, host_mac
+from testbed.model.scenario import Fabric
+from testbed.model.units import gbps_to_bps, transfer_time_s, us_to_s
+from testbed.network.flow_model import FlowModel, Traffic, nic_flow_model
+
+
+def build(fabric: Fabric, builder: TopologyBuilder) -> dict[str, Any]:
+    n, rate = fabric.hosts, builder.host_rate_bps
+    node: dict[str, Any] = {"name": f"h{n + 1}", "interfaces": [], "role": "aggregator"}
+    for rank in range(n):
+        name = f"h{rank + 1}-eth0"
+        peer = f"h{n + 1}-eth{rank}"
+        builder.links.append({"host": f"h{rank + 1}", "interface": name, "peer_host": node["name"],
+                              "peer_interface": peer, "payload_rate_bps": rate,
+                              "line_rate_bps": line_rate_bps(rate), "shaped_on": "both"})
+        builder.hosts.append({"interfaces": [{"name": name, "mac": host_mac(rank), "peer": peer,
+                                              "payload_rate_bps": rate}]})
+        node["interfaces"].append({"name": peer, "mac": host_mac(n, rank + 1), "peer": name,
+                                   "payload_rate_bps": rate})
+    builder.hosts.append(node)
+    return {"ina": {"node": node["name"], "node_rank": n}}
+
+
+def flow_model(fabric: Fabric, k: int, l: int, traffic: Traffic, dp_bytes: float) -> FlowModel:
+    return nic_flow_model(gbps_to_bps(fabric.gpu_bandwidth_gbps), k)
+
+
+def dp_allreduce_s(fabric: Fabric, k: int, l: int, grad_bytes: float, planned_rate_bps: float | None) -> float:
+    # One round: each worker sends M to the node and receives the sum.
+    return us_to_s(fabric.latency_us) + transfer_time_s(grad_bytes, gbps_to_bps(fabric.gpu_bandwidth_gbps))
+
+
+BEHAVIOUR = FabricBehaviour(build, flow_model, dp_allreduce_s)

@@ -1,0 +1,96 @@
+"""SiP-OCS: each GPU has one silicon-photonic interface of B/Q into each of Q optical circuit
+switches; circuits are planned from the traffic matrix (once, or every period when multi-shot),
+and pairs without a circuit relay through GPUs."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from testbed.fabrics.base import TopologyBuilder, relayed
+from testbed.fabrics.sip_ocs.circuits import CircuitPlan, plan_circuits, replan_circuits
+from testbed.model.scenario import Fabric
+from testbed.model.units import gbps_to_bps, us_to_s
+from testbed.network.flow_model import FlowModel, Traffic, relay_paths, ring_allreduce_s
+
+DEFAULT_OCS_SWITCHES = 16
+
+
+def ocs_switches(fabric: Fabric) -> int:
+    return fabric.ocs_switches or DEFAULT_OCS_SWITCHES
+
+
+def build(fabric: Fabric, builder: TopologyBuilder) -> dict[str, Any]:
+    q = ocs_switches(fabric)
+    ocs = [builder.add_switch("ocs", fabric.hosts) for _ in range(q)]
+    per_circuit = builder.host_rate_bps / q
+    for rank in range(fabric.hosts):
+        builder.hosts.append({"interfaces": [builder.host_link(rank, i, ocs[i], rank + 1, per_circuit)
+                                             for i in range(q)]})
+    return {"ocs": {"switches": q, "circuit_rate_bps": per_circuit}}
+
+
+def flow_model(fabric: Fabric, k: int, l: int, traffic: Traffic, dp_bytes: float) -> FlowModel:
+    # The one-shot plan covers the DP ring too, in proportion to its share of the iteration's
+    # bytes; its circuits out to and in from the counterparts take each GPU's own ports.
+    rings = {g: dp_bytes for g in range(k)} if l > 1 and dp_bytes > 0 else None
+    return _circuit_model(fabric, k, l, traffic, rings)
+
+
+def multi_shot_demand(traffic: Traffic, recurring: tuple[tuple[int, int], ...]) -> Traffic:
+    """What a multi-shot re-plan serves: the period's traffic, and the job's recurring pairs kept
+    with a token demand so that each keeps a circuit or a relay (a pair planned out would be
+    unreachable when its turn comes, as a DP ring after a period of MP traffic)."""
+    floor = 1e-6 * max(traffic.values(), default=1.0)
+    return {**{pair: floor for pair in recurring}, **traffic}
+
+
+def replan(fabric: Fabric, k: int, l: int, traffic: Traffic, recurring: tuple[tuple[int, int], ...],
+           current: FlowModel | None = None, dark_s: float = 0.0) -> FlowModel:
+    """The circuits a multi-shot controller sets for a period's measured traffic, from the plan in
+    force (`current`): it retunes only for a gain larger than the `dark_s` a retune costs, as the
+    controller does."""
+    demand = multi_shot_demand(traffic, recurring)
+    if current is None:
+        return _circuit_model(fabric, k, 1, demand, None)
+    switches = ocs_switches(fabric)
+    link = gbps_to_bps(fabric.gpu_bandwidth_gbps) / switches
+    held = {(i, j): tuple(range(round(bps / link))) for (kind, i, j), bps in current.capacity_bps.items()
+            if kind == "circuit"}
+    return _plan_flow_model(k, demand, replan_circuits(demand, k, switches, link, held, dark_s), link)
+
+
+def _circuit_model(fabric: Fabric, k: int, l: int, traffic: Traffic, rings: dict[int, float] | None) -> FlowModel:
+    switches = ocs_switches(fabric)
+    link = gbps_to_bps(fabric.gpu_bandwidth_gbps) / switches
+    plan = plan_circuits(traffic, k, switches, link, ring_demand=rings)
+    model = _plan_flow_model(k, traffic, plan, link)
+    if l > 1:
+        model.dp_rate_bps = min(plan.circuits.get((g, g), 0) for g in range(k)) * link
+    return model
+
+
+def _plan_flow_model(k: int, traffic: Traffic, plan: CircuitPlan, link: float) -> FlowModel:
+    """Circuits as resources of `link` b/s each; pairs without one relay through GPUs."""
+    caps, links = {}, {}
+    for (i, j), count in plan.circuits.items():
+        if i != j:
+            caps[("circuit", i, j)] = count * link
+            links[(i, j)] = ("circuit", i, j)
+    model = FlowModel(caps, relay_paths(k, links, traffic))
+    model.notes.append(f"circuits by {plan.method}; longest transfer {plan.longest_s * 1e3:.3f} ms, "
+                       f"bound {plan.bound_s * 1e3:.3f} ms")
+    return model
+
+
+def dp_allreduce_s(fabric: Fabric, k: int, l: int, grad_bytes: float, planned_rate_bps: float | None) -> float:
+    B = gbps_to_bps(fabric.gpu_bandwidth_gbps)
+    rate = planned_rate_bps if planned_rate_bps is not None else B / ocs_switches(fabric)
+    return ring_allreduce_s(l, grad_bytes, rate, us_to_s(fabric.latency_us))
+
+
+# Multi-shot re-plans at most this many reconfiguration times apart, so dark time stays a small
+# share of the period unless the scenario sets estimate_period_us.
+OCS_PERIOD_PER_RECONFIG = 10
+BEHAVIOUR = relayed(build, flow_model, dp_allreduce_s, "circuit", ocs_switches, default_reconfig_us=10000.0,
+                    period_per_reconfig=OCS_PERIOD_PER_RECONFIG, replan=replan,
+                    replans=lambda fabric: fabric.multi_shot)

@@ -1,0 +1,1 @@
+"""SiP-Ring: micro-ring lightpaths on a fibre ring, and its wavelength planner."""

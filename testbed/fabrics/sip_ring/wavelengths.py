@@ -1,0 +1,264 @@
+"""Wavelength planning for SiP-Ring: lightpaths on a bidirectional fibre ring, W wavelengths per
+segment and direction, reach limited to `reach` hops, wavelengths reused on disjoint segments.
+One implementation, shared by the oracle and the controller.
+
+A greedy plan always exists; an integer programme (SiP-ML's, in linear form: maximise the slowest
+pair's wavelengths per byte under every segment's and every interface's W) replaces it when it does
+better. Its counts are then given actual wavelengths, first fit, longest lightpaths first: a count
+that fits every segment may still find no wavelength free along its whole path (no conversion)."""
+
+from __future__ import annotations
+
+import heapq
+from collections import defaultdict
+from dataclasses import dataclass, replace
+from functools import lru_cache
+
+import numpy as np
+from scipy.optimize import Bounds, LinearConstraint, milp
+
+from testbed.model.units import transfer_time_s
+
+MILP_MAX_PAIRS = 300  # above this, the greedy alone (the programme grows with pairs × segments)
+MILP_TIME_LIMIT_S = 5.0
+
+
+@dataclass(frozen=True)
+class Lightpath:
+    src: int
+    dst: int
+    direction: int  # +1 clockwise, -1 counter-clockwise
+    wavelengths: tuple[int, ...]
+
+
+@dataclass(frozen=True)
+class WavelengthPlan:
+    lightpaths: dict[tuple[int, int], Lightpath]
+    longest_s: float  # longest transfer of the planned demand at this plan's capacities
+    bound_s: float  # lower bound: the busiest segment, or a node's interface, at full use
+    method: str = "greedy"
+
+    def wavelengths(self, src: int, dst: int) -> int:
+        path = self.lightpaths.get((src, dst))
+        return len(path.wavelengths) if path else 0
+
+
+def segments(src: int, dst: int, direction: int, nodes: int) -> list[int]:
+    """Segment s joins node s and s+1 (clockwise); a path uses these, in its direction."""
+    hops = (dst - src) % nodes if direction > 0 else (src - dst) % nodes
+    if direction > 0:
+        return [(src + h) % nodes for h in range(hops)]
+    return [(src - h - 1) % nodes for h in range(hops)]
+
+
+def _hops(src: int, dst: int, direction: int, nodes: int) -> int:
+    return (dst - src) % nodes if direction > 0 else (src - dst) % nodes
+
+
+def plan_wavelengths(traffic: dict[tuple[int, int], float], nodes: int, wavelengths: int, wavelength_bps: float,
+                     reach: int, keep_ring: bool = False, keep: tuple[tuple[int, int], ...] = ()) -> WavelengthPlan:
+    """The better of the greedy plan and the integer programme's (cached: the oracle and the
+    dilation sizing plan the same matrices).
+
+    keep_ring first gives every node one wavelength to each ring neighbour, so that any traffic
+    the estimate missed can still be relayed hop by hop; `keep` pairs (the job's recurring
+    lightpaths) come next, each with one wavelength, before the estimate shares out the rest."""
+    return _plan_cached(tuple(sorted(traffic.items())), nodes, wavelengths, wavelength_bps, reach, keep_ring,
+                        tuple(keep))
+
+
+@lru_cache(maxsize=256)
+def _plan_cached(traffic_items: tuple[tuple[tuple[int, int], float], ...], nodes: int, wavelengths: int,
+                 wavelength_bps: float, reach: int, keep_ring: bool,
+                 keep: tuple[tuple[int, int], ...]) -> WavelengthPlan:
+    greedy = _greedy(dict(traffic_items), nodes, wavelengths, wavelength_bps, reach, keep_ring, keep)
+    # Pairs beyond reach relay whatever the plan: the two plans are compared on the rest.
+    demand = {p: size for p, size in traffic_items if size > 0 and p[0] != p[1] and p in greedy.directions}
+    if not demand or len(greedy.directions) > MILP_MAX_PAIRS:
+        return greedy.plan
+    solved = _milp_counts(demand, greedy, nodes, wavelengths)
+    if solved is None:
+        return greedy.plan
+    counts, bound_per_byte = solved
+    assigned = _assign(counts, greedy.directions, nodes, wavelengths)
+    longest = _longest(demand, assigned, wavelength_bps)
+    if bound_per_byte > 0:
+        greedy = replace(greedy, plan=replace(greedy.plan, bound_s=max(
+            greedy.plan.bound_s, transfer_time_s(1.0, bound_per_byte * wavelength_bps))))
+    # With more demand pairs than wavelengths some pair gets none whatever the plan, the programme's
+    # objective is 0 and its counts arbitrary: the greedy's then stand.
+    greedy_longest = _longest(demand, greedy.assigned, wavelength_bps)
+    if longest < float("inf") and (longest, -_used(assigned)) < (greedy_longest, -_used(greedy.assigned)):
+        lightpaths = {pair: Lightpath(pair[0], pair[1], greedy.directions[pair][0], tuple(w))
+                      for pair, w in assigned.items() if w}
+        everything = {p: size for p, size in traffic_items if size > 0 and p[0] != p[1]}
+        return WavelengthPlan(lightpaths, _longest(everything, assigned, wavelength_bps), greedy.plan.bound_s, "milp")
+    return greedy.plan
+
+
+def _used(assigned: dict[tuple[int, int], list[int]]) -> int:
+    return sum(len(w) for w in assigned.values())
+
+
+def _longest(demand: dict[tuple[int, int], float], assigned: dict[tuple[int, int], list[int]],
+             wavelength_bps: float) -> float:
+    return max((transfer_time_s(demand[p], len(w) * wavelength_bps) if (w := assigned.get(p)) else float("inf")
+                for p in demand if demand[p] > 0), default=0.0)
+
+
+@dataclass(frozen=True)
+class _Greedy:
+    plan: WavelengthPlan
+    directions: dict[tuple[int, int], tuple[int, list[int]]]  # pair -> (direction, segments) within reach
+    assigned: dict[tuple[int, int], list[int]]
+    kept: tuple[tuple[int, int], ...]  # ring and keep pairs that got their wavelength
+
+
+def _milp_counts(demand: dict[tuple[int, int], float], greedy: _Greedy, nodes: int,
+                 wavelengths: int) -> tuple[dict[tuple[int, int], int], float] | None:
+    """Wavelengths per pair maximising z, the slowest demand's wavelengths per byte, then (z held)
+    the demand-weighted total, so spare wavelengths go where bytes are; kept pairs keep one.
+    Returns the counts and the programme's bound on z (per byte, in wavelengths)."""
+    pairs = list(greedy.directions)
+    index = {p: i for i, p in enumerate(pairs)}
+    n = len(pairs)
+    scale = max(demand.values())
+    rows, lower, upper = [], [], []
+
+    def add(row: np.ndarray, lo: float, hi: float) -> None:
+        rows.append(row)
+        lower.append(lo)
+        upper.append(hi)
+
+    for pair, size in demand.items():  # c_p - z·d_p/scale >= 0
+        row = np.zeros(n + 1)
+        row[index[pair]], row[n] = 1.0, -size / scale
+        add(row, 0.0, np.inf)
+    by_segment: dict[tuple[int, int], list[int]] = defaultdict(list)
+    by_end: dict[tuple[int, int], list[int]] = defaultdict(list)
+    for pair, (dirn, segs) in greedy.directions.items():
+        for seg in segs:
+            by_segment[(dirn, seg)].append(index[pair])
+        by_end[(0, pair[0])].append(index[pair])
+        by_end[(1, pair[1])].append(index[pair])
+    for members in list(by_segment.values()) + list(by_end.values()):
+        row = np.zeros(n + 1)
+        row[members] = 1.0
+        add(row, 0.0, wavelengths)
+    floor = np.zeros(n + 1)
+    for pair in greedy.kept:
+        floor[index[pair]] = 1.0
+    ceiling = np.full(n + 1, float(wavelengths))
+    ceiling[n] = np.inf
+    integrality = np.ones(n + 1)
+    integrality[n] = 0
+    constraints = LinearConstraint(np.array(rows), lower, upper)
+    options = {"time_limit": MILP_TIME_LIMIT_S}
+    first = milp(-np.eye(n + 1)[n], constraints=constraints, integrality=integrality,
+                 bounds=Bounds(floor, ceiling), options=options)
+    if first.x is None or first.x[n] <= 0:
+        return None
+    z = first.x[n]
+    bound_z = -first.mip_dual_bound if first.mip_dual_bound is not None else z
+    weights = np.array([demand.get(p, 0.0) / scale for p in pairs] + [0.0])
+    floor[n] = z * (1 - 1e-9)
+    second = milp(-weights, constraints=constraints, integrality=integrality, bounds=Bounds(floor, ceiling),
+                  options=options)
+    x = second.x if second.x is not None else first.x
+    return {p: int(round(x[i])) for p, i in index.items() if round(x[i]) > 0}, bound_z / scale
+
+
+def _assign(counts: dict[tuple[int, int], int], directions: dict[tuple[int, int], tuple[int, list[int]]],
+            nodes: int, wavelengths: int) -> dict[tuple[int, int], list[int]]:
+    """Actual wavelengths for the counts, first fit, longest lightpaths first (they have the fewest
+    choices); a copy with no wavelength free along its whole path is dropped."""
+    full = (1 << wavelengths) - 1
+    used: dict[tuple[int, int], int] = defaultdict(int)
+    assigned: dict[tuple[int, int], list[int]] = defaultdict(list)
+    for pair in sorted(counts, key=lambda p: (-len(directions[p][1]), p)):
+        dirn, segs = directions[pair]
+        for _ in range(counts[pair]):
+            busy = 0
+            for seg in segs:
+                busy |= used[(dirn, seg)]
+            free = full & ~busy
+            if not free:
+                break
+            wave = (free & -free).bit_length() - 1
+            for seg in segs:
+                used[(dirn, seg)] |= 1 << wave
+            assigned[pair].append(wave)
+    return dict(assigned)
+
+
+def _greedy(traffic: dict[tuple[int, int], float], nodes: int, wavelengths: int, wavelength_bps: float,
+            reach: int, keep_ring: bool, keep: tuple[tuple[int, int], ...]) -> _Greedy:
+    """Every demand within reach gets one wavelength (heaviest first, shorter direction), then spare
+    wavelengths go to the demand with the longest transfer until none fits."""
+    full = (1 << wavelengths) - 1
+    used: dict[tuple[int, int], int] = defaultdict(int)  # (direction, segment) -> wavelength bitmask
+    tx: dict[int, int] = defaultdict(int)
+    rx: dict[int, int] = defaultdict(int)
+    demand = {pair: size for pair, size in traffic.items() if size > 0 and pair[0] != pair[1]}
+    ring_pairs = []
+    if keep_ring and nodes > 1 and wavelengths >= 2:
+        ring_pairs = list(dict.fromkeys([(i, (i + 1) % nodes) for i in range(nodes)] +
+                                        [((i + 1) % nodes, i) for i in range(nodes)]))
+    ring_pairs = list(dict.fromkeys(ring_pairs + [p for p in keep if p[0] != p[1]]))
+    for pair in ring_pairs:
+        demand.setdefault(pair, 0.0)
+    chosen: dict[tuple[int, int], tuple[int, list[int]]] = {}
+    for (s, d) in demand:
+        options = [dirn for dirn in (1, -1) if _hops(s, d, dirn, nodes) <= reach]
+        if options:
+            dirn = min(options, key=lambda o: (_hops(s, d, o, nodes), -o))
+            chosen[(s, d)] = (dirn, segments(s, d, dirn, nodes))
+    assigned: dict[tuple[int, int], list[int]] = defaultdict(list)
+
+    def try_add(pair: tuple[int, int]) -> bool:
+        s, d = pair
+        if tx[s] >= wavelengths or rx[d] >= wavelengths:
+            return False
+        dirn, segs = chosen[pair]
+        busy = 0
+        for seg in segs:
+            busy |= used[(dirn, seg)]
+        free = full & ~busy
+        if not free:
+            return False
+        wave = (free & -free).bit_length() - 1
+        for seg in segs:
+            used[(dirn, seg)] |= 1 << wave
+        tx[s] += 1
+        rx[d] += 1
+        assigned[pair].append(wave)
+        return True
+
+    for pair in ring_pairs:
+        if pair in chosen:
+            try_add(pair)
+    for pair in sorted(chosen, key=lambda p: -demand[p]):
+        if not assigned.get(pair):
+            try_add(pair)
+    # Spare wavelengths to the longest transfer first; a demand that cannot grow leaves the heap.
+    heap = [(-demand[p] / len(w), p) for p, w in assigned.items() if demand[p] > 0]
+    heapq.heapify(heap)
+    while heap:
+        _, pair = heapq.heappop(heap)
+        if try_add(pair):
+            heapq.heappush(heap, (-demand[pair] / len(assigned[pair]), pair))
+    lightpaths = {pair: Lightpath(pair[0], pair[1], chosen[pair][0], tuple(w)) for pair, w in assigned.items()}
+    longest = max((transfer_time_s(demand[p], len(w) * wavelength_bps) if (w := assigned.get(p)) else float("inf")
+                   for p in demand if demand[p] > 0), default=0.0)
+    load: dict[tuple[int, int], float] = defaultdict(float)
+    for pair, (dirn, segs) in chosen.items():
+        for seg in segs:
+            load[(dirn, seg)] += demand[pair]
+    node_load: dict[tuple[str, int], float] = defaultdict(float)
+    for (s, d), size in demand.items():
+        node_load[("tx", s)] += size
+        node_load[("rx", d)] += size
+    bound = transfer_time_s(max(list(load.values()) + list(node_load.values()), default=0.0),
+                            wavelengths * wavelength_bps)
+    kept = tuple(p for p in ring_pairs if assigned.get(p))
+    return _Greedy(WavelengthPlan(lightpaths, longest, bound), chosen, dict(assigned), kept)

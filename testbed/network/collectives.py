@@ -1,0 +1,114 @@
+"""Alpha-beta costs of collectives and the prediction record every oracle model returns (pure)."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from testbed.core.shaping import MTU_FRAME_BYTES, TCP_PAYLOAD_BYTES
+from testbed.model.errors import InputError
+from testbed.model.units import transfer_time_s
+from testbed.shared.ina_rules import ELEMENTS_PER_PACKET, FRAME_BYTES, PAYLOAD_BYTES
+
+
+@dataclass(frozen=True)
+class Breakdown:
+    compute_s: float = 0.0
+    communication_s: float = 0.0
+    reconfiguration_s: float = 0.0
+    retransmission_s: float = 0.0
+
+    def to_json(self) -> dict[str, float]:
+        return {
+            "compute_s": self.compute_s,
+            "communication_s": self.communication_s,
+            "reconfiguration_s": self.reconfiguration_s,
+            "retransmission_s": self.retransmission_s,
+        }
+
+
+@dataclass(frozen=True)
+class Prediction:
+    iteration_time_s: float
+    breakdown: Breakdown
+    formula: str
+
+    def to_json(self) -> dict[str, object]:
+        return {
+            "predicted_iteration_time_s": self.iteration_time_s,
+            "breakdown": self.breakdown.to_json(),
+            "formula": self.formula,
+        }
+
+
+def ring_allreduce_time_s(hosts: int, size_bytes: float, rate_bps: float, latency_s: float) -> float:
+    """2(n-1)·α + 2(n-1)/n · M/B (DESIGN §7): 2(n-1) steps, each one message of M/n bytes."""
+    steps = 2 * (hosts - 1)
+    return steps * latency_s + steps * transfer_time_s(size_bytes / hosts, rate_bps)
+
+
+@dataclass(frozen=True)
+class CollectiveCost:
+    time_s: float
+    smallest_message_bytes: float
+    messages: int  # on the critical path
+    formula: str
+
+
+def collective_cost(op: str, algorithm: str, n: int, size_bytes: float, rate_bps: float,
+                    latency_s: float) -> CollectiveCost:
+    """Alpha-beta time of one collective among n GPUs, each with a buffer of `size_bytes` (M)."""
+    M, a = size_bytes, latency_s
+    def t(size: float) -> float:
+        return transfer_time_s(size, rate_bps)
+
+    rounds = math.ceil(math.log2(n)) if n > 1 else 0
+    if (op, algorithm) == ("allreduce", "ring"):
+        return CollectiveCost(ring_allreduce_time_s(n, M, rate_bps, a), M / n, 2 * (n - 1),
+                              "2(n-1)·α + 2(n-1)/n·M/B")
+    if (op, algorithm) == ("allreduce", "halving-doubling"):
+        p2 = 1 << (n.bit_length() - 1)
+        steps = 2 * int(math.log2(p2))
+        time = steps * a + 2 * (p2 - 1) / p2 * t(M)
+        formula = "2·log2(p)·α + 2(p-1)/p·M/B, p = 2^floor(log2 n)"
+        if p2 != n:  # the n - p extra ranks fold their data in first and get the result back last
+            time += 2 * (a + t(M))
+            steps += 2
+            formula += " + 2(α + M/B)"
+        return CollectiveCost(time, M / p2, steps, formula)
+    if (op, algorithm) == ("allreduce", "tree"):
+        return CollectiveCost(2 * rounds * (a + t(M)), M, 2 * rounds, "2·ceil(log2 n)·(α + M/B)")
+    if (op, algorithm) in (("reducescatter", "ring"), ("allgather", "ring")):
+        return CollectiveCost((n - 1) * (a + t(M / n)), M / n, n - 1, "(n-1)·α + (n-1)/n·M/B")
+    if (op, algorithm) == ("broadcast", "tree"):
+        return CollectiveCost(rounds * (a + t(M)), M, rounds, "ceil(log2 n)·(α + M/B)")
+    if (op, algorithm) == ("alltoall", "ring"):
+        return CollectiveCost((n - 1) * (a + t(M / n)), M / n, n - 1, "(n-1)·(α + M/(n·B))")
+    if (op, algorithm) == ("sendrecv", "ring"):
+        return CollectiveCost(a + t(M), M, 1, "α + M/B")
+    raise InputError(f"no alpha-beta model for {op} with algorithm {algorithm}")
+
+
+def ina_packets(size_bytes: float) -> tuple[int, int]:
+    """(chunks, packets of the chunks' exponents) of an INA all-reduce of `size_bytes`."""
+    chunks = max(1, math.ceil(size_bytes / PAYLOAD_BYTES))
+    return chunks, math.ceil(chunks / ELEMENTS_PER_PACKET)
+
+
+def ina_allreduce_cost(n: int, size_bytes: float, rate_bps: float, latency_s: float,
+                       worker_rate_bps: float | None = None, collision_frac: float = 0.0) -> CollectiveCost:
+    """INA all-reduce of float32 buffers: a MAX round of one exponent per chunk, then the chunks;
+    each round one message (α), each worker sends M and receives M at once (full duplex), in INA
+    packets whose header overhead differs from TCP's. `worker_rate_bps` caps the rate when the
+    node aggregates slower than its ports (aggregation_gbps shared by all workers). With shared
+    slots, a share f of the chunks collides and is summed by worker 0: its link then carries
+    M·(1 + f·(n−1)) each way, and everyone waits for it."""
+    rate = min(rate_bps, worker_rate_bps) if worker_rate_bps else rate_bps
+    chunks, exponent_packets = ina_packets(size_bytes)
+    # The link carries rate·1514/1448 bits/s of frames; INA frames are FRAME_BYTES per chunk.
+    wire_s = transfer_time_s((chunks + exponent_packets) * FRAME_BYTES, rate * MTU_FRAME_BYTES / TCP_PAYLOAD_BYTES)
+    formula = "2·α + (M + M/P)·(INA frame/payload)/B, P elements per packet"
+    if collision_frac:
+        wire_s *= 1 + collision_frac * (n - 1)
+        formula += f"; ×(1 + f·(n−1)) for the fallback host, f = {collision_frac:.3f}"
+    return CollectiveCost(2 * latency_s + wire_s, size_bytes, 2, formula)

@@ -1,0 +1,130 @@
+"""Analytic oracle: the expected real-world iteration time of a schedule on a fabric (alpha-beta)."""
+
+from __future__ import annotations
+
+from testbed.fabrics.ina.node_links import InaRunTiming, lossy_ina_time_s, shared_slots
+from testbed.model.errors import InputError
+from testbed.model.fabric_kinds import KINDS
+from testbed.model.scenario import Fabric, Scenario
+from testbed.model.schedule import Schedule
+from testbed.model.units import gbps_to_bps, us_to_s
+from testbed.network.collectives import (  # noqa: F401 (the oracle's public names, re-exported)
+    Breakdown,
+    CollectiveCost,
+    Prediction,
+    collective_cost,
+    ina_allreduce_cost,
+    ring_allreduce_time_s,
+)
+from testbed.network.flows import Flow, completion_times
+from testbed.oracle.byteps import byteps_time_s
+from testbed.oracle.fabrics import mp_flow_model
+from testbed.oracle.iteration import predict_plan
+from testbed.oracle.schedule_sim import simulate_schedule
+from testbed.planning.byteps_schedule import instances, local_steps_us
+from testbed.planning.workloads import model_plan, schedule_for
+
+
+def predict_ina_fabric(scenario: Scenario, schedule: Schedule, timing: InaRunTiming = InaRunTiming()) -> Prediction:
+    """The ina fabric: the node is a non-blocking switch with a port of B per GPU, so a ring (or
+    any collective) of each job costs what it costs on Elect-Flat; INA all-reduce uses the node.
+    With loss on the fabric, INA's window protocol is simulated (at a run's `timing`): each lost
+    packet holds its worker's window until its retransmission timeout."""
+    fabric, first = scenario.fabric, schedule.gpus[0].steps[0].collective()
+    rate, latency = gbps_to_bps(fabric.gpu_bandwidth_gbps), us_to_s(fabric.latency_us)
+    n = len(first.group)
+    retransmission_s = 0.0
+    if first.algorithm == "ina":
+        share = gbps_to_bps(fabric.aggregation_gbps) / schedule.hosts if fabric.aggregation_gbps else None
+        ina_rate = min(rate, share or rate)
+        cost = ina_allreduce_cost(n, first.bytes, rate, latency, share)
+        collisions = 0.0
+        if fabric.sharing == "shared":
+            shared_s, collisions = shared_slots(fabric, n, first.bytes, ina_rate, latency)
+            cost = CollectiveCost(shared_s, cost.smallest_message_bytes, cost.messages,
+                                  cost.formula + f"; shared slots simulated: {collisions:.1%} of the chunks collide "
+                                  f"and are summed by worker 0, whose link carries them")
+        if fabric.link_loss_frac + fabric.node_drop_frac > 0:
+            lossy_s, retransmits = lossy_ina_time_s(fabric, n, first.bytes, ina_rate, latency, scenario.seed, timing)
+            lossy_s *= 1 + collisions * (n - 1)
+            retransmission_s = max(0.0, lossy_s - cost.time_s)
+            cost = CollectiveCost(cost.time_s + retransmission_s, cost.smallest_message_bytes, cost.messages,
+                                  cost.formula + f"; loss: the window protocol simulated, about {retransmits} "
+                                  f"retransmissions per iteration")
+    else:
+        cost = collective_cost(first.op, first.algorithm, n, first.bytes, rate, latency)
+    jobs = schedule.hosts // n
+    formula = f"{first.op} ({first.algorithm}): {cost.formula}" + (f"; {jobs} jobs at once" if jobs > 1 else "")
+    return Prediction(cost.time_s, Breakdown(communication_s=cost.time_s - retransmission_s,
+                                             retransmission_s=retransmission_s), formula)
+
+
+def predict_scenario(scenario: Scenario) -> Prediction:
+    """The oracle for any scenario: placed models through the placer's plan, collectives directly."""
+    if scenario.workload.kind == "model":
+        return predict_plan(model_plan(scenario), scenario.fabric)
+    if scenario.workload.kind in ("trace", "chakra"):  # a user's schedule, simulated step by step
+        return simulate_schedule(schedule_for(scenario).to_json(), scenario.fabric)
+    return predict(scenario, schedule_for(scenario))
+
+
+def predict(scenario: Scenario, schedule: Schedule) -> Prediction:
+    """Predict one iteration of a collective schedule; InputError for pairs the oracle does not model."""
+    fabric = scenario.fabric
+    if scenario.workload.kind == "collective" and scenario.workload.algorithm in ("byteps", "ps"):
+        return predict_byteps(scenario, schedule)
+    steps = [step for gpu in schedule.gpus for step in gpu.steps]
+    if not all(s.kind == "collective" for s in steps):
+        raise InputError(f"{scenario.name}: predict(scenario, schedule) is for collective schedules")
+    first = steps[0].collective()
+    if KINDS[fabric.kind].aggregation_node:
+        return predict_ina_fabric(scenario, schedule)
+    if not KINDS[fabric.kind].non_blocking:
+        if first.algorithm != "ring" or first.op not in RING_STEP_OPS:
+            raise InputError(f"{scenario.name}: on {fabric.kind} the oracle models ring all-reduce, reduce-scatter "
+                             f"and all-gather; {first.op} ({first.algorithm}) is modelled on elect-flat only")
+        return _ring_on_fabric(first.op, len(first.group), first.bytes, fabric, schedule.traffic())
+    cost = collective_cost(first.op, first.algorithm, len(first.group), first.bytes,
+                           gbps_to_bps(fabric.gpu_bandwidth_gbps), us_to_s(fabric.latency_us))
+    return Prediction(
+        iteration_time_s=cost.time_s,
+        breakdown=Breakdown(communication_s=cost.time_s),
+        formula=f"{first.op} ({first.algorithm}): {cost.formula}",
+    )
+
+
+def predict_byteps(scenario: Scenario, schedule: Schedule) -> Prediction:
+    """BytePS or a classic PS: chunk pushes and pulls simulated over the fabric's flow model, plus
+    the intra-server local steps on Elect-Cluster."""
+    fabric = scenario.fabric
+    found = instances(scenario)
+    model = mp_flow_model(fabric, schedule.hosts, 1, schedule.traffic())
+    network_s = byteps_time_s(found, model, us_to_s(fabric.latency_us))
+    local_s = us_to_s(sum(local_steps_us(scenario)))
+    first = found[0]
+    formula = (f"allreduce ({scenario.workload.algorithm}): {len(first.group)} GPU machines, "
+               f"{len(first.services)} CPU machines, {first.chunks} chunks hashed to summation services; "
+               f"pushes and pulls as max-min fair flows, alpha per message")
+    if local_s:
+        formula += f"; {len(found)} instances over the uplinks, intra-server steps {local_s * 1e3:.3g} ms"
+    return Prediction(network_s + local_s, Breakdown(compute_s=local_s, communication_s=network_s), formula)
+
+
+RING_STEP_OPS = {"allreduce": 2, "reducescatter": 1, "allgather": 1}  # passes of n-1 steps
+
+
+def _ring_on_fabric(op: str, n: int, size_bytes: float, fabric: Fabric,
+                    traffic: dict[tuple[int, int], float]) -> Prediction:
+    """A ring collective on any fabric: every step, each GPU sends M/n to the next at once, so a
+    step takes as long as the slowest of those n concurrent transfers over the fabric's paths
+    (circuits, lightpaths, uplinks), shared max-min fairly."""
+    if not traffic:
+        traffic = {(i, (i + 1) % n): size_bytes for i in range(n)}
+    model = mp_flow_model(fabric, n, 1, traffic)
+    flows = [Flow(0.0, size_bytes / n, model.resources(i, (i + 1) % n)) for i in range(n)]
+    step_s = max(completion_times(flows, model.capacity_bps)) + us_to_s(fabric.latency_us)
+    steps = RING_STEP_OPS[op] * (n - 1)
+    notes = "; ".join(model.notes)
+    formula = f"{op} (ring) on {fabric.kind}: {steps} steps × (α + slowest of n concurrent M/n transfers)"
+    return Prediction(steps * step_s, Breakdown(communication_s=steps * step_s),
+                      formula + (f"; {notes}" if notes else ""))

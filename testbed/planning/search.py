@@ -1,0 +1,98 @@
+"""Search (k, l, global batch) for the lowest time-to-accuracy on a fabric (SiP-ML §4.2)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Callable
+
+from testbed.fabrics.all_kinds import behaviour
+from testbed.model.errors import InputError
+from testbed.model.scenario import Fabric
+from testbed.oracle.iteration import predict_plan
+from testbed.placer.accuracy import AccuracyCurve, curve
+from testbed.placer.buckets import DEFAULT_BUCKET_BYTES
+from testbed.placer.plan import Plan, make_plan
+from testbed.placer.profiles import DeviceProfile
+from testbed.placer.zoo import ModelGraph
+
+
+@dataclass(frozen=True)
+class Choice:
+    k: int
+    l: int
+    global_batch: int
+    iteration_s: float
+    iterations: float
+
+    @property
+    def time_to_accuracy_s(self) -> float:
+        return self.iteration_s * self.iterations
+
+
+def fabric_degree(fabric: Fabric) -> int | None:
+    """The degree D a placement on `fabric` must respect (None: any GPU reaches any other)."""
+    return behaviour(fabric.kind).degree(fabric)
+
+
+class PlanCache:
+    """Placements depend on the model, k, l, batch and degree, not on bandwidth: reuse them."""
+
+    def __init__(self, graph: ModelGraph, device: DeviceProfile, bucket_bytes: float = DEFAULT_BUCKET_BYTES,
+                 spatial: bool = True) -> None:
+        self.graph, self.device, self.bucket_bytes, self.spatial = graph, device, bucket_bytes, spatial
+        self._plans: dict[tuple[int, int, int, int | None], Plan | None] = {}
+
+    def get(self, k: int, l: int, batch: int, degree: int | None) -> Plan | None:
+        radius_key = None if degree is None or degree - (1 if l > 1 else 0) >= k else degree
+        key = (k, l, batch, radius_key)
+        if key not in self._plans:
+            try:
+                self._plans[key] = make_plan(self.graph, self.device, k, l, batch, degree,
+                                             bucket_bytes=self.bucket_bytes, spatial=self.spatial)
+            except InputError:
+                self._plans[key] = None  # infeasible: out of memory or no placement
+        return self._plans[key]
+
+
+def compute_bound_s(plan: Plan) -> float:
+    """No fabric beats the busiest GPU's compute: a lower bound on the iteration time."""
+    busy = [0.0] * plan.k
+    for i, op in enumerate(plan.placement.ops):
+        for c in range(op.parts):
+            busy[plan.placement.gpu[i][c]] += op.part_us
+    return max(busy) / 1e6
+
+
+def search(cache: PlanCache, gpus: int, fabric: Fabric, ks: list[int] | None = None,
+           batches: list[int] | None = None, on_step: Callable[[], None] = lambda: None,
+           accuracy: AccuracyCurve | None = None) -> Choice:
+    """Evaluate candidates in order of their compute-only bound on time-to-accuracy, and stop once
+    that bound alone is worse than the best time found: the oracle runs only where it can matter.
+    `accuracy` replaces the model's iterations-to-accuracy curve (sensitivity studies)."""
+    data = accuracy or curve(cache.graph.name)
+    ks = ks or [k for k in (1, 2, 4, 8, 16, 32) if gpus % k == 0]
+    candidates = []
+    for k in ks:
+        l = gpus // k
+        for batch in batches or data.batches:
+            on_step()
+            if batch % l:
+                continue
+            plan = cache.get(k, l, batch, fabric_degree(fabric))
+            if plan is not None:
+                candidates.append((compute_bound_s(plan) * data.iterations(batch), k, l, batch, plan))
+    best: Choice | None = None
+    for bound, k, l, batch, plan in sorted(candidates, key=lambda c: c[0]):
+        if best is not None and bound >= best.time_to_accuracy_s:
+            break
+        enough_s = best.time_to_accuracy_s / data.iterations(batch) if best else float("inf")
+        try:
+            iteration = predict_plan(plan, fabric, enough_s).iteration_time_s
+        except ValueError:
+            continue  # the fabric could not connect every pair this plan needs
+        choice = Choice(k, l, batch, iteration, data.iterations(batch))
+        if best is None or choice.time_to_accuracy_s < best.time_to_accuracy_s:
+            best = choice
+    if best is None:
+        raise InputError(f"no feasible (k, l, batch) for {cache.graph.name} on {gpus} GPUs of {fabric.kind}")
+    return best
