@@ -20,7 +20,7 @@ def plan_for(topology: dict[str, Any], fabric: Fabric, traffic: dict[tuple[int, 
              recurring: tuple[tuple[int, int], ...], current: dict | None = None, dark_s: float = 0.0) -> dict:
     """Link state for a traffic matrix: circuits `(switch, src, dst) -> 1` or lightpaths `(src, dst) -> W`.
     With `current` (the state in force) the plan changes as the oracle's re-plans do: only for a
-    gain larger than the `dark_s` a retune costs (retune_gain), circuits keeping their switches."""
+    gain larger than the `dark_s` a retune costs (testbed.network.link_planner), circuits keeping their switches."""
     n = len(topology["hosts"])
     if link_state(topology) == "circuits":
         q = topology["ocs"]["switches"]

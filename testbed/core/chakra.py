@@ -22,6 +22,7 @@ from testbed.core.chakra_proto import (
     attribute_value,
     decode,
 )
+from testbed.core.messages import Message, MessageBook
 from testbed.model.errors import InputError
 from testbed.model.schedule import GpuSchedule, Schedule, Step, with_channels
 from testbed.shared import collective_plans as plans
@@ -143,9 +144,7 @@ def chakra_schedule(traces: list[tuple[str, Any, list[Any]]], hosts: int, iterat
     groups = _metadata_groups(traces[0][0], traces[0][1], hosts)
     groups.update({str(k): tuple(v) for k, v in (process_groups or {}).items()})
     skipped: Counter[str] = Counter()
-    # (src, dst, tag) -> [(rank's step index, bytes, where)] in each side's order
-    sends: dict[tuple[int, int, int], list[tuple[int, int, int, str]]] = defaultdict(list)
-    recvs: dict[tuple[int, int, int], list[tuple[int, int, int, str]]] = defaultdict(list)
+    book: MessageBook[int] = MessageBook("comm_tag")
     colls: dict[str, dict[int, list[tuple[str, int, str]]]] = defaultdict(lambda: defaultdict(list))
     per_rank: list[list[dict[str, Any]]] = []
     for rank, (source, _, nodes) in enumerate(traces):
@@ -182,8 +181,11 @@ def chakra_schedule(traces: list[tuple[str, Any, list[Any]]], hosts: int, iterat
                     raise InputError(f"{where}: attribute '{own_key}' must be this file's rank, {rank}")
                 size = _integer(where, attrs, "comm_size", minimum=1)
                 tag = _integer(where, attrs, "comm_tag", default=0)
-                key = (rank, peer, tag) if sending else (peer, rank, tag)
-                (sends if sending else recvs)[key].append((rank, len(steps), size, where))
+                message = Message(where, size, (rank, len(steps)))
+                if sending:
+                    book.send(rank, peer, tag, message)
+                else:
+                    book.recv(peer, rank, tag, message)
                 base.update(kind="send" if sending else "recv", peer=peer, bytes=size)
             else:
                 step = _collective(where, attrs, rank, hosts, groups, base)
@@ -198,7 +200,9 @@ def chakra_schedule(traces: list[tuple[str, Any, list[Any]]], hosts: int, iterat
                 steps.append(step)
                 step_of[node_id] = (step["id"],)
         per_rank.append(steps)
-    _pair_messages(sends, recvs, per_rank)
+    for (src, dst, tag), k, sent, received in book.pairs():  # both sides get the same unique tag
+        for rank, index in (sent.step, received.step):
+            per_rank[rank][index]["tag"] = f"{src}>{dst}:{tag}#{k}"
     _check_collectives(colls, {**groups, WORLD: tuple(range(hosts))})
     gpus = with_channels(
         GpuSchedule(rank, tuple(Step(**{k: v for k, v in s.items() if k != "pg"}) for s in steps))
@@ -238,28 +242,6 @@ def _collective(where: str, attrs: dict[str, tuple[str | None, Any]], rank: int,
     size = BARRIER_BYTES if type_name == "BARRIER" else _integer(where, attrs, "comm_size", minimum=1)
     return {**step, "kind": "collective", "op": op, "algorithm": algorithm, "group": group, "bytes": size,
             "pg": pg or WORLD}
-
-
-def _pair_messages(sends: dict[tuple[int, int, int], list[tuple[int, int, int, str]]],
-                   recvs: dict[tuple[int, int, int], list[tuple[int, int, int, str]]],
-                   per_rank: list[list[dict[str, Any]]]) -> None:
-    """The k-th send from src to dst with a tag meets the k-th such receive (each in its rank's
-    order); both get the same unique tag."""
-    for key in sorted(set(sends) | set(recvs)):
-        out, into = sends.get(key, []), recvs.get(key, [])
-        src, dst, tag = key
-        if len(out) != len(into):
-            extra = (out if len(out) > len(into) else into)[min(len(out), len(into))]
-            missing = "receive on rank" if len(out) > len(into) else "send on rank"
-            raise InputError(f"{extra[3]}: no matching {missing} {dst if len(out) > len(into) else src} for this "
-                             f"message from rank {src} to rank {dst} with comm_tag {tag}; every send needs its "
-                             f"receive")
-        for k, ((s_rank, s_index, s_size, s_where), (r_rank, r_index, r_size, _)) in enumerate(zip(out, into)):
-            if s_size != r_size:
-                raise InputError(f"{s_where}: sends {s_size} bytes (comm_size) but its receive on rank {dst} "
-                                 f"expects {r_size}")
-            for rank, index in ((s_rank, s_index), (r_rank, r_index)):
-                per_rank[rank][index]["tag"] = f"{src}>{dst}:{tag}#{k}"
 
 
 def _check_collectives(colls: dict[str, dict[int, list[tuple[str, int, str]]]],

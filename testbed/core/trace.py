@@ -8,6 +8,7 @@ import json
 from pathlib import Path
 from typing import Any
 
+from testbed.core.messages import Message, MessageBook
 from testbed.model.errors import InputError
 from testbed.model.schedule import EXECUTIONS, SCHEDULE_FORMAT, GpuSchedule, Schedule, Step, with_channels
 from testbed.shared import collective_plans as plans
@@ -47,13 +48,12 @@ def schedule_from_json(data: Any, source: str, hosts: int, iterations: int) -> S
         count = len(gpus) if isinstance(gpus, list) else "no"
         raise InputError(f"{source}: the trace has {count} GPUs but fabric.hosts is {hosts}; make them equal")
     parsed: list[GpuSchedule] = []
-    # (src, dst, tag) -> (bytes, where it was written)
-    sends: dict[tuple[int, int, str], tuple[int, str]] = {}
-    recvs: dict[tuple[int, int, str], tuple[int, str]] = {}
+    book: MessageBook[str] = MessageBook("tag")
     for rank, gpu in enumerate(gpus):
         if not isinstance(gpu, dict) or not isinstance(gpu.get("steps"), list):
             raise InputError(f"{source}: gpus[{rank}] needs a 'steps' list")
-        steps, ids = [], set()
+        steps: list[Step] = []
+        ids: set[str] = set()
         for index, step in enumerate(gpu["steps"]):
             where = f"{source}: GPU {rank} step {index}"
             if not isinstance(step, dict):
@@ -79,8 +79,11 @@ def schedule_from_json(data: Any, source: str, hosts: int, iterations: int) -> S
                     raise InputError(f"{where}: 'tag' must be a non-empty string that pairs the send with its recv")
                 size = _field(where, step, "bytes", int, 1)
                 fields.update(peer=peer, tag=tag, bytes=size)
-                (sends if kind == "send" else recvs)[(rank, peer, tag) if kind == "send" else (peer, rank, tag)] = (
-                    size, where)
+                message = Message(where, size, (rank, len(steps)))
+                if kind == "send":
+                    book.send(rank, peer, tag, message)
+                else:
+                    book.recv(peer, rank, tag, message)
             else:
                 op, algorithm = step.get("op"), step.get("algorithm", "ring")
                 known = isinstance(op, str) and isinstance(algorithm, str) and plans.supported(op, algorithm)
@@ -98,15 +101,7 @@ def schedule_from_json(data: Any, source: str, hosts: int, iterations: int) -> S
             ids.add(step_id)
             steps.append(Step(**fields))
         parsed.append(GpuSchedule(rank=rank, steps=tuple(steps)))
-    for key, (size, where) in sends.items():
-        if key not in recvs:
-            raise InputError(f"{where}: no GPU {key[1]} recv has tag '{key[2]}' from GPU {key[0]}; "
-                             f"every send needs one")
-        if recvs[key][0] != size:
-            raise InputError(f"{where}: sends {size} bytes but its recv expects {recvs[key][0]}")
-    for key, (_, where) in recvs.items():
-        if key not in sends:
-            raise InputError(f"{where}: no GPU {key[0]} send has tag '{key[2]}' to GPU {key[1]}; it would wait forever")
+    book.pairs()  # every send meets its receive, of the same size
     execution = data.get("execution", "in-order")
     if execution not in EXECUTIONS:
         raise InputError(f"{source}: 'execution' must be one of {', '.join(EXECUTIONS)} (got {execution!r})")

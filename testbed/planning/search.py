@@ -29,11 +29,6 @@ class Choice:
         return self.iteration_s * self.iterations
 
 
-def fabric_degree(fabric: Fabric) -> int | None:
-    """The degree D a placement on `fabric` must respect (None: any GPU reaches any other)."""
-    return behaviour(fabric.kind).degree(fabric)
-
-
 class PlanCache:
     """Placements depend on the model, k, l, batch and degree, not on bandwidth: reuse them."""
 
@@ -78,7 +73,7 @@ def search(cache: PlanCache, gpus: int, fabric: Fabric, ks: list[int] | None = N
             on_step()
             if batch % l:
                 continue
-            plan = cache.get(k, l, batch, fabric_degree(fabric))
+            plan = cache.get(k, l, batch, behaviour(fabric.kind).degree(fabric))
             if plan is not None:
                 candidates.append((compute_bound_s(plan) * data.iterations(batch), k, l, batch, plan))
     best: Choice | None = None

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from testbed.core.chakra import load_chakra
 from testbed.core.trace import load_trace
+from testbed.fabrics.all_kinds import behaviour
 from testbed.fabrics.ina.node_links import ina_window
 from testbed.model.errors import InputError
 from testbed.model.fabric_kinds import KINDS
@@ -17,7 +18,6 @@ from testbed.placer.plan import Plan, make_plan
 from testbed.placer.profiles import device, load_user_profile
 from testbed.placer.zoo import MODELS
 from testbed.planning.byteps_schedule import byteps_schedule
-from testbed.planning.search import fabric_degree as degree_of
 from testbed.shared import collective_plans as plans
 from testbed.shared.collective_plans import SUPPORTED_COLLECTIVES, collective_traffic
 
@@ -82,12 +82,13 @@ def collective_schedule(scenario: Scenario) -> Schedule:
     )
 
 
-def fabric_degree(scenario: Scenario) -> int | None:
-    """The degree limit D a placement must respect: set in the workload, else the fabric's own."""
+def placement_degree(scenario: Scenario) -> int | None:
+    """The degree limit D a placement must respect: set in the workload, else the fabric kind's
+    (None: any GPU reaches any other)."""
     model = scenario.workload.model
     if model is not None and model.degree is not None:
         return model.degree
-    return degree_of(scenario.fabric)
+    return behaviour(scenario.fabric.kind).degree(scenario.fabric)
 
 
 def model_plan(scenario: Scenario) -> Plan:
@@ -103,7 +104,7 @@ def model_plan(scenario: Scenario) -> Plan:
                          f"({', '.join(sorted(MODELS))}); or give workload.model.profile")
     try:
         return make_plan(graph, device(model.device, model.efficiency), model.mp, model.dp, model.global_batch,
-                         fabric_degree(scenario), model.tau_us, scenario.fabric.gpu_bandwidth_gbps,
+                         placement_degree(scenario), model.tau_us, scenario.fabric.gpu_bandwidth_gbps,
                          model.dp_bucket_bytes, model.spatial_splits)
     except InputError as error:
         raise InputError(f"{scenario.name}: workload.model: {error}") from None

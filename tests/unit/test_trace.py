@@ -41,7 +41,7 @@ def broken(change):
     (broken(lambda d: d["gpus"][0]["steps"][0].update(compute_us=-1)), 4, "at least 0"),
     (broken(lambda d: d["gpus"][0]["steps"][1].update(peer=9)), 4, "'peer' must be another GPU"),
     (broken(lambda d: d["gpus"][0]["steps"][1].update(bytes=5)), 4, "sends 5 bytes but its recv expects"),
-    (broken(lambda d: d["gpus"][1]["steps"][0].update(tag="other")), 4, "no GPU 1 recv has tag"),
+    (broken(lambda d: d["gpus"][1]["steps"][0].update(tag="other")), 4, "no matching receive on rank 1"),
     (broken(lambda d: d["gpus"][0]["steps"][1].update(deps=["later"])), 4, "'deps' must list ids of earlier"),
     (broken(lambda d: d["gpus"][0]["steps"][1].update(id="fwd-0")), 4, "unique on this GPU"),
     (broken(lambda d: d["gpus"][0]["steps"].append({"id": "ar", "kind": "collective", "op": "allreduce",

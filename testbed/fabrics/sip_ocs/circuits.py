@@ -13,11 +13,8 @@ from collections import defaultdict
 from dataclasses import dataclass
 from functools import lru_cache
 
-import numpy as np
-from scipy.optimize import Bounds, LinearConstraint, milp
-
 from testbed.model.units import transfer_time_s
-from testbed.network.retune_gain import worth_retuning
+from testbed.network.link_planner import longest_s, max_min_links, worth_retuning
 
 Pair = tuple[int, int]  # (source GPU, destination GPU)
 Demand = dict[Pair, float]  # bytes per pair
@@ -52,8 +49,7 @@ def _pair_demand(traffic: Demand) -> Demand:
 
 
 def _longest(demand: Demand, circuits: Circuits, link_bps: float) -> float:
-    return max((transfer_time_s(demand[p], circuits.get(p, 0) * link_bps) if circuits.get(p, 0) else float("inf")
-                for p in demand), default=0.0)
+    return longest_s(demand, circuits, link_bps)
 
 
 def _greedy(demand: Demand, ports: int, link_bps: float, nodes: int) -> Circuits:
@@ -79,43 +75,16 @@ def _greedy(demand: Demand, ports: int, link_bps: float, nodes: int) -> Circuits
 
 
 def _milp(demand: Demand, ports: int, link_bps: float, nodes: int) -> tuple[Circuits, float] | None:
-    """Maximise z (the slowest pair's rate per byte) subject to per-GPU port counts: the ILP of
-    SiP-ML §A.2 in linear form. Returns circuits and the LP bound on the longest transfer."""
+    """The shared programme with every GPU's transmit and receive ports as its capacity groups.
+    Returns circuits and the LP bound on the longest transfer."""
     pairs = list(demand)
-    n = len(pairs)
-    # variables: c_0..c_{n-1} (integer circuits), z (continuous)
-    cost = np.zeros(n + 1)
-    cost[n] = -1.0
-    rows, lower, upper = [], [], []
-    scale = max(demand.values())
-    for idx, pair in enumerate(pairs):  # c_p·link ≥ z·demand_p  →  c_p − z·demand_p/(scale) ≥ 0
-        row = np.zeros(n + 1)
-        row[idx] = 1.0
-        row[n] = -demand[pair] / scale
-        rows.append(row)
-        lower.append(0.0)
-        upper.append(np.inf)
-    for node in range(nodes):
-        for end in (0, 1):  # transmit ports, receive ports
-            row = np.zeros(n + 1)
-            for idx, pair in enumerate(pairs):
-                if pair[end] == node:
-                    row[idx] = 1.0
-            if row.any():
-                rows.append(row)
-                lower.append(0.0)
-                upper.append(ports)
-    integrality = np.ones(n + 1)
-    integrality[n] = 0
-    result = milp(cost, constraints=LinearConstraint(np.array(rows), lower, upper), integrality=integrality,
-                  bounds=Bounds(np.zeros(n + 1), np.full(n + 1, np.inf)),
-                  options={"time_limit": MILP_TIME_LIMIT_S})
-    if result.x is None:
+    groups = [members for node in range(nodes) for end in (0, 1)
+              if (members := [idx for idx, pair in enumerate(pairs) if pair[end] == node])]
+    solved = max_min_links(demand, pairs, groups, ports, MILP_TIME_LIMIT_S)
+    if solved is None:
         return None
-    circuits = {pair: int(round(result.x[idx])) for idx, pair in enumerate(pairs) if round(result.x[idx]) > 0}
-    bound_z = -result.mip_dual_bound if result.mip_dual_bound is not None else result.x[n]
-    bound_s = transfer_time_s(scale, bound_z * link_bps) if bound_z > 0 else float("inf")
-    return circuits, bound_s
+    bound_s = transfer_time_s(solved.scale, solved.bound_z * link_bps) if solved.bound_z > 0 else float("inf")
+    return solved.counts, bound_s
 
 
 def _assign_switches(circuits: Circuits, switches: int, keep: SwitchesOf | None = None) -> SwitchesOf:
@@ -213,7 +182,7 @@ def _plan_cached(traffic_items: tuple[tuple[Pair, float], ...], nodes: int, swit
 def replan_circuits(traffic: Demand, nodes: int, switches: int, link_bps: float,
                     current: SwitchesOf, dark_s: float) -> CircuitPlan:
     """A multi-shot re-plan from a plan in force (`current`: the switches of each pair's circuits):
-    it retunes only when worth the dark time (retune_gain), and then keeps every circuit it can on
+    it retunes only when worth the dark time (testbed.network.link_planner), and then keeps every circuit it can on
     its switch. Re-planning on each period's measured traffic made 42-49 retunes in one iteration
     that a steady plan served as well."""
     fresh = plan_circuits(traffic, nodes, switches, link_bps)

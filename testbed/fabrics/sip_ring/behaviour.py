@@ -13,7 +13,7 @@ from testbed.fabrics.sip_ring.wavelengths import WavelengthPlan, plan_wavelength
 from testbed.model.scenario import Fabric
 from testbed.model.units import gbps_to_bps, us_to_s
 from testbed.network.flow_model import FlowModel, Traffic, relay_paths, ring_allreduce_s
-from testbed.network.retune_gain import worth_retuning
+from testbed.network.link_planner import worth_retuning
 
 
 def build(fabric: Fabric, builder: TopologyBuilder) -> dict[str, Any]:

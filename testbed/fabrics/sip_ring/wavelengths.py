@@ -14,10 +14,8 @@ from collections import defaultdict
 from dataclasses import dataclass, replace
 from functools import lru_cache
 
-import numpy as np
-from scipy.optimize import Bounds, LinearConstraint, milp
-
 from testbed.model.units import transfer_time_s
+from testbed.network.link_planner import longest_s, max_min_links
 
 MILP_MAX_PAIRS = 300  # above this, the greedy alone (the programme grows with pairs × segments)
 MILP_TIME_LIMIT_S = 5.0
@@ -102,8 +100,7 @@ def _used(assigned: dict[tuple[int, int], list[int]]) -> int:
 
 def _longest(demand: dict[tuple[int, int], float], assigned: dict[tuple[int, int], list[int]],
              wavelength_bps: float) -> float:
-    return max((transfer_time_s(demand[p], len(w) * wavelength_bps) if (w := assigned.get(p)) else float("inf")
-                for p in demand if demand[p] > 0), default=0.0)
+    return longest_s(demand, {p: len(w) for p, w in assigned.items()}, wavelength_bps)
 
 
 @dataclass(frozen=True)
@@ -116,24 +113,11 @@ class _Greedy:
 
 def _milp_counts(demand: dict[tuple[int, int], float], greedy: _Greedy, nodes: int,
                  wavelengths: int) -> tuple[dict[tuple[int, int], int], float] | None:
-    """Wavelengths per pair maximising z, the slowest demand's wavelengths per byte, then (z held)
-    the demand-weighted total, so spare wavelengths go where bytes are; kept pairs keep one.
+    """The shared programme with every fibre segment (per direction) and every interface as a
+    capacity group of W, kept pairs keeping one wavelength, spare wavelengths spread by bytes.
     Returns the counts and the programme's bound on z (per byte, in wavelengths)."""
     pairs = list(greedy.directions)
     index = {p: i for i, p in enumerate(pairs)}
-    n = len(pairs)
-    scale = max(demand.values())
-    rows, lower, upper = [], [], []
-
-    def add(row: np.ndarray, lo: float, hi: float) -> None:
-        rows.append(row)
-        lower.append(lo)
-        upper.append(hi)
-
-    for pair, size in demand.items():  # c_p - z·d_p/scale >= 0
-        row = np.zeros(n + 1)
-        row[index[pair]], row[n] = 1.0, -size / scale
-        add(row, 0.0, np.inf)
     by_segment: dict[tuple[int, int], list[int]] = defaultdict(list)
     by_end: dict[tuple[int, int], list[int]] = defaultdict(list)
     for pair, (dirn, segs) in greedy.directions.items():
@@ -141,31 +125,12 @@ def _milp_counts(demand: dict[tuple[int, int], float], greedy: _Greedy, nodes: i
             by_segment[(dirn, seg)].append(index[pair])
         by_end[(0, pair[0])].append(index[pair])
         by_end[(1, pair[1])].append(index[pair])
-    for members in list(by_segment.values()) + list(by_end.values()):
-        row = np.zeros(n + 1)
-        row[members] = 1.0
-        add(row, 0.0, wavelengths)
-    floor = np.zeros(n + 1)
-    for pair in greedy.kept:
-        floor[index[pair]] = 1.0
-    ceiling = np.full(n + 1, float(wavelengths))
-    ceiling[n] = np.inf
-    integrality = np.ones(n + 1)
-    integrality[n] = 0
-    constraints = LinearConstraint(np.array(rows), lower, upper)
-    options = {"time_limit": MILP_TIME_LIMIT_S}
-    first = milp(-np.eye(n + 1)[n], constraints=constraints, integrality=integrality,
-                 bounds=Bounds(floor, ceiling), options=options)
-    if first.x is None or first.x[n] <= 0:
+    floor = [1.0 if pair in greedy.kept else 0.0 for pair in pairs]
+    solved = max_min_links(demand, pairs, list(by_segment.values()) + list(by_end.values()), wavelengths,
+                           MILP_TIME_LIMIT_S, floor=floor, ceiling=wavelengths, spread_spare=True)
+    if solved is None:
         return None
-    z = first.x[n]
-    bound_z = -first.mip_dual_bound if first.mip_dual_bound is not None else z
-    weights = np.array([demand.get(p, 0.0) / scale for p in pairs] + [0.0])
-    floor[n] = z * (1 - 1e-9)
-    second = milp(-weights, constraints=constraints, integrality=integrality, bounds=Bounds(floor, ceiling),
-                  options=options)
-    x = second.x if second.x is not None else first.x
-    return {p: int(round(x[i])) for p, i in index.items() if round(x[i]) > 0}, bound_z / scale
+    return solved.counts, solved.bound_per_byte
 
 
 def _assign(counts: dict[tuple[int, int], int], directions: dict[tuple[int, int], tuple[int, list[int]]],

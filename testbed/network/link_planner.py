@@ -1,0 +1,99 @@
+"""The planner core that circuit (SiP-OCS) and wavelength (SiP-Ring) planning share: links are
+counted per ordered GPU pair, each of one unit rate; a plan is judged by its longest transfer; the
+integer programme of SiP-ML §A.2 in linear form maximises the slowest pair's links per byte under
+capacity groups (ports, fibre segments); and a re-plan is worth making only when it gains more
+than its dark time. Each kind says what its groups are and how its links are realised."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+from scipy.optimize import Bounds, LinearConstraint, milp
+
+from testbed.model.units import transfer_time_s
+
+Pair = tuple[int, int]  # (source GPU, destination GPU)
+
+
+def longest_s(demand: Mapping[Pair, float], links: Mapping[Pair, int], unit_bps: float) -> float:
+    """The longest transfer of `demand` (bytes per pair) over `links` per pair; a pair with demand
+    and no link never finishes (infinite)."""
+    return max((transfer_time_s(size, links[p] * unit_bps) if links.get(p) else float("inf")
+                for p, size in demand.items() if size > 0), default=0.0)
+
+
+@dataclass(frozen=True)
+class Solved:
+    counts: dict[Pair, int]  # links per pair (pairs with none left out)
+    bound_z: float  # the programme's upper bound on z (links per byte of the heaviest demand)
+    scale: float  # the heaviest demand's bytes: z is in links per `scale` bytes
+
+    @property
+    def bound_per_byte(self) -> float:
+        return self.bound_z / self.scale
+
+
+def max_min_links(demand: Mapping[Pair, float], pairs: Sequence[Pair], groups: Sequence[Sequence[int]],
+                  capacity: float, time_limit_s: float, floor: Sequence[float] | None = None,
+                  ceiling: float = np.inf, spread_spare: bool = False) -> Solved | None:
+    """Links per pair (integers, each pair of `pairs` between `floor` and `ceiling`) maximising z,
+    the slowest demand's links per byte, where each group (indices into `pairs`) holds at most
+    `capacity` links. `spread_spare` then holds z and maximises the demand-weighted total, so
+    spare capacity goes where bytes are. None when the solver finds no solution in time."""
+    index = {p: i for i, p in enumerate(pairs)}
+    n = len(pairs)
+    scale = max(demand.values())
+    rows: list[np.ndarray] = []
+    lower: list[float] = []
+    upper: list[float] = []
+    for pair, size in demand.items():  # c_p - z·d_p/scale >= 0
+        row = np.zeros(n + 1)
+        row[index[pair]], row[n] = 1.0, -size / scale
+        rows.append(row)
+        lower.append(0.0)
+        upper.append(np.inf)
+    for members in groups:
+        row = np.zeros(n + 1)
+        row[list(members)] = 1.0
+        rows.append(row)
+        lower.append(0.0)
+        upper.append(capacity)
+    low = np.zeros(n + 1)
+    if floor is not None:
+        low[:n] = floor
+    high = np.full(n + 1, float(ceiling))
+    high[n] = np.inf
+    integrality = np.ones(n + 1)
+    integrality[n] = 0
+    constraints = LinearConstraint(np.array(rows), lower, upper)
+    options = {"time_limit": time_limit_s}
+    first = milp(-np.eye(n + 1)[n], constraints=constraints, integrality=integrality, bounds=Bounds(low, high),
+                 options=options)
+    if first.x is None:
+        return None
+    x, z = first.x, first.x[n]
+    bound_z = -first.mip_dual_bound if first.mip_dual_bound is not None else z
+    if spread_spare:
+        if z <= 0:
+            return None
+        weights = np.array([demand.get(p, 0.0) / scale for p in pairs] + [0.0])
+        low[n] = z * (1 - 1e-9)
+        second = milp(-weights, constraints=constraints, integrality=integrality, bounds=Bounds(low, high),
+                      options=options)
+        x = second.x if second.x is not None else first.x
+    return Solved({p: int(round(x[i])) for p, i in index.items() if round(x[i]) > 0}, float(bound_z), scale)
+
+
+def worth_retuning(demand: dict[Pair, float], held: dict[Pair, int], fresh: dict[Pair, int],
+                   unit_bps: float, dark_s: float) -> bool:
+    """Whether the period's `demand` (bytes per pair) would finish sooner on the `fresh` plan than on
+    the `held` one (links per pair, each of `unit_bps`) by more than the `dark_s` the change costs.
+    A pair neither plan links relays either way and is left out; a pair only one plan links makes
+    the other unbounded. Re-planning on every period's noise instead picks among equally good plans
+    at random and darkens links for nothing."""
+    if {p: c for p, c in held.items() if c} == {p: c for p, c in fresh.items() if c}:
+        return False
+    linked = {p: size for p, size in demand.items() if held.get(p) or fresh.get(p)}
+    return longest_s(linked, fresh, unit_bps) + dark_s < longest_s(linked, held, unit_bps)
