@@ -36,7 +36,7 @@ from hosts.ina.protocol import (
     RESULT,
     RETRANSMIT,
 )
-from testbed.shared.ina_rules import MIN_RTO_S, RetransmitTimer, shared_slot
+from testbed.shared.ina_rules import MIN_RTO_S, RetransmitTimer, WorkerWindows, shared_slot
 
 MAX_RETRANSMITS_PER_CHUNK = 200
 GIVE_UP_S = 10.0  # wall seconds a chunk may go unanswered before the collective fails...
@@ -122,19 +122,19 @@ class JobClient:
         chunks = max(1, math.ceil(values.size / ELEMENTS_PER_PACKET))
         base, self.next_seq = self.next_seq, self.next_seq + chunks
         endpoint, window = self.endpoint, self.window
-        done = bytearray(chunks)
+        windows = WorkerWindows(1, chunks, window, (0.0,))  # the window rule the oracle simulates
+        done, low = windows.done[0], windows.low
         inflight: dict[int, list] = {}  # chunk → [deadline, retransmits, first sent at]
-        low, sent_c, remaining = 0, 0, chunks
+        remaining = chunks
         sent_bytes = received_bytes = 0
         timer = endpoint.timer
         while remaining:
-            while sent_c < chunks and (sent_c < window or done[sent_c - window]):
-                packet = self._packet(sent_c, base + sent_c, flags, exponents, values, base + low)
+            for c in windows.sendable(0):
+                packet = self._packet(c, base + c, flags, exponents, values, base + low[0])
                 endpoint.send(packet)
                 sent_bytes += len(packet)
                 now = time.monotonic()
-                inflight[sent_c] = [now + timer.rto_s, 0, now]
-                sent_c += 1
+                inflight[c] = [now + timer.rto_s, 0, now]
             now = time.monotonic()
             wait = min(entry[0] for entry in inflight.values()) - now
             got = endpoint.receive(max(wait, 0.0))
@@ -143,7 +143,7 @@ class JobClient:
                 self.timeout_wait_s += time.monotonic() - now
                 # a retransmission is the chunk again, flagged, with the worker's current low-water mark
                 self._retransmit(inflight, timer, lambda c: self._packet(
-                    c, base + c, flags | RETRANSMIT, exponents, values, base + low))
+                    c, base + c, flags | RETRANSMIT, exponents, values, base + low[0]))
                 continue
             h, payload = got
             c = h.seq - base
@@ -159,11 +159,9 @@ class JobClient:
             start = c * ELEMENTS_PER_PACKET
             out[start:start + h.count] = payload
             received_bytes += HEADER_BYTES + payload.nbytes
-            done[c] = 1
+            windows.result(0.0, 0, c)
             del inflight[c]
             remaining -= 1
-            while low < chunks and done[low]:
-                low += 1
         return sent_bytes, received_bytes
 
     def _retransmit(self, inflight: dict, timer: "RetransmitTimer", packet_of) -> None:

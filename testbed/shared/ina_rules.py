@@ -4,6 +4,8 @@ hosts.ina.protocol checks its scapy layer against HEADER_BYTES."""
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+
 DATA_PORT = 47470  # workers → node and node → workers
 CONTROL_PORT = 47471  # job registration (TCP, JSON lines) on the node
 FALLBACK_PORT = 47472  # end-host aggregation of a job's colliding chunks (shared slots)
@@ -69,3 +71,36 @@ class RetransmitTimer:
         """The timeout of a chunk sent `retransmits` times: doubled each time (Karn), so a slow
         path (the end-host fallback) is not flooded with copies of what it is still summing."""
         return self.rto_s * (1 << min(retransmits, MAX_BACKOFF_DOUBLINGS))
+
+
+class WorkerWindows:
+    """Every worker's window over one pass of `chunks` chunks, the rule the agents run (one worker
+    each, hosts/ina/client.py) and the oracle simulates (all of them): a worker sends chunk c once
+    c < window or chunk c − window has its result, and has finished when it holds every result.
+    `low` is the first chunk each worker still waits for (what its packets carry)."""
+
+    def __init__(self, workers: int, chunks: int, window: int, start_s: tuple[float, ...] | list[float]) -> None:
+        self.chunks, self.window = chunks, window
+        self.sent = [0] * workers
+        self.done = [bytearray(chunks) for _ in range(workers)]
+        self.low = [0] * workers
+        self.finish_s = list(start_s) if chunks == 0 else [0.0] * workers
+
+    def sendable(self, worker: int) -> Iterator[int]:
+        """The chunks `worker` may send now, in order, each counted as sent when yielded."""
+        while self.sent[worker] < self.chunks and (self.sent[worker] < self.window
+                                                   or self.done[worker][self.sent[worker] - self.window]):
+            self.sent[worker] += 1
+            yield self.sent[worker] - 1
+
+    def result(self, now_s: float, worker: int, chunk: int) -> bool:
+        """Record that `worker` got `chunk`'s result at `now_s`; False when it already had it."""
+        done = self.done[worker]
+        if done[chunk]:
+            return False
+        done[chunk] = 1
+        while self.low[worker] < self.chunks and done[self.low[worker]]:
+            self.low[worker] += 1
+        if self.low[worker] == self.chunks:
+            self.finish_s[worker] = now_s
+        return True

@@ -8,8 +8,8 @@ import random
 from dataclasses import dataclass
 from typing import Callable
 
-from testbed.network.events import EventQueue, FifoLinks, WorkerWindows
-from testbed.shared.ina_rules import RetransmitTimer
+from testbed.network.events import EventQueue, FifoLinks
+from testbed.shared.ina_rules import RetransmitTimer, WorkerWindows
 
 # Points where a packet may be lost: on the worker's link into the node, in the node's pipeline,
 # on the node's link back to a worker.

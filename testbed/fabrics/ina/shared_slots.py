@@ -6,8 +6,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from testbed.network.events import EventQueue, FifoLinks, WorkerWindows
-from testbed.shared.ina_rules import shared_slot
+from testbed.network.events import EventQueue, FifoLinks
+from testbed.shared.ina_rules import WorkerWindows, shared_slot
 
 
 @dataclass(frozen=True)
