@@ -51,7 +51,10 @@ def background_priority() -> Iterator[None]:
     try:
         yield
     finally:
-        os.sched_setscheduler(0, os.SCHED_OTHER, os.sched_param(0))
+        try:
+            os.sched_setscheduler(0, os.SCHED_OTHER, os.sched_param(0))
+        except OSError:  # an unprivileged, niced agent may not leave SCHED_IDLE (RLIMIT_NICE): it stays idle
+            pass
 
 
 def wait_until(deadline: float, clock=time.monotonic, spin: bool = True) -> float:

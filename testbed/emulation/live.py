@@ -6,12 +6,13 @@ from __future__ import annotations
 import json
 import secrets
 import signal
+import subprocess
 import time
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any, Protocol
 
 from testbed.core.paths import registry_dir
 from testbed.emulation.controller_proc import ControllerProcess
@@ -22,7 +23,6 @@ from testbed.model.contracts import ControllerConfig, ControllerReady, Topology
 from testbed.model.errors import EnvironmentProblem, RunFailed
 
 if TYPE_CHECKING:
-    from testbed.emulation.fabric import MininetFabric
     from testbed.model.scenario import Fabric
 
 # The controller says the fabric is programmed once every switch's ports and rules are confirmed,
@@ -95,13 +95,71 @@ class SignalGuard:
         return False
 
 
+class HostNode(Protocol):
+    """A host the run starts programs in (a Mininet host, or the loopback fake's local process)."""
+
+    def popen(self, args: list[str], **kwargs: Any) -> subprocess.Popen: ...
+
+    def cmd(self, command: str) -> str: ...
+
+
+class FabricNetwork(Protocol):
+    """What the runner asks of a built network: its topology, its hosts and switches."""
+
+    topology: dict
+
+    @property
+    def switch_names(self) -> list[str]: ...
+
+    def host(self, rank: int) -> HostNode: ...
+
+    def root_node(self) -> HostNode: ...
+
+    def interact(self) -> None: ...
+
+
+class LiveController(Protocol):
+    """The fabric's controller as the runner watches it."""
+
+    @property
+    def pid(self) -> int: ...
+
+    def check_alive(self) -> None: ...
+
+    def restart(self) -> None: ...
+
+
 @dataclass
 class LiveFabric:
-    fabric: "MininetFabric"
-    controller: ControllerProcess
+    fabric: FabricNetwork
+    controller: LiveController
     record: RunRecord
     ready: dict
     timings_s: dict  # from the start of set-up: network built, fabric programmed
+
+
+class EmulationBackend(Protocol):
+    """Where a run's fabric lives: Mininet and Open vSwitch (MininetBackend), or a fake that starts
+    the agents as local processes on loopback (testbed.emulation.loopback) so the runner's
+    orchestration is tested without root."""
+
+    def require_platform(self, needs_ovs: bool) -> None: ...
+
+    def open(self, fabric_spec: "Fabric", host_rate_bps: float, work_dir: Path,
+             controller_extra: dict | None = None,
+             slowness: float = 1.0) -> AbstractContextManager[LiveFabric]: ...
+
+
+class MininetBackend:
+    """Mininet hosts and links, Open vSwitch bridges programmed by the os-ken controller."""
+
+    def require_platform(self, needs_ovs: bool) -> None:
+        require_emulation_platform(needs_ovs)
+
+    def open(self, fabric_spec: "Fabric", host_rate_bps: float, work_dir: Path,
+             controller_extra: dict | None = None,
+             slowness: float = 1.0) -> AbstractContextManager[LiveFabric]:
+        return live_fabric(fabric_spec, host_rate_bps, work_dir, controller_extra, slowness)
 
 
 @contextmanager

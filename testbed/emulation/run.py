@@ -19,13 +19,7 @@ from testbed.core.steal import busy_fraction
 from testbed.core.watchdog import Progress, connect_timeout_s, describe_stall, stall_bound_s, start_up_bound_s
 from testbed.emulation import results as results_mod
 from testbed.emulation.fault_actions import FaultActions
-from testbed.emulation.live import (
-    LiveFabric,
-    RunInterrupted,
-    SignalGuard,
-    live_fabric,
-    require_emulation_platform,
-)
+from testbed.emulation.live import EmulationBackend, LiveFabric, MininetBackend, RunInterrupted, SignalGuard
 from testbed.emulation.platform import cpu_sample, netem_available
 from testbed.emulation.prepare import Prepared, prepare  # noqa: F401 (run's public names)
 from testbed.emulation.side_processes import SideProcesses
@@ -64,10 +58,11 @@ class Runner:
     capture_packets: int = 0  # > 0: tcpdump that many packets into capture.pcap
     injector: FaultInjector | None = None
     measured: dict = field(default_factory=dict)  # filled as the run goes, so a stopped run keeps it
+    backend: EmulationBackend = field(default_factory=MininetBackend)  # where the fabric lives
 
     def execute(self) -> dict:
         # A kind with no switch (INA's node forwards in its own kernel) needs no controller nor OVS.
-        require_emulation_platform(needs_ovs=KINDS[self.prepared.scenario.fabric.kind].controller_app is not None)
+        self.backend.require_platform(needs_ovs=KINDS[self.prepared.scenario.fabric.kind].controller_app is not None)
         self.run_dir.mkdir(parents=True, exist_ok=True)
         # A controller script started beside this run must not find an earlier run's API here.
         (self.run_dir / "controller.ready").unlink(missing_ok=True)
@@ -76,9 +71,9 @@ class Runner:
         self._set_up_started = time.monotonic()
         timings = self.measured.setdefault("timings_s", {})  # from the start of set-up
         try:
-            with SignalGuard(), live_fabric(self.prepared.scenario.fabric, self.prepared.plan.host_rate_bps,
-                                             self.run_dir, self._controller_extra(),
-                                             self.prepared.calibration.slowness) as live:
+            with SignalGuard(), self.backend.open(self.prepared.scenario.fabric, self.prepared.plan.host_rate_bps,
+                                                  self.run_dir, self._controller_extra(),
+                                                  self.prepared.calibration.slowness) as live:
                 timings.update(live.timings_s)
                 try:
                     self._run_agents(live)

@@ -1,0 +1,36 @@
+"""The runner's orchestration tests pass as an unprivileged user: the loopback fabric needs no root
+(the unit tests run as whoever runs the suite, which in CI is root)."""
+
+from __future__ import annotations
+
+import os
+import pwd
+import shutil
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+import pytest
+
+from ..conftest import ROOT
+
+pytestmark = pytest.mark.root
+
+
+def test_the_loopback_runner_tests_pass_as_nobody():
+    if os.geteuid() != 0 or shutil.which("runuser") is None:
+        pytest.skip("needs root to switch to an unprivileged user")
+    nobody = pwd.getpwnam("nobody")
+    home = Path(tempfile.mkdtemp(prefix="testbed-nobody-"))  # pytest's own tmp_path is root's alone
+    try:
+        os.chown(home, nobody.pw_uid, nobody.pw_gid)
+        out = subprocess.run(
+            ["runuser", "-u", "nobody", "--", "env", f"HOME={home}", "PYTHONDONTWRITEBYTECODE=1", sys.executable,
+             "-m", "pytest", "-q", "-p", "no:cacheprovider", f"--basetemp={home / 'base'}",
+             "tests/unit/test_runner_loopback.py"],
+            cwd=ROOT, capture_output=True, text=True, timeout=600)
+    finally:
+        shutil.rmtree(home, ignore_errors=True)
+    assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-2000:]
+    assert "4 passed" in out.stdout
