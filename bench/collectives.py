@@ -16,7 +16,7 @@ from bench_results import cell, ratio_cells, run_in_tempdir, save_rows
 
 from hosts.ops import SERVICE_ALGORITHMS
 from testbed.emulation.run import prepare
-from testbed.model.scenario import parse_scenario
+from testbed.fabrics.scenario_file import parse_scenario
 from testbed.shared.collective_plans import SUPPORTED_COLLECTIVES
 
 HERE = Path(__file__).resolve().parent

@@ -22,8 +22,8 @@ from bench_results import flagged_monitors, run_in_tempdir
 
 from testbed.emulation.probes import optical_fabric, probe
 from testbed.emulation.run import Runner, prepare
+from testbed.fabrics.scenario_file import apply_overrides, load_scenario
 from testbed.fabrics.topology import reconfig_us
-from testbed.model.scenario import apply_overrides, load_scenario
 
 HERE = Path(__file__).resolve().parent
 SCENARIOS = HERE.parent / "scenarios"

@@ -17,7 +17,8 @@ from pathlib import Path
 
 from rich.progress import Progress
 
-from testbed.model.scenario import Fabric
+from testbed.fabrics.scenario_file import make_fabric
+from testbed.model.fabric_section import FabricSection
 from testbed.placer.accuracy import curve
 from testbed.placer.balance import balance
 from testbed.placer.buckets import DEFAULT_BUCKET_BYTES
@@ -31,15 +32,15 @@ BANDWIDTHS_GBPS = (128, 256, 512, 1024, 2048, 4096, 8192)
 GPUS = 1024
 
 
-def fabrics(bandwidth_gbps: float) -> dict[str, Fabric]:
+def fabrics(bandwidth_gbps: float) -> dict[str, FabricSection]:
     common = dict(hosts=GPUS, gpu_bandwidth_gbps=bandwidth_gbps, latency_us=1)
     return {
-        "Elect-Flat": Fabric(kind="elect-flat", **common),
-        "Elect-Flat (DP only)": Fabric(kind="elect-flat", **common),
-        "Elect-Cluster 400G": Fabric(kind="elect-cluster", server_uplink_gbps=400, **common),
-        "Elect-Cluster 200G": Fabric(kind="elect-cluster", server_uplink_gbps=200, **common),
-        "SiP-OCS": Fabric(kind="sip-ocs", ocs_switches=16, **common),
-        "SiP-Ring": Fabric(kind="sip-ring", wavelengths=max(1, round(bandwidth_gbps / 25)), **common),
+        "Elect-Flat": make_fabric(kind="elect-flat", **common),
+        "Elect-Flat (DP only)": make_fabric(kind="elect-flat", **common),
+        "Elect-Cluster 400G": make_fabric(kind="elect-cluster", server_uplink_gbps=400, **common),
+        "Elect-Cluster 200G": make_fabric(kind="elect-cluster", server_uplink_gbps=200, **common),
+        "SiP-OCS": make_fabric(kind="sip-ocs", ocs_switches=16, **common),
+        "SiP-Ring": make_fabric(kind="sip-ring", wavelengths=max(1, round(bandwidth_gbps / 25)), **common),
     }
 
 

@@ -18,7 +18,7 @@ from bench_results import run_in_tempdir
 
 from testbed.core.calibration import load_calibration
 from testbed.emulation.run import prepare
-from testbed.model.scenario import apply_overrides, load_scenario
+from testbed.fabrics.scenario_file import apply_overrides, load_scenario
 
 HERE = Path(__file__).resolve().parent
 

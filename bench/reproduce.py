@@ -16,7 +16,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 from testbed.emulation.run import Runner, prepare
-from testbed.model.scenario import apply_overrides, load_scenario
+from testbed.fabrics.scenario_file import apply_overrides, load_scenario
 from testbed.placer.report import claims as sweep_claims
 from testbed.planning.predict import collective_cost, ina_allreduce_cost
 

@@ -21,7 +21,7 @@ from pathlib import Path
 from bench_results import RESULTS, flagged_monitors, run_in_tempdir, save_rows
 
 from testbed.emulation.run import prepare
-from testbed.model.scenario import apply_overrides, load_scenario
+from testbed.fabrics.scenario_file import apply_overrides, load_scenario
 
 HERE = Path(__file__).resolve().parent
 SCENARIOS = HERE.parent / "scenarios"

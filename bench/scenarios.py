@@ -17,8 +17,8 @@ from pathlib import Path
 from bench_results import ratio_cells, run_in_tempdir, run_summary, save_rows
 
 from testbed.emulation.run import prepare
+from testbed.fabrics.scenario_file import apply_overrides, load_scenario
 from testbed.model.errors import InputError
-from testbed.model.scenario import apply_overrides, load_scenario
 
 HERE = Path(__file__).resolve().parent
 SCENARIOS = HERE.parent / "scenarios"

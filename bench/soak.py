@@ -20,7 +20,7 @@ from pathlib import Path
 from testbed.core.paths import registry_dir
 from testbed.emulation.registry import list_bridges
 from testbed.emulation.run import Runner, prepare
-from testbed.model.scenario import apply_overrides, load_scenario
+from testbed.fabrics.scenario_file import apply_overrides, load_scenario
 
 ROOT = Path(__file__).resolve().parent.parent
 OURS = ("hosts.agent", "controller.launch", "mininet:h", "hosts.ina.node")

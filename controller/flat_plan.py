@@ -9,8 +9,8 @@ from typing import Any
 
 import networkx as nx
 
+from testbed.fabrics.all_kinds import KINDS
 from testbed.fabrics.leaf_spine import ecmp_spine
-from testbed.model.fabric_kinds import KINDS
 
 ETH_TYPE_ARP = 0x0806
 PRIORITY_FORWARD = 100

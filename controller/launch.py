@@ -6,7 +6,7 @@ import argparse
 import os
 import sys
 
-from testbed.model.fabric_kinds import CONTROLLER_APPS as APPS
+from testbed.fabrics.all_kinds import CONTROLLER_APPS as APPS
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -20,9 +20,9 @@ from controller import host_shell, optical_plan, reconfig
 from controller.optical_plan import FORWARD_TABLE, PlanError, count_rules, init_lines
 from controller.policy import POLICIES, default_policy, plan_for
 from controller.shim import CONFIG_ENV, clear_tables, fail_loudly, featured_datapath, guarded
+from testbed.fabrics.scenario_file import make_fabric
 from testbed.fabrics.topology import estimate_period_us, reconfig_us
 from testbed.model.contracts import ControllerConfig, ControllerReady, Topology
-from testbed.model.scenario import Fabric
 from testbed.model.schedule import cut_pairs, traffic_pairs
 from testbed.model.units import us_to_s
 
@@ -41,7 +41,7 @@ class OpticalFabricApp(app_manager.OSKenApp):
             raise ValueError("a reconfigurable fabric's controller needs the dilation, the schedule and an events file")
         self.run_config = config
         self.topology = Topology.loads(Path(config.topology).read_text(), where=config.topology).as_dict()
-        self.fabric = Fabric(**config.fabric)
+        self.fabric = make_fabric(os.environ[CONFIG_ENV], **config.fabric)
         self.dilation = config.dilation
         self.byte_scale = config.byte_scale
         # Under software emulation switches confirm and hosts report many times later than here.

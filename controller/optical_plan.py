@@ -28,7 +28,7 @@ from testbed.core.shaping import (
     htb_commands_small_first,
     line_rate_bps,
 )
-from testbed.model.fabric_kinds import KINDS
+from testbed.fabrics.all_kinds import KINDS
 from testbed.network.relay import adjacency, relay_path
 
 PRIORITY_LINK = 100

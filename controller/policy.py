@@ -10,13 +10,14 @@ from testbed.fabrics.all_kinds import behaviour
 from testbed.fabrics.sip_ocs.behaviour import multi_shot_demand
 from testbed.fabrics.sip_ocs.circuits import plan_circuits, replan_circuits
 from testbed.fabrics.sip_ring.behaviour import retuned_ring_plan
-from testbed.model.scenario import Fabric
+from testbed.fabrics.sip_ring.section import SipRingFabric
+from testbed.model.fabric_section import FabricSection
 from testbed.model.units import gbps_to_bps
 
 POLICIES = ("one-shot", "multi-shot", "periodic")
 
 
-def plan_for(topology: dict[str, Any], fabric: Fabric, traffic: dict[tuple[int, int], float],
+def plan_for(topology: dict[str, Any], fabric: FabricSection, traffic: dict[tuple[int, int], float],
              recurring: tuple[tuple[int, int], ...], current: dict | None = None, dark_s: float = 0.0) -> dict:
     """Link state for a traffic matrix: circuits `(switch, src, dst) -> 1` or lightpaths `(src, dst) -> W`.
     With `current` (the state in force) the plan changes as the oracle's re-plans do: only for a
@@ -38,13 +39,14 @@ def plan_for(topology: dict[str, Any], fabric: Fabric, traffic: dict[tuple[int, 
             circuits = replan_circuits(demand, n, q, link_bps, {p: tuple(sorted(qs)) for p, qs in held.items()},
                                        dark_s)
         return {(switch, i, j): 1 for (i, j), switches in circuits.switch_of.items() for switch in switches}
+    assert isinstance(fabric, SipRingFabric), "a fabric of lightpaths is a sip-ring"
     lightpaths = retuned_ring_plan(fabric, n, traffic, recurring, current, dark_s)
     if lightpaths is None:
         return dict(current or {})
     return {pair: len(path.wavelengths) for pair, path in lightpaths.lightpaths.items()}
 
 
-def default_policy(fabric: Fabric) -> str:
+def default_policy(fabric: FabricSection) -> str:
     if behaviour(fabric.kind).replans(fabric):
         return "multi-shot"
     return "one-shot"

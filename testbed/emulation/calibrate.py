@@ -18,9 +18,9 @@ from testbed.emulation.live import live_fabric, require_emulation_platform
 from testbed.emulation.platform import cpu_sample, datapath
 from testbed.emulation.side_processes import wait_node_ready
 from testbed.fabrics.ina.node_links import DEFAULT_POOL_SLOTS, MAX_WINDOW
+from testbed.fabrics.scenario_file import make_fabric
 from testbed.model.contracts import InaNodeConfig
 from testbed.model.errors import RunFailed
-from testbed.model.scenario import Fabric
 
 PAIRS = 4
 IPERF_SECONDS = 4
@@ -211,7 +211,7 @@ def _ina_node_rate(fabric, work: Path) -> float:
 def calibrate() -> Calibration:
     require_emulation_platform()
     with tempfile.TemporaryDirectory(prefix="testbed-calibrate-") as work:
-        fabric = Fabric(kind="elect-flat", hosts=2 * PAIRS, gpu_bandwidth_gbps=UNSHAPED_BPS / 1e9)
+        fabric = make_fabric(kind="elect-flat", hosts=2 * PAIRS, gpu_bandwidth_gbps=UNSHAPED_BPS / 1e9)
         # A re-calibration waits for the fabric as long as the last calibration says this machine needs.
         with live_fabric(fabric, UNSHAPED_BPS, Path(work), slowness=load_calibration().slowness) as live:
             before = cpu_sample(time.monotonic())

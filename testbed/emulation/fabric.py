@@ -13,10 +13,10 @@ from mininet.node import OVSSwitch, RemoteController
 
 from testbed.core.shaping import htb_commands_small_first, offload_command
 from testbed.emulation.registry import RunRecord, process_start_ticks
+from testbed.fabrics.all_kinds import KINDS, ROUTED_FABRICS
 from testbed.fabrics.ina.node_links import ina_host_commands
 from testbed.fabrics.topology import switch_interfaces
 from testbed.model.errors import RunFailed
-from testbed.model.fabric_kinds import KINDS, ROUTED_FABRICS
 
 # Hosts of fabrics with relaying (GPUs forward for each other) route by the controller's plan only.
 RELAY_SYSCTLS = ("net.ipv4.ip_forward=1", "net.ipv4.conf.all.rp_filter=0", "net.ipv4.conf.default.rp_filter=0",

@@ -18,12 +18,13 @@ from testbed.core.paths import registry_dir
 from testbed.emulation.controller_proc import ControllerProcess
 from testbed.emulation.platform import datapath, is_root, mininet_available, ovs_running
 from testbed.emulation.registry import RunRecord, clean_orphans, list_bridges, remove_resources
+from testbed.fabrics.ina.section import InaFabric
 from testbed.fabrics.topology import build_topology
 from testbed.model.contracts import ControllerConfig, ControllerReady, Topology
 from testbed.model.errors import EnvironmentProblem, RunFailed
 
 if TYPE_CHECKING:
-    from testbed.model.scenario import Fabric
+    from testbed.model.fabric_section import FabricSection
 
 # The controller says the fabric is programmed once every switch's ports and rules are confirmed,
 # which takes longer the more hosts there are: a fixed allowance plus one per host (at 128 hosts
@@ -145,7 +146,7 @@ class EmulationBackend(Protocol):
 
     def require_platform(self, needs_ovs: bool) -> None: ...
 
-    def open(self, fabric_spec: "Fabric", host_rate_bps: float, work_dir: Path,
+    def open(self, fabric_spec: "FabricSection", host_rate_bps: float, work_dir: Path,
              controller_extra: dict | None = None,
              slowness: float = 1.0) -> AbstractContextManager[LiveFabric]: ...
 
@@ -156,14 +157,14 @@ class MininetBackend:
     def require_platform(self, needs_ovs: bool) -> None:
         require_emulation_platform(needs_ovs)
 
-    def open(self, fabric_spec: "Fabric", host_rate_bps: float, work_dir: Path,
+    def open(self, fabric_spec: "FabricSection", host_rate_bps: float, work_dir: Path,
              controller_extra: dict | None = None,
              slowness: float = 1.0) -> AbstractContextManager[LiveFabric]:
         return live_fabric(fabric_spec, host_rate_bps, work_dir, controller_extra, slowness)
 
 
 @contextmanager
-def live_fabric(fabric_spec: "Fabric", host_rate_bps: float, work_dir: Path,
+def live_fabric(fabric_spec: "FabricSection", host_rate_bps: float, work_dir: Path,
                 controller_extra: dict | None = None, slowness: float = 1.0) -> Iterator[LiveFabric]:
     """A programmed fabric with its controller; everything it made is removed on exit.
 
@@ -183,7 +184,7 @@ def live_fabric(fabric_spec: "Fabric", host_rate_bps: float, work_dir: Path,
                                    fabric=fabric_spec.kind, slowness=slowness)
     topology = build_topology(fabric_spec, tag, host_rate_bps, datapath())
     fabric = MininetFabric(topology=topology, controller_port=0, record=record,
-                           link_loss_frac=fabric_spec.link_loss_frac)
+                           link_loss_frac=fabric_spec.link_loss_frac if isinstance(fabric_spec, InaFabric) else 0.0)
     switched = bool(topology["switches"])  # an ina fabric has no switch, so no controller either
     try:
         topology_path = work_dir / "topology.json"

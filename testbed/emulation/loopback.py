@@ -16,11 +16,11 @@ from typing import Any
 
 from testbed.emulation.live import LiveFabric
 from testbed.emulation.registry import RunRecord, remove_resources
+from testbed.fabrics.all_kinds import KINDS
 from testbed.fabrics.topology import build_topology
 from testbed.model.contracts import Topology
 from testbed.model.errors import RunFailed
-from testbed.model.fabric_kinds import KINDS
-from testbed.model.scenario import Fabric
+from testbed.model.fabric_section import FabricSection
 
 
 def loopback_address(prefix: tuple[int, int], rank: int) -> str:
@@ -82,7 +82,7 @@ class LoopbackBackend:
         return None  # no root, no Open vSwitch: that is the point
 
     @contextmanager
-    def open(self, fabric_spec: Fabric, host_rate_bps: float, work_dir: Path,
+    def open(self, fabric_spec: FabricSection, host_rate_bps: float, work_dir: Path,
              controller_extra: dict | None = None, slowness: float = 1.0) -> Iterator[LiveFabric]:
         spec = KINDS[fabric_spec.kind]
         if spec.routed or spec.aggregation_node:

@@ -9,11 +9,13 @@ from testbed.core.calibration import DEFAULT_CALIBRATION, Calibration, load_cali
 from testbed.core.dilation import MIN_MESSAGE_BYTES, EmulationPlan, resolve_emulation
 from testbed.core.fidelity import DARK_TOLERANCE
 from testbed.core.shaping import MTU_FRAME_BYTES, TCP_PAYLOAD_BYTES
+from testbed.fabrics.all_kinds import EMULATED_FABRICS, KINDS
 from testbed.fabrics.ina.node_links import InaRunTiming, max_worker_rate_bps
+from testbed.fabrics.ina.section import InaFabric
 from testbed.fabrics.topology import reconfig_us
 from testbed.model.errors import InputError
-from testbed.model.fabric_kinds import EMULATED_FABRICS, KINDS
-from testbed.model.scenario import Fabric, Scenario
+from testbed.model.fabric_section import FabricSection
+from testbed.model.scenario import Scenario
 from testbed.model.schedule import Schedule
 from testbed.model.units import BITS_PER_BYTE, gbps_to_bps, transfer_time_s, us_to_s
 from testbed.network.collectives import Prediction, collective_cost
@@ -177,9 +179,10 @@ def _prepare_ina(scenario: Scenario, schedule: Schedule, prediction: Prediction,
     up with, so the emulated rate is also capped by the node's packet rate. A busy worker receives
     results at the rate its port carries INA payload."""
     fabric, size = scenario.fabric, float(schedule.gpus[0].steps[0].collective().bytes)
+    assert isinstance(fabric, InaFabric), "an aggregation node's fabric is an ina fabric"
     shortest = prediction.iteration_time_s / 2  # the data round; the exponent round is about α
     cap = _ina_rate_cap(scenario, calibration)
-    lossy = fabric.link_loss_frac + fabric.node_drop_frac > 0
+    lossy = fabric.loses_packets()
     floor = max(MIN_MESSAGE_BYTES, INA_MIN_CHUNKS * PAYLOAD_BYTES)
     plan = _emulation_plan(scenario, schedule, prediction, calibration, shortest, size, cap, exact_packets=lossy,
                            min_message_bytes=floor)
@@ -257,7 +260,7 @@ def _load_factor(scenario: Scenario, schedule: Schedule) -> float:
     return forwarding_load_factor(scenario.fabric, schedule.traffic())
 
 
-def min_dilation_for(fabric: Fabric, slowness: float = 1.0) -> float:
+def min_dilation_for(fabric: FabricSection, slowness: float = 1.0) -> float:
     """Optical fabrics: the dilated dark time must dwarf the controller's and hosts' own latency."""
     dark_us = reconfig_us(fabric)
     if not KINDS[fabric.kind].reconfigurable or dark_us <= 0:

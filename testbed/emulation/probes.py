@@ -15,7 +15,7 @@ from controller.client import Northbound
 from testbed.core.calibration import load_calibration
 from testbed.emulation.live import LiveFabric, live_fabric
 from testbed.model.errors import RunFailed
-from testbed.model.scenario import Fabric
+from testbed.model.fabric_section import FabricSection
 
 PROBE_PORT = 7001
 # The receiver listens until the sender is done: up to this long past the stream's duration, for
@@ -26,7 +26,7 @@ HOST_TTL = 64
 
 
 @contextmanager
-def optical_fabric(fabric: Fabric, host_rate_bps: float, work_dir: Path, traffic: list[list[float]],
+def optical_fabric(fabric: FabricSection, host_rate_bps: float, work_dir: Path, traffic: list[list[float]],
                    dilation: float = 1.0, policy: str = "one-shot",
                    slowness: float | None = None) -> Iterator[tuple[LiveFabric, Northbound]]:
     """A live sip-ocs or sip-ring fabric planned for `traffic` (N×N bytes), with its API client;

@@ -12,8 +12,9 @@ from hosts import ops
 from hosts.data import digest
 from testbed.core import fidelity
 from testbed.core.steal import steal_fractions
+from testbed.fabrics.all_kinds import KINDS
+from testbed.fabrics.ina.section import InaFabric
 from testbed.model.contracts import Event, Results
-from testbed.model.fabric_kinds import KINDS
 from testbed.model.units import us_to_s
 
 if TYPE_CHECKING:
@@ -198,10 +199,10 @@ def assemble(prepared: "Prepared", run_dir: Path, measured: dict, outcome: dict)
 
     node_fabric = KINDS[scenario.fabric.kind].aggregation_node
     ina = _ina_summary(measured.get("ina_node"), per_host) if node_fabric else None
-    loss_injected = scenario.fabric.node_drop_frac + scenario.fabric.link_loss_frac > 0
+    loss_injected = scenario.fabric.loses_packets()
     calibration = prepared.calibration
     expected_bps = prepared.expected_rate_bps or plan.host_rate_bps
-    if ina is not None and scenario.fabric.sharing == "shared":
+    if ina is not None and isinstance(scenario.fabric, InaFabric) and scenario.fabric.sharing == "shared":
         # Worker 0's link also carries every worker's colliding chunks: M·(1 + f·(n−1)) each way.
         workers = len(prepared.schedule.gpus[0].steps[0].collective().group)
         expected_bps /= 1 + collided_share(ina) * (workers - 1)

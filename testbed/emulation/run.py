@@ -23,10 +23,11 @@ from testbed.emulation.live import EmulationBackend, LiveFabric, MininetBackend,
 from testbed.emulation.platform import cpu_sample, netem_available
 from testbed.emulation.prepare import Prepared, prepare  # noqa: F401 (run's public names)
 from testbed.emulation.side_processes import SideProcesses
+from testbed.fabrics.all_kinds import KINDS
+from testbed.fabrics.scenario_file import scenario_to_yaml
 from testbed.model.contracts import AgentConfig
 from testbed.model.errors import RunFailed
-from testbed.model.fabric_kinds import KINDS
-from testbed.model.scenario import Scenario, scenario_to_yaml
+from testbed.model.scenario import Scenario
 from testbed.model.schedule import cut_pairs
 from testbed.model.units import us_to_s
 

@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING
 
 from testbed.emulation.watched import WatchedProcess
 from testbed.fabrics.ina.node_links import ina_settings
+from testbed.fabrics.ina.section import InaFabric
 from testbed.model.contracts import InaAgentSettings, InaNodeConfig
 from testbed.model.errors import RunFailed
 from testbed.model.units import gbps_to_bps
@@ -49,6 +50,7 @@ class SideProcesses:
         """The aggregation node program in the node's host; returns the agents' `ina` config."""
         scenario, plan = prepared.scenario, prepared.plan
         fabric = scenario.fabric
+        assert isinstance(fabric, InaFabric), "an aggregation node's fabric is an ina fabric"
         topology = self.live.fabric.topology
         node_host = topology["hosts"][topology["ina"]["node_rank"]]
         aggregation_bps = (plan.dilation.emulated_rate_bps(gbps_to_bps(fabric.aggregation_gbps))

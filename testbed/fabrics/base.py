@@ -5,11 +5,13 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Generic, TypeVar
 
 from testbed.core.shaping import line_rate_bps
-from testbed.model.scenario import Fabric
+from testbed.model.fabric_section import FabricSection
 from testbed.network.flow_model import FlowModel, Traffic, relayed_forwarding_factor
+
+S = TypeVar("S", bound=FabricSection)  # the kind's own section
 
 
 def host_ip(rank: int) -> str:
@@ -72,13 +74,13 @@ class TopologyBuilder:
         return switch
 
 
-def forwarded_once(fabric: Fabric, traffic: Traffic) -> float:
+def forwarded_once(fabric: FabricSection, traffic: Traffic) -> float:
     """A switched fabric forwards each packet once."""
     return 1.0
 
 
 @dataclass(frozen=True)
-class FabricBehaviour:
+class FabricBehaviour(Generic[S]):
     """A kind's part in every layer: the topology it emulates, the oracle's flow model of one MP
     group and of the DP all-reduce between groups, and the forwarding load it puts on the machine.
 
@@ -86,13 +88,13 @@ class FabricBehaviour:
     topology.json; flow_model(fabric, k, l, traffic, dp_bytes); dp_allreduce_s(fabric, k, l,
     grad_bytes, planned_rate_bps); forwarding_load_factor(fabric, traffic)."""
 
-    build: Callable[[Fabric, TopologyBuilder], dict[str, Any]]
-    flow_model: Callable[[Fabric, int, int, Traffic, float], FlowModel]
-    dp_allreduce_s: Callable[[Fabric, int, int, float, float | None], float]
-    forwarding_load_factor: Callable[[Fabric, Traffic], float] = forwarded_once
+    build: Callable[[S, TopologyBuilder], dict[str, Any]]
+    flow_model: Callable[[S, int, int, Traffic, float], FlowModel]
+    dp_allreduce_s: Callable[[S, int, int, float, float | None], float]
+    forwarding_load_factor: Callable[[S, Traffic], float] = forwarded_once
     # How many GPUs a GPU can reach directly at once (its circuits or lightpaths; None: all), the
     # degree D the placer plans under.
-    degree: Callable[[Fabric], int | None] = lambda fabric: None
+    degree: Callable[[S], int | None] = lambda fabric: None
     default_reconfig_us: float = 0.0  # a reconfigurable kind's dark time when the scenario sets none
     # The estimation period, when the scenario sets none, as a multiple of the dark time (None: the
     # scenario's default period).
@@ -100,20 +102,20 @@ class FabricBehaviour:
     # Whether the controller re-plans every estimation period during a run, and the flow model it
     # sets for a period's measured traffic, replan(fabric, k, l, traffic, recurring pairs to keep,
     # the model in force, the dark time a retune costs).
-    replans: Callable[[Fabric], bool] = lambda fabric: False
-    replan: Callable[[Fabric, int, int, Traffic, tuple[tuple[int, int], ...], FlowModel, float],
+    replans: Callable[[S], bool] = lambda fabric: False
+    replan: Callable[[S, int, int, Traffic, tuple[tuple[int, int], ...], FlowModel, float],
                      FlowModel] | None = None
 
 
-def relayed(build: Callable[[Fabric, TopologyBuilder], dict[str, Any]],
-            flow_model: Callable[[Fabric, int, int, Traffic, float], FlowModel],
-            dp_allreduce_s: Callable[[Fabric, int, int, float, float | None], float],
-            link_kind: str, degree: Callable[[Fabric], int | None],
-            **reconfiguration: Any) -> FabricBehaviour:
+def relayed(build: Callable[[S, TopologyBuilder], dict[str, Any]],
+            flow_model: Callable[[S, int, int, Traffic, float], FlowModel],
+            dp_allreduce_s: Callable[[S, int, int, float, float | None], float],
+            link_kind: str, degree: Callable[[S], int | None],
+            **reconfiguration: Any) -> FabricBehaviour[S]:
     """The behaviour of a kind whose pairs without a direct `link_kind` link (circuit, lightpath)
     relay through GPUs: each hop crosses the fabric once, over the same (cached) plan the
     prediction uses."""
-    def forwarding(fabric: Fabric, traffic: Traffic) -> float:
+    def forwarding(fabric: S, traffic: Traffic) -> float:
         return relayed_forwarding_factor(fabric.hosts, traffic,
                                          lambda pairs: flow_model(fabric, fabric.hosts, 1, pairs, 0.0), link_kind)
 

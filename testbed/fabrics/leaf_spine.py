@@ -10,8 +10,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from testbed.fabrics.base import FabricBehaviour, TopologyBuilder
-from testbed.model.scenario import Fabric
+from testbed.fabrics.base import FabricBehaviour, S, TopologyBuilder
+from testbed.model.fabric_section import FabricSection
 from testbed.model.units import gbps_to_bps, us_to_s
 from testbed.network.flow_model import FlowModel, Traffic, nic_capacities, ring_allreduce_s
 from testbed.network.flows import Resource
@@ -69,7 +69,7 @@ def flow_model(k: int, B: float, tiers: TwoTier) -> FlowModel:
     return FlowModel(caps, default=path)
 
 
-def dp_allreduce_s(fabric: Fabric, tiers: TwoTier, k: int, l: int, grad_bytes: float) -> float:
+def dp_allreduce_s(fabric: FabricSection, tiers: TwoTier, k: int, l: int, grad_bytes: float) -> float:
     """Counterparts are k apart: up to min(k, per) of a leaf's GPUs leave it at once, sharing its
     uplinks (evenly over the spines, were the hash perfect)."""
     B = gbps_to_bps(fabric.gpu_bandwidth_gbps)
@@ -87,8 +87,8 @@ def forwarding_load_factor(tiers: TwoTier, traffic: Traffic) -> float:
     return crossings / sum(pairs.values())
 
 
-def behaviour(tiers_of: Callable[[Fabric], TwoTier],
-              build: Callable[[Fabric, TopologyBuilder], dict[str, Any]]) -> FabricBehaviour:
+def behaviour(tiers_of: Callable[[S], TwoTier],
+              build: Callable[[S, TopologyBuilder], dict[str, Any]]) -> FabricBehaviour[S]:
     """A two-tier kind's behaviour from how it reads its tiers off the scenario and its topology."""
     return FabricBehaviour(
         build=build,

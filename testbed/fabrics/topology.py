@@ -7,10 +7,10 @@ from typing import Any
 
 from testbed.fabrics.all_kinds import behaviour
 from testbed.fabrics.base import TopologyBuilder, host_ip
-from testbed.model.scenario import Fabric
+from testbed.model.fabric_section import FabricSection, ReconfigurableSection
 
 
-def build_topology(fabric: Fabric, tag: str, host_rate_bps: float, datapath: str) -> dict[str, Any]:
+def build_topology(fabric: FabricSection, tag: str, host_rate_bps: float, datapath: str) -> dict[str, Any]:
     """Topology of `fabric` with each GPU's emulated rate `host_rate_bps` (the dilated B): the
     kind's module (testbed/fabrics) adds its switches, hosts and links and its own sections; every
     host then gets its name, rank, address and role (gpu, cpu for a ps fabric's CPU machines, or
@@ -34,15 +34,17 @@ def switch_interfaces(topology: dict[str, Any]) -> list[str]:
     return names
 
 
-def reconfig_us(fabric: Fabric) -> float:
+def reconfig_us(fabric: FabricSection) -> float:
     """The dark time of a reconfiguration: the scenario's, else the kind's default (0: none)."""
-    if fabric.reconfig_us is not None:
+    if isinstance(fabric, ReconfigurableSection) and fabric.reconfig_us is not None:
         return fabric.reconfig_us
     return behaviour(fabric.kind).default_reconfig_us
 
 
-def estimate_period_us(fabric: Fabric) -> float:
+def estimate_period_us(fabric: FabricSection) -> float:
     """How often the controller re-plans: the scenario's period, else the kind's rule."""
+    if not isinstance(fabric, ReconfigurableSection):
+        return float(ReconfigurableSection.model_fields["estimate_period_us"].default)
     per_reconfig = behaviour(fabric.kind).period_per_reconfig
     if per_reconfig is not None and "estimate_period_us" not in fabric.model_fields_set:
         return per_reconfig * reconfig_us(fabric)

@@ -66,7 +66,7 @@ def cmd_doctor(args: argparse.Namespace) -> int:
 
 
 def cmd_check(args: argparse.Namespace) -> int:
-    from testbed.model.scenario import load_scenario
+    from testbed.fabrics.scenario_file import load_scenario
 
     scenario = load_scenario(args.scenario)
     f, w = scenario.fabric, scenario.workload
@@ -81,7 +81,7 @@ def cmd_check(args: argparse.Namespace) -> int:
 
 
 def cmd_predict(args: argparse.Namespace) -> int:
-    from testbed.model.scenario import load_scenario
+    from testbed.fabrics.scenario_file import load_scenario
     from testbed.planning.predict import predict_scenario
 
     scenario = load_scenario(args.scenario)
@@ -117,7 +117,7 @@ SIMULATED_MODEL_HOSTS = 128  # model scenarios a run can emulate; beyond, the pl
 
 
 def cmd_place(args: argparse.Namespace) -> int:
-    from testbed.model.scenario import load_scenario
+    from testbed.fabrics.scenario_file import load_scenario
     from testbed.placer.plan import verify
     from testbed.planning.workloads import model_plan, schedule_for
 
@@ -160,7 +160,7 @@ def cmd_place(args: argparse.Namespace) -> int:
 
 def cmd_export_chakra(args: argparse.Namespace) -> int:
     from testbed.core.chakra_export import export_chakra
-    from testbed.model.scenario import load_scenario
+    from testbed.fabrics.scenario_file import load_scenario
     from testbed.planning.workloads import schedule_for
 
     scenario = load_scenario(args.scenario)
@@ -183,7 +183,7 @@ def cmd_export_chakra(args: argparse.Namespace) -> int:
 def cmd_search(args: argparse.Namespace) -> int:
     from rich.progress import Progress
 
-    from testbed.model.scenario import load_scenario
+    from testbed.fabrics.scenario_file import load_scenario
     from testbed.placer.accuracy import curve
     from testbed.placer.profiles import device
     from testbed.placer.zoo import MODELS
@@ -264,7 +264,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 
     from testbed.emulation.run import Runner, default_run_dir, prepare
-    from testbed.model.scenario import load_scenario
+    from testbed.fabrics.scenario_file import load_scenario
 
     scenario = load_scenario(args.scenario)
     prepared = prepare(scenario)
@@ -310,8 +310,8 @@ def cmd_sweep(args: argparse.Namespace) -> int:
 
     from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 
+    from testbed.fabrics.scenario_file import load_scenario
     from testbed.interface.sweep import csv_name, in_shard, parse_sets, parse_shard, plan_points, predict_point
-    from testbed.model.scenario import load_scenario
 
     scenario = load_scenario(args.scenario)
     sets = parse_sets(args.set)

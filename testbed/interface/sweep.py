@@ -15,8 +15,9 @@ from typing import Any, Callable
 
 import yaml
 
+from testbed.fabrics.scenario_file import apply_overrides, scenario_to_yaml
 from testbed.model.errors import InputError
-from testbed.model.scenario import Scenario, apply_overrides, scenario_to_yaml
+from testbed.model.scenario import Scenario
 from testbed.planning.predict import predict_scenario
 
 MANIFEST = "sweep.json"

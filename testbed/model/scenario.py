@@ -1,76 +1,19 @@
-"""Scenario file (DESIGN §3.1): strict pydantic models and a loader whose errors are one sentence."""
+"""Scenario file (DESIGN §3.1): the strict pydantic models of its workload, emulation and faults,
+and the scenario generic in its fabric section (each kind's own, testbed/fabrics/<kind>/section.py;
+the loader that knows them all is testbed.fabrics.scenario_file)."""
 
 from __future__ import annotations
 
-import difflib
-from pathlib import Path
-from typing import Any, Literal, Union
+from typing import Any, Generic, Literal, TypeVar, Union
 
-import yaml
-from pydantic import (
-    BaseModel,
-    ConfigDict,
-    Field,
-    ValidationError,
-    ValidationInfo,
-    field_validator,
-    model_validator,
-)
+from pydantic import Field, ValidationInfo, field_validator, model_validator
 
-from testbed.model.errors import InputError
-from testbed.model.fabric_kinds import KINDS, FabricKind, kind_specific_fields
+from testbed.model.fabric_section import FabricSection, Strict
 
 CollectiveOp = Literal["allreduce", "allgather", "reducescatter", "alltoall", "sendrecv", "broadcast"]
 Algorithm = Literal["ring", "halving-doubling", "tree", "ps", "byteps", "ina"]
 
-# Fields that only mean something for some fabric kinds (the registry's); setting them elsewhere
-# is a mistake.
-KIND_SPECIFIC_FIELDS = kind_specific_fields()
-
-
-class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True, strict=False)
-
-
-class Fabric(_Strict):
-    kind: FabricKind
-    hosts: int = Field(ge=2, le=1024)
-    gpu_bandwidth_gbps: float = Field(gt=0)
-    latency_us: float = Field(default=1.0, ge=0)
-    gpus_per_server: int = Field(default=8, ge=1)
-    server_uplink_gbps: float = Field(default=400.0, gt=0)
-    ocs_switches: int | None = Field(default=None, ge=1)
-    reconfig_us: float | None = Field(default=None, ge=0)
-    multi_shot: bool = False
-    wavelengths: int | None = Field(default=None, ge=1)
-    wavelength_gbps: float = Field(default=25.0, gt=0)
-    neighbors: int = Field(default=16, ge=1)
-    estimate_period_us: float = Field(default=100.0, gt=0)
-    aggregation_gbps: float | None = Field(default=None, gt=0)
-    slots: int | None = Field(default=None, ge=1)
-    workers_per_job: int | None = Field(default=None, ge=1)
-    sharing: Literal["reserved", "shared"] = "reserved"  # ina slots: SwitchML-reserved or ATP-shared
-    node_drop_frac: float = Field(default=0.0, ge=0, lt=1)  # ina: loss injected in the node's pipeline
-    link_loss_frac: float = Field(default=0.0, ge=0, lt=1)  # ina: loss of INA packets on every link
-    cpu_servers: int = Field(default=0, ge=0)
-    leaf_hosts: int = Field(default=4, ge=1)  # elect-fattree: GPUs per leaf switch
-    spines: int = Field(default=2, ge=1)  # elect-fattree: spine switches, each wired to every leaf
-    # elect-fattree: a leaf's GPU bandwidth over its uplinks' (1: non-blocking; 4: uplinks carry a quarter)
-    oversubscription: float = Field(default=1.0, ge=1.0)
-
-    @model_validator(mode="after")
-    def _kind_specific(self) -> "Fabric":
-        for field in sorted(self.model_fields_set):
-            if not _applies(field, self.kind):
-                owners = KIND_SPECIFIC_FIELDS[field]
-                raise ValueError(f"field '{field}' applies only to kind {' or '.join(owners)}, not {self.kind}")
-        problem = KINDS[self.kind].check(self)
-        if problem:
-            raise ValueError(problem)
-        return self
-
-
-class ModelWorkload(_Strict):
+class ModelWorkload(Strict):
     name: str  # resnet50 | transformer | megatron, or the name given in `profile`
     global_batch: int = Field(ge=1)
     mp: int = Field(default=1, ge=1)
@@ -90,7 +33,7 @@ class ModelWorkload(_Strict):
     spatial_splits: bool = True
 
 
-class Workload(_Strict):
+class Workload(Strict):
     kind: Literal["collective", "model", "trace", "chakra"]
     collective: CollectiveOp | None = None
     algorithm: Algorithm = "ring"
@@ -122,7 +65,7 @@ class Workload(_Strict):
         return self
 
 
-class Emulation(_Strict):
+class Emulation(Strict):
     dilation: Union[Literal["auto"], float] = "auto"
     byte_scale: Union[Literal["auto"], float] = "auto"
     # Wall time the user allows for the measured iterations; `auto` sizes the run to fit it.
@@ -149,7 +92,7 @@ FaultKind = Literal["link_loss", "link_down", "agent_kill", "controller_restart"
 HOST_FAULTS = ("link_loss", "link_down", "agent_kill")
 
 
-class Fault(_Strict):
+class Fault(Strict):
     """One injected fault, timed in real-world milliseconds after the host agents start (warm-up
     iterations included). link_loss and link_down last `duration_ms` (unset: the rest of the run)."""
 
@@ -172,10 +115,16 @@ class Fault(_Strict):
         return self
 
 
-class Scenario(_Strict):
+F = TypeVar("F", bound=FabricSection, covariant=True)
+
+
+class ScenarioOf(Strict, Generic[F]):
+    """A scenario file. Its `fabric` is one kind's section: testbed.fabrics.scenario_file parses a
+    file into ScenarioOf[AnyFabric], the discriminated union of every registered kind's section."""
+
     name: str = Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
     seed: int = 0
-    fabric: Fabric
+    fabric: F
     workload: Workload
     emulation: Emulation = Emulation()
     faults: list[Fault] = Field(default_factory=list)
@@ -188,11 +137,10 @@ class Scenario(_Strict):
 
     def loses_packets(self) -> bool:
         """Whether packets are lost on purpose, by the fabric or by an injected fault."""
-        return self.fabric.link_loss_frac + self.fabric.node_drop_frac > 0 or \
-            any(fault.loss_frac for fault in self.faults)
+        return self.fabric.loses_packets() or any(fault.loss_frac for fault in self.faults)
 
     @model_validator(mode="after")
-    def _sizes_agree(self) -> "Scenario":
+    def _sizes_agree(self) -> "ScenarioOf[F]":
         model = self.workload.model
         if self.workload.kind == "model" and model is not None and model.mp * model.dp != self.fabric.hosts:
             raise ValueError(f"workload.model mp×dp = {model.mp}×{model.dp} = {model.mp * model.dp} must equal "
@@ -205,7 +153,7 @@ class Scenario(_Strict):
             if fault.host is not None and fault.host >= self.fabric.hosts:
                 raise ValueError(f"faults[{index}]: host {fault.host} does not exist "
                                  f"(ranks 0..{self.fabric.hosts - 1})")
-            node = KINDS[self.fabric.kind].aggregation_node
+            node = self.fabric.spec.aggregation_node
             if fault.kind == "node_restart" and not node:
                 raise ValueError(f"faults[{index}]: node_restart needs an aggregation node (fabric.kind ina)")
             if fault.kind == "controller_restart" and node:
@@ -213,99 +161,5 @@ class Scenario(_Strict):
         return self
 
 
-def _field_path(loc: tuple[Any, ...]) -> str:
-    # pydantic puts union-branch tags in loc (e.g. 'float', "literal['auto']"); they are not fields.
-    parts = (str(p) for p in loc if not (isinstance(p, str) and ("[" in p or p in {"float", "int"})))
-    # a key the user typed may hold anything: show control characters escaped, on one line
-    return ".".join(p if p.isprintable() else repr(p)[1:-1] for p in parts)
-
-
-def _known_fields(loc: tuple[Any, ...]) -> list[str]:
-    model: type[BaseModel] = Scenario
-    for part in loc[:-1]:
-        field = model.model_fields.get(str(part))
-        annotation = getattr(field, "annotation", None)
-        candidates = [a for a in getattr(annotation, "__args__", (annotation,)) if isinstance(a, type)]
-        models = [a for a in candidates if issubclass(a, BaseModel)]
-        if not models:
-            return []
-        model = models[0]
-    return list(model.model_fields)
-
-
-def describe_validation_error(error: ValidationError, source: str) -> str:
-    """Turn pydantic's report into one sentence naming the file and the field."""
-    # A misspelt field also shows up as the missing real one: report the misspelling first.
-    errors = sorted(error.errors(), key=lambda e: e["type"] != "extra_forbidden")
-    first = errors[0]
-    loc = tuple(first["loc"])
-    where = _field_path(loc) or "(top level)"
-    more = f" (and {len(errors) - 1} more problem{'s' if len(errors) > 2 else ''})" if len(errors) > 1 else ""
-    if first["type"] == "extra_forbidden":
-        known = _known_fields(loc)
-        close = difflib.get_close_matches(str(loc[-1]), known, n=1)
-        hint = f"did you mean '{close[0]}'?" if close else f"allowed fields here: {', '.join(known)}"
-        return f"{source}: unknown field '{where}'; {hint}{more}"
-    if first["type"] == "missing":
-        return f"{source}: missing required field '{where}'; add it{more}"
-    message = first["msg"].removeprefix("Value error, ")
-    got = first.get("input")
-    got_text = "" if isinstance(got, (dict, list)) or got is None else f" (got {got!r})"
-    if first["type"] == "value_error":
-        return f"{source}: {where}: {message}{more}"
-    return f"{source}: field '{where}': {message}{got_text}{more}"
-
-
-def parse_scenario(data: Any, source: str = "<scenario>") -> Scenario:
-    if not isinstance(data, dict):
-        raise InputError(f"{source}: a scenario must be a YAML mapping with name, fabric and workload")
-    try:
-        return Scenario.model_validate(data)
-    except ValidationError as error:
-        raise InputError(describe_validation_error(error, source)) from None
-
-
-def load_scenario(path: str | Path) -> Scenario:
-    """Read and validate a scenario file; every problem becomes an InputError."""
-    path = Path(path)
-    if not path.is_file():
-        raise InputError(f"{path}: no such scenario file; check the path")
-    try:
-        data = yaml.safe_load(path.read_text())
-    except yaml.YAMLError as error:
-        mark = getattr(error, "problem_mark", None)
-        line = f" at line {mark.line + 1}" if mark is not None else ""
-        raise InputError(f"{path}: not valid YAML{line}; fix the syntax") from None
-    workload = data.get("workload") if isinstance(data, dict) else None
-    for field in ("trace", "path"):
-        if isinstance(workload, dict) and isinstance(workload.get(field), str):
-            # a trace's path is relative to the scenario file, wherever testbed runs from
-            workload[field] = str((path.parent / workload[field]).resolve())
-    return parse_scenario(data, str(path))
-
-
-def apply_overrides(scenario: Scenario, overrides: dict[str, Any]) -> Scenario:
-    """Return a copy with dotted-path overrides applied (e.g. {'fabric.hosts': 4}), re-validated."""
-    data = scenario.model_dump(mode="python", exclude_unset=True)
-    for dotted, value in overrides.items():
-        node = data
-        parts = dotted.split(".")
-        for part in parts[:-1]:
-            node = node.setdefault(part, {})
-        node[parts[-1]] = value
-    return parse_scenario(data, f"{scenario.name} (with overrides)")
-
-
-def _applies(field: str, kind: str) -> bool:
-    """Whether a fabric field belongs to this kind (fields of every kind do)."""
-    owners = KIND_SPECIFIC_FIELDS.get(field)
-    return owners is None or kind in owners
-
-
-def scenario_to_yaml(scenario: Scenario, resolved: dict[str, Any] | None = None) -> str:
-    """The scenario with every default filled in (and `resolved` emulation values); it re-validates."""
-    data = scenario.model_dump(mode="json", exclude_none=True)
-    data["fabric"] = {k: v for k, v in data["fabric"].items() if _applies(k, scenario.fabric.kind)}
-    if resolved:
-        data["emulation"].update(resolved)
-    return str(yaml.safe_dump(data, sort_keys=False))
+# What the pure layers and the emulation take: a scenario with any kind's section.
+Scenario = ScenarioOf[FabricSection]

@@ -4,16 +4,17 @@ counterpart GPUs, and the forwarding load, each from the kind's module in testbe
 from __future__ import annotations
 
 from testbed.fabrics.all_kinds import behaviour
-from testbed.model.scenario import Fabric
+from testbed.model.fabric_section import FabricSection
 from testbed.network.flow_model import FlowModel, Traffic
 
 
-def mp_flow_model(fabric: Fabric, k: int, l: int, traffic: Traffic, dp_bytes: float = 0.0) -> FlowModel:
+def mp_flow_model(fabric: FabricSection, k: int, l: int, traffic: Traffic, dp_bytes: float = 0.0) -> FlowModel:
     """The flow model of the MP group on `fabric`, planned (circuits, wavelengths) for `traffic`."""
     return behaviour(fabric.kind).flow_model(fabric, k, l, traffic, dp_bytes)
 
 
-def dp_allreduce_s(fabric: Fabric, k: int, l: int, grad_bytes: float, planned_rate_bps: float | None = None) -> float:
+def dp_allreduce_s(fabric: FabricSection, k: int, l: int, grad_bytes: float,
+                   planned_rate_bps: float | None = None) -> float:
     """All-reduce of `grad_bytes` among the l counterpart GPUs (one per MP group). A circuit plan
     that sized the DP ring passes its rate as `planned_rate_bps`."""
     if l <= 1 or grad_bytes <= 0:
@@ -21,7 +22,7 @@ def dp_allreduce_s(fabric: Fabric, k: int, l: int, grad_bytes: float, planned_ra
     return behaviour(fabric.kind).dp_allreduce_s(fabric, k, l, grad_bytes, planned_rate_bps)
 
 
-def forwarding_load_factor(fabric: Fabric, traffic: Traffic) -> float:
+def forwarding_load_factor(fabric: FabricSection, traffic: Traffic) -> float:
     """How many packets the emulating machine forwards per packet of payload, relative to a
     switched fabric: relayed paths cross the fabric once per hop, and so do their acknowledgements
     on the way back. Elect-Flat is 1; a ring all-reduce on one-way OCS circuits with N=8 is 3."""

@@ -7,7 +7,7 @@ import bisect
 from collections import defaultdict
 from typing import Any
 
-from testbed.model.scenario import Fabric
+from testbed.model.fabric_section import FabricSection
 from testbed.model.units import us_to_s
 from testbed.network.collectives import Breakdown, Prediction
 from testbed.network.flow_model import FlowModel
@@ -26,7 +26,7 @@ def dp_ring_bytes(plan: Plan) -> float:
 Ends = list[list[float]]  # ends[op][part]: when that sub-op finished, in seconds
 
 
-def mp_makespan_s(plan: Plan, fabric: Fabric, model: FlowModel,
+def mp_makespan_s(plan: Plan, fabric: FabricSection, model: FlowModel,
                   enough_s: float = float("inf")) -> tuple[float, FlowModel, Ends]:
     """Critical path of one MP group. The transfers feeding one op share the fabric max-min fairly,
     one flow per GPU pair; transfers feeding different ops do not interact. On a fabric whose
@@ -54,7 +54,7 @@ def mp_makespan_s(plan: Plan, fabric: Fabric, model: FlowModel,
     return makespan, model, ends
 
 
-def _critical_path_s(plan: Plan, fabric: Fabric, model: FlowModel, dark: tuple[DarkWindow, ...],
+def _critical_path_s(plan: Plan, fabric: FabricSection, model: FlowModel, dark: tuple[DarkWindow, ...],
                      memo: RatesMemo, traffic: PeriodTraffic | None = None) -> tuple[float, Ends]:
     """The schedule's makespan over `model`, flows paused in the `dark` windows; records what each
     pair starts sending per period into `traffic`."""
@@ -102,7 +102,7 @@ def _critical_path_s(plan: Plan, fabric: Fabric, model: FlowModel, dark: tuple[D
     return max(avail), end
 
 
-def predict_plan(plan: Plan, fabric: Fabric, enough_s: float = float("inf")) -> Prediction:
+def predict_plan(plan: Plan, fabric: FabricSection, enough_s: float = float("inf")) -> Prediction:
     """The plan's iteration time; a search passes the best time it has (`enough_s`), and a plan
     that cannot beat it may get a lower bound at or above it instead of its full prediction."""
     model = mp_flow_model(fabric, plan.k, plan.l, plan.mp_traffic, dp_ring_bytes(plan))

@@ -17,7 +17,7 @@ from typing import Any
 
 from testbed.fabrics.all_kinds import behaviour
 from testbed.fabrics.topology import estimate_period_us, reconfig_us
-from testbed.model.scenario import Fabric
+from testbed.model.fabric_section import FabricSection
 from testbed.model.units import us_to_s
 from testbed.network.flow_model import FlowModel, Traffic
 from testbed.network.flows import DarkWindow
@@ -47,19 +47,20 @@ class Replans:
         return sum(min(w.end_s, end_s) - w.start_s for w in self.windows if w.start_s < end_s)
 
 
-def replans_during_run(fabric: Fabric) -> bool:
+def replans_during_run(fabric: FabricSection) -> bool:
     return behaviour(fabric.kind).replans(fabric)
 
 
-def period_traffic(fabric: Fabric) -> PeriodTraffic:
+def period_traffic(fabric: FabricSection) -> PeriodTraffic:
     return PeriodTraffic(us_to_s(estimate_period_us(fabric)))
 
 
-def plan_replans(fabric: Fabric, k: int, l: int, steady: FlowModel, traffic: PeriodTraffic,
+def plan_replans(fabric: FabricSection, k: int, l: int, steady: FlowModel, traffic: PeriodTraffic,
                  recurring: tuple[tuple[int, int], ...]) -> Replans:
     """Every period with traffic in the period before, the kind's controller re-plans from that
     traffic; the links whose capacity changed go dark for reconfig_us from the period's start."""
-    replan: Callable[[Fabric, int, int, Traffic, tuple[tuple[int, int], ...], FlowModel, float], FlowModel] | None
+    replan: Callable[[FabricSection, int, int, Traffic, tuple[tuple[int, int], ...], FlowModel, float],
+                     FlowModel] | None
     replan = behaviour(fabric.kind).replan
     assert replan is not None, f"{fabric.kind} re-plans during a run but has no replan()"
     dark_s = us_to_s(reconfig_us(fabric))

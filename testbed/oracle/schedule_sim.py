@@ -14,7 +14,7 @@ from collections import defaultdict
 from typing import Any
 
 from testbed.model.errors import InputError
-from testbed.model.scenario import Fabric
+from testbed.model.fabric_section import FabricSection
 from testbed.model.schedule import in_order_deps, traffic_pairs
 from testbed.model.units import bytes_to_bits, us_to_s
 from testbed.network.collectives import Breakdown, Prediction, collective_cost
@@ -29,7 +29,7 @@ FLUID = {("allreduce", "ring"), ("reducescatter", "ring"), ("allgather", "ring")
 
 
 class _Dag:
-    def __init__(self, schedule: dict[str, Any], fabric: Fabric) -> None:
+    def __init__(self, schedule: dict[str, Any], fabric: FabricSection) -> None:
         n = int(schedule["hosts"])
         self.steps = [g["steps"] for g in sorted(schedule["gpus"], key=lambda g: g["rank"])]
         self.model = mp_flow_model(fabric, n, 1, traffic_pairs(schedule.get("traffic_matrix_bytes")))
@@ -185,11 +185,11 @@ class _Dag:
         return self.now
 
 
-def simulate_schedule(schedule: dict[str, Any], fabric: Fabric) -> Prediction:
+def simulate_schedule(schedule: dict[str, Any], fabric: FabricSection) -> Prediction:
     return simulate_with_message_rates(schedule, fabric)[0]
 
 
-def simulate_with_message_rates(schedule: dict[str, Any], fabric: Fabric
+def simulate_with_message_rates(schedule: dict[str, Any], fabric: FabricSection
                                 ) -> tuple[Prediction, dict[tuple[int, int, str], float]]:
     """The schedule's prediction, and each point-to-point message's average rate in the same
     simulation by (sender, receiver, tag): what a message shares its path with (a DAG's concurrent

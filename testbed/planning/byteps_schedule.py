@@ -5,8 +5,10 @@ from __future__ import annotations
 
 import math
 
+from testbed.fabrics.all_kinds import KINDS, PARAMETER_SERVER_FABRICS
+from testbed.fabrics.elect_cluster.section import ElectClusterFabric
+from testbed.fabrics.ps.section import PsFabric
 from testbed.model.errors import InputError
-from testbed.model.fabric_kinds import KINDS, PARAMETER_SERVER_FABRICS
 from testbed.model.scenario import Scenario
 from testbed.model.schedule import GpuSchedule, Schedule, Step
 from testbed.model.units import gbps_to_bps, s_to_us, us_to_s
@@ -28,8 +30,8 @@ def instances(scenario: Scenario) -> list[Instance]:
                          f"change fabric.kind")
     if workload.collective != "allreduce":
         raise InputError(f"{where} is an all-reduce; set workload.collective to allreduce")
-    n, k = fabric.hosts, fabric.cpu_servers if KINDS[fabric.kind].cpu_machines else 0
-    if KINDS[fabric.kind].servers:
+    n, k = fabric.hosts, fabric.cpu_servers if isinstance(fabric, PsFabric) else 0
+    if isinstance(fabric, ElectClusterFabric):
         g = fabric.gpus_per_server
         if n % g or n // g < 2:
             raise InputError(f"{where} on {fabric.kind} needs at least two full servers (fabric.hosts a multiple "
@@ -53,7 +55,7 @@ def instances(scenario: Scenario) -> list[Instance]:
 def local_steps_us(scenario: Scenario) -> tuple[float, float]:
     """Intra-server work before and after the network step (Elect-Cluster only)."""
     fabric = scenario.fabric
-    if not KINDS[fabric.kind].servers:
+    if not isinstance(fabric, ElectClusterFabric):
         return 0.0, 0.0
     assert scenario.workload.bytes is not None
     before, after = intra_server_s(fabric.gpus_per_server, scenario.workload.bytes,
@@ -64,7 +66,7 @@ def local_steps_us(scenario: Scenario) -> tuple[float, float]:
 def total_ranks(scenario: Scenario) -> int:
     """GPUs plus the ps fabric's CPU machines."""
     fabric = scenario.fabric
-    return fabric.hosts + (fabric.cpu_servers if KINDS[fabric.kind].cpu_machines else 0)
+    return fabric.hosts + (fabric.cpu_servers if isinstance(fabric, PsFabric) else 0)
 
 
 def traffic(instances_: list[Instance], ranks: int) -> tuple[tuple[int, ...], ...]:

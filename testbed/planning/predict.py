@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+from testbed.fabrics.all_kinds import KINDS
 from testbed.fabrics.ina.node_links import InaRunTiming, lossy_ina_time_s, shared_slots
+from testbed.fabrics.ina.section import InaFabric
 from testbed.model.errors import InputError
-from testbed.model.fabric_kinds import KINDS
-from testbed.model.scenario import Fabric, Scenario
+from testbed.model.fabric_section import FabricSection
+from testbed.model.scenario import Scenario
 from testbed.model.schedule import Schedule
 from testbed.model.units import gbps_to_bps, us_to_s
 from testbed.network.collectives import (  # noqa: F401 (the oracle's public names, re-exported)
@@ -31,6 +33,7 @@ def predict_ina_fabric(scenario: Scenario, schedule: Schedule, timing: InaRunTim
     With loss on the fabric, INA's window protocol is simulated (at a run's `timing`): each lost
     packet holds its worker's window until its retransmission timeout."""
     fabric, first = scenario.fabric, schedule.gpus[0].steps[0].collective()
+    assert isinstance(fabric, InaFabric), "predict_ina_fabric predicts an ina fabric"
     rate, latency = gbps_to_bps(fabric.gpu_bandwidth_gbps), us_to_s(fabric.latency_us)
     n = len(first.group)
     retransmission_s = 0.0
@@ -44,7 +47,7 @@ def predict_ina_fabric(scenario: Scenario, schedule: Schedule, timing: InaRunTim
             cost = CollectiveCost(shared_s, cost.smallest_message_bytes, cost.messages,
                                   cost.formula + f"; shared slots simulated: {collisions:.1%} of the chunks collide "
                                   f"and are summed by worker 0, whose link carries them")
-        if fabric.link_loss_frac + fabric.node_drop_frac > 0:
+        if fabric.loses_packets():
             lossy_s, retransmits = lossy_ina_time_s(fabric, n, first.bytes, ina_rate, latency, scenario.seed, timing)
             lossy_s *= 1 + collisions * (n - 1)
             retransmission_s = max(0.0, lossy_s - cost.time_s)
@@ -113,7 +116,7 @@ def predict_byteps(scenario: Scenario, schedule: Schedule) -> Prediction:
 RING_STEP_OPS = {"allreduce": 2, "reducescatter": 1, "allgather": 1}  # passes of n-1 steps
 
 
-def _ring_on_fabric(op: str, n: int, size_bytes: float, fabric: Fabric,
+def _ring_on_fabric(op: str, n: int, size_bytes: float, fabric: FabricSection,
                     traffic: dict[tuple[int, int], float]) -> Prediction:
     """A ring collective on any fabric: every step, each GPU sends M/n to the next at once, so a
     step takes as long as the slowest of those n concurrent transfers over the fabric's paths

@@ -7,7 +7,7 @@ from typing import Callable
 
 from testbed.fabrics.all_kinds import behaviour
 from testbed.model.errors import InputError
-from testbed.model.scenario import Fabric
+from testbed.model.fabric_section import FabricSection
 from testbed.oracle.iteration import predict_plan
 from testbed.placer.accuracy import AccuracyCurve, curve
 from testbed.placer.buckets import DEFAULT_BUCKET_BYTES
@@ -58,7 +58,7 @@ def compute_bound_s(plan: Plan) -> float:
     return max(busy) / 1e6
 
 
-def search(cache: PlanCache, gpus: int, fabric: Fabric, ks: list[int] | None = None,
+def search(cache: PlanCache, gpus: int, fabric: FabricSection, ks: list[int] | None = None,
            batches: list[int] | None = None, on_step: Callable[[], None] = lambda: None,
            accuracy: AccuracyCurve | None = None) -> Choice:
     """Evaluate candidates in order of their compute-only bound on time-to-accuracy, and stop once

@@ -5,10 +5,10 @@ from __future__ import annotations
 
 from testbed.core.chakra import load_chakra
 from testbed.core.trace import load_trace
-from testbed.fabrics.all_kinds import behaviour
+from testbed.fabrics.all_kinds import KINDS, behaviour
 from testbed.fabrics.ina.node_links import ina_window
+from testbed.fabrics.ina.section import InaFabric
 from testbed.model.errors import InputError
-from testbed.model.fabric_kinds import KINDS
 from testbed.model.scenario import Scenario
 from testbed.model.schedule import GpuSchedule, Schedule, Step
 from testbed.oracle.fabrics import dp_allreduce_s
@@ -44,10 +44,11 @@ def collective_schedule(scenario: Scenario) -> Schedule:
     hosts = scenario.fabric.hosts
     assert workload.bytes is not None and workload.collective is not None  # the scenario's validation
     # An ina fabric may carry several jobs of workers_per_job GPUs each, all running at once.
-    per_job = (scenario.fabric.workers_per_job or hosts) if node else hosts
-    if workload.algorithm == "ina":
+    fabric = scenario.fabric
+    per_job = (fabric.workers_per_job or hosts) if isinstance(fabric, InaFabric) else hosts
+    if isinstance(fabric, InaFabric) and workload.algorithm == "ina":
         try:
-            ina_window(scenario.fabric, per_job)  # the node's pool must hold every job's window
+            ina_window(fabric, per_job)  # the node's pool must hold every job's window
         except InputError as error:
             raise InputError(f"{scenario.name}: {error}") from None
     groups = [tuple(range(start, start + per_job)) for start in range(0, hosts, per_job)]

@@ -8,7 +8,7 @@ from __future__ import annotations
 import pytest
 
 from testbed.emulation.run import Runner, prepare
-from testbed.model.scenario import apply_overrides, load_scenario
+from testbed.fabrics.scenario_file import apply_overrides, load_scenario
 
 from ..conftest import ROOT
 from .conftest import assert_faithful, assert_iterations_match_the_oracle, undisturbed_times_s

@@ -11,7 +11,7 @@ import pytest
 
 from testbed.emulation.probes import optical_fabric, probe
 from testbed.emulation.run import Runner, prepare
-from testbed.model.scenario import Fabric, apply_overrides, load_scenario
+from testbed.fabrics.scenario_file import apply_overrides, load_scenario, make_fabric
 
 from ..conftest import ROOT
 
@@ -94,7 +94,7 @@ RING3 = [[0, 1, 0], [0, 0, 1], [1, 0, 0]]
 def test_switches_fail_secure_while_the_controller_is_away(tmp_path, machine_state):
     """With the controller killed, circuits keep carrying traffic and GPUs without a circuit still
     cannot reach each other directly: nothing floods. A restarted controller takes over again."""
-    fabric = Fabric(kind="sip-ocs", hosts=3, gpu_bandwidth_gbps=10, ocs_switches=1)
+    fabric = make_fabric(kind="sip-ocs", hosts=3, gpu_bandwidth_gbps=10, ocs_switches=1)
     with optical_fabric(fabric, 20e6, tmp_path, RING3) as (live, api):
         live.controller.process.kill()
         live.controller.process.wait(timeout=5)
@@ -118,7 +118,7 @@ def test_bad_northbound_requests_are_refused_and_change_nothing(tmp_path, machin
     import urllib.error
     import urllib.request
 
-    fabric = Fabric(kind="sip-ocs", hosts=3, gpu_bandwidth_gbps=10, ocs_switches=1)
+    fabric = make_fabric(kind="sip-ocs", hosts=3, gpu_bandwidth_gbps=10, ocs_switches=1)
     with optical_fabric(fabric, 20e6, tmp_path, RING3) as (live, api):
         assert api.url.startswith("http://127.0.0.1:")
         before = api.plan()

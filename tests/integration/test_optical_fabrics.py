@@ -11,7 +11,7 @@ import pytest
 
 from testbed.core.calibration import load_calibration
 from testbed.emulation.probes import optical_fabric, probe
-from testbed.model.scenario import Fabric
+from testbed.fabrics.scenario_file import make_fabric
 
 from .conftest import assert_iterations_match_the_oracle, assert_monitor_ok, assert_ratio_in_band
 
@@ -21,7 +21,7 @@ RING3 = [[0, 1, 0], [0, 0, 1], [1, 0, 0]]  # 0→1→2→0: one-way circuits aro
 
 
 def test_ocs_without_a_circuit_no_packet_passes_and_a_relay_carries_it(tmp_path, machine_state):
-    fabric = Fabric(kind="sip-ocs", hosts=3, gpu_bandwidth_gbps=10, ocs_switches=1)
+    fabric = make_fabric(kind="sip-ocs", hosts=3, gpu_bandwidth_gbps=10, ocs_switches=1)
     with optical_fabric(fabric, 20e6, tmp_path, RING3) as (live, api):
         assert sorted(map(tuple, api.plan()["circuits"])) == [(0, 0, 1), (0, 1, 2), (0, 2, 0)]
         h1 = live.fabric.host(0)
@@ -38,7 +38,7 @@ def test_ocs_without_a_circuit_no_packet_passes_and_a_relay_carries_it(tmp_path,
 
 
 def test_ocs_reconfiguration_is_dark_for_the_configured_time(tmp_path, machine_state):
-    fabric = Fabric(kind="sip-ocs", hosts=3, gpu_bandwidth_gbps=10, ocs_switches=1)
+    fabric = make_fabric(kind="sip-ocs", hosts=3, gpu_bandwidth_gbps=10, ocs_switches=1)
     dark_us = 150_000  # at dilation 1: 150 ms during which no circuit exists
     s = load_calibration().slowness  # 1 here; a machine s times slower runs the probe s times dilated
     with optical_fabric(fabric, 20e6, tmp_path, RING3, dilation=s) as (live, api):
@@ -73,7 +73,7 @@ def _tcp_rate_bps(live, src: int, dst: int, seconds: float = 3.0) -> float:
 
 
 def test_ring_lightpath_carries_traffic_only_on_its_planned_wavelengths(tmp_path, machine_state):
-    fabric = Fabric(kind="sip-ring", hosts=4, gpu_bandwidth_gbps=100, wavelengths=4, wavelength_gbps=25)
+    fabric = make_fabric(kind="sip-ring", hosts=4, gpu_bandwidth_gbps=100, wavelengths=4, wavelength_gbps=25)
     host_rate = 80e6  # emulated: 20 Mb/s per wavelength
     ring = [(i, (i + 1) % 4, 1) for i in range(4)] + [((i + 1) % 4, i, 1) for i in range(4)]
     traffic = [[0] * 4 for _ in range(4)]
@@ -90,7 +90,7 @@ def test_ring_lightpath_carries_traffic_only_on_its_planned_wavelengths(tmp_path
 
 
 def test_ring_new_lightpath_carries_traffic_after_the_retuning_time(tmp_path, machine_state):
-    fabric = Fabric(kind="sip-ring", hosts=4, gpu_bandwidth_gbps=100, wavelengths=4, wavelength_gbps=25)
+    fabric = make_fabric(kind="sip-ring", hosts=4, gpu_bandwidth_gbps=100, wavelengths=4, wavelength_gbps=25)
     ring = [(i, (i + 1) % 4, 1) for i in range(4)] + [((i + 1) % 4, i, 1) for i in range(4)]
     # Userspace OVS can hold the first packets on a new rule for tens of ms here (up to ~140 ms
     # seen while it revalidates after rule changes): a long dark time keeps that small against it.
@@ -126,7 +126,7 @@ CASES = [("cluster-allreduce", 8), ("ocs-allreduce", 8), ("ocs-allreduce", 16), 
 @pytest.mark.parametrize("name, hosts", CASES)
 def test_ring_allreduce_scenario_matches_the_oracle_on_each_fabric(name, hosts, tmp_path, machine_state):
     from testbed.emulation.run import Runner, prepare
-    from testbed.model.scenario import apply_overrides, load_scenario
+    from testbed.fabrics.scenario_file import apply_overrides, load_scenario
 
     from ..conftest import ROOT
 
@@ -148,13 +148,13 @@ def test_placed_schedule_on_sip_ring_matches_the_schedule_oracle(tmp_path, machi
     A global batch of 8 instead of the scenario's 16: the same placement and steps with half the
     bytes and compute, so the rounds at the dark time's dilation (400) take half the wall time."""
     from testbed.emulation.run import Runner, prepare
-    from testbed.model.scenario import Scenario, load_scenario
+    from testbed.fabrics.scenario_file import load_scenario, parse_scenario
 
     from ..conftest import ROOT
 
     spec = load_scenario(ROOT / "scenarios" / "placed-resnet-ring.yaml").model_dump(exclude_unset=True)
     spec["workload"]["model"]["global_batch"] = 8
-    result = Runner(prepare(Scenario.model_validate(spec)), tmp_path / "run").execute()
+    result = Runner(prepare(parse_scenario(spec)), tmp_path / "run").execute()
     assert result["status"] == "ok", result["error"]
     assert result["sums_correct"]
     assert_ratio_in_band(result, 0)
@@ -169,7 +169,7 @@ def test_multi_shot_ocs_replans_circuits_during_training(tmp_path, machine_state
     get different circuits, every change is dark for its configured time, and no pair the job
     needs is ever left without a path."""
     from testbed.emulation.run import Runner, prepare
-    from testbed.model.scenario import load_scenario
+    from testbed.fabrics.scenario_file import load_scenario
 
     from ..conftest import ROOT
 

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from testbed.emulation.run import Runner, prepare
-from testbed.model.scenario import apply_overrides, load_scenario
+from testbed.fabrics.scenario_file import apply_overrides, load_scenario
 
 from ..conftest import ROOT
 from .conftest import assert_faithful, assert_iterations_match_the_oracle, assert_monitor_ok, assert_ratio_in_band
@@ -93,7 +93,7 @@ def test_sigkilled_run_is_cleaned_by_testbed_clean(tmp_path, machine_state, scra
     ("broadcast", "tree", 5),
 ])
 def test_other_collectives_give_exact_results_over_mininet(tmp_path, machine_state, collective, algorithm, hosts):
-    from testbed.model.scenario import parse_scenario
+    from testbed.fabrics.scenario_file import parse_scenario
 
     scenario = parse_scenario({
         "name": f"it-{collective}", "seed": 7,

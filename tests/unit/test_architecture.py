@@ -50,8 +50,7 @@ def test_kind_behaviour_lives_in_the_kinds_modules():
     and compare no kind names themselves; every registered kind has its module."""
     import re
 
-    from testbed.fabrics.all_kinds import BEHAVIOURS
-    from testbed.model.fabric_kinds import KINDS
+    from testbed.fabrics.all_kinds import BEHAVIOURS, KINDS
 
     assert set(BEHAVIOURS) == set(KINDS)
     for path in ("testbed/fabrics/topology.py", "testbed/oracle/fabrics.py"):

@@ -10,8 +10,8 @@ from hypothesis import strategies as st
 
 from hosts import byteps, ops
 from hosts.transport import InProcessTransport
+from testbed.fabrics.scenario_file import parse_scenario
 from testbed.model.errors import InputError
-from testbed.model.scenario import parse_scenario
 from testbed.network.flow_model import nic_flow_model
 from testbed.oracle.byteps import Instance, simulate_instances
 from testbed.planning.predict import predict, ring_allreduce_time_s

@@ -15,14 +15,14 @@ from hypothesis import strategies as st
 from testbed.core.chakra import chakra_schedule, load_chakra
 from testbed.core.chakra_export import export_chakra
 from testbed.core.chakra_proto import COLLECTIVES, NODE_TYPES, GlobalMetadata, Node, attribute, decode, encode
+from testbed.fabrics.scenario_file import load_scenario, make_fabric
 from testbed.model.errors import InputError
-from testbed.model.scenario import Fabric, load_scenario
 from testbed.oracle.schedule_sim import simulate_schedule
 from testbed.planning.workloads import schedule_for
 
 from ..conftest import ROOT
 
-FLAT = Fabric(kind="elect-flat", hosts=2, gpu_bandwidth_gbps=80, latency_us=1)
+FLAT = make_fabric(kind="elect-flat", hosts=2, gpu_bandwidth_gbps=80, latency_us=1)
 
 
 def node(ident: int, kind: str, deps=(), duration_us: int = 0, **attrs) -> Node:

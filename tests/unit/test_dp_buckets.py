@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 import yaml
 
-from testbed.model.scenario import parse_scenario
+from testbed.fabrics.scenario_file import parse_scenario
 from testbed.oracle.iteration import predict_plan
 from testbed.oracle.schedule_sim import simulate_schedule
 from testbed.placer.buckets import overlapped_finish_s
@@ -54,7 +54,7 @@ def test_overlap_by_hand_in_the_oracle_and_the_schedule(tmp_path, bucket_bytes, 
 
 
 def test_buckets_hold_every_gradient_once():
-    from testbed.model.scenario import load_scenario
+    from testbed.fabrics.scenario_file import load_scenario
 
     from ..conftest import ROOT
 

@@ -8,8 +8,9 @@ from typing import get_args
 
 import pytest
 
-from testbed.model.fabric_kinds import CONTROLLER_APPS, EMULATED_FABRICS, KINDS, ROUTED_FABRICS, FabricKind
-from testbed.model.scenario import Fabric
+from testbed.fabrics.all_kinds import CONTROLLER_APPS, EMULATED_FABRICS, KINDS, ROUTED_FABRICS, SECTIONS, FabricKind
+from testbed.fabrics.scenario_file import make_fabric
+from testbed.model.errors import InputError
 
 
 def test_every_kind_the_scenario_accepts_is_registered_once():
@@ -26,6 +27,6 @@ def test_every_controller_app_named_exists():
 @pytest.mark.parametrize("kind,field,value", [("elect-flat", "wavelengths", 4), ("sip-ring", "cpu_servers", 2),
                                               ("elect-cluster", "estimate_period_us", 100.0)])
 def test_a_field_of_another_kind_is_refused_with_its_owners(kind, field, value):
-    owners = [spec.name for spec in KINDS.values() if field in spec.fields]
-    with pytest.raises(ValueError, match=f"field '{field}' applies only to kind {' or '.join(owners)}, not {kind}"):
-        Fabric(kind=kind, hosts=4, gpu_bandwidth_gbps=100, **{field: value})
+    owners = [name for name, section in SECTIONS.items() if field in section.model_fields]
+    with pytest.raises(InputError, match=f"field '{field}' applies only to kind {' or '.join(owners)}, not {kind}"):
+        make_fabric(kind=kind, hosts=4, gpu_bandwidth_gbps=100, **{field: value})

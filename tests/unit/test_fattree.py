@@ -7,8 +7,10 @@ import pytest
 
 from controller.flat_plan import PRIORITY_ECMP, plan_flat_flows
 from testbed.fabrics.leaf_spine import ecmp_spine
+from testbed.fabrics.scenario_file import apply_overrides, load_scenario, make_fabric
 from testbed.fabrics.topology import build_topology
-from testbed.model.scenario import Fabric, apply_overrides, load_scenario
+from testbed.model.errors import InputError
+from testbed.model.fabric_section import FabricSection
 from testbed.planning.predict import predict_scenario
 
 from ..conftest import ROOT
@@ -16,8 +18,8 @@ from ..conftest import ROOT
 B_EMULATED = 40e6
 
 
-def fabric(oversubscription: float = 4.0, hosts: int = 16) -> Fabric:
-    return Fabric(kind="elect-fattree", hosts=hosts, gpu_bandwidth_gbps=100, leaf_hosts=4, spines=2,
+def fabric(oversubscription: float = 4.0, hosts: int = 16) -> FabricSection:
+    return make_fabric(kind="elect-fattree", hosts=hosts, gpu_bandwidth_gbps=100, leaf_hosts=4, spines=2,
                   oversubscription=oversubscription)
 
 
@@ -60,7 +62,7 @@ def test_ring_allreduce_pays_for_oversubscribed_uplinks(oversubscription, expect
 
 
 def test_a_leaf_size_that_does_not_divide_the_hosts_is_refused():
-    with pytest.raises(ValueError, match=r"leaf_hosts \(4\) must divide hosts \(10\)"):
+    with pytest.raises(InputError, match=r"leaf_hosts \(4\) must divide hosts \(10\)"):
         fabric(hosts=10)
-    with pytest.raises(ValueError, match="field 'spines' applies only to kind elect-fattree"):
-        Fabric(kind="elect-flat", hosts=4, gpu_bandwidth_gbps=100, spines=2)
+    with pytest.raises(InputError, match="field 'spines' applies only to kind elect-fattree"):
+        make_fabric(kind="elect-flat", hosts=4, gpu_bandwidth_gbps=100, spines=2)

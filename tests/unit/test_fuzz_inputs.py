@@ -11,8 +11,8 @@ import yaml
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from testbed.fabrics.scenario_file import parse_scenario
 from testbed.model.errors import InputError
-from testbed.model.scenario import parse_scenario
 from testbed.planning.workloads import schedule_for
 
 from ..conftest import ROOT

@@ -346,7 +346,7 @@ def test_addresses_outside_the_job_cannot_write_its_slots(tmp_path):
 # --- scenario, schedule, topology and oracle of the ina fabric ----------------------------------
 
 def ina_scenario(**changes):
-    from testbed.model.scenario import apply_overrides, load_scenario
+    from testbed.fabrics.scenario_file import apply_overrides, load_scenario
     from tests.conftest import ROOT
 
     return apply_overrides(load_scenario(ROOT / "scenarios" / "ina-two-jobs.yaml"), changes)
@@ -366,8 +366,8 @@ def test_bad_ina_scenarios_are_refused_with_the_fix(changes, words):
 
 
 def test_algorithm_ina_needs_the_ina_fabric():
+    from testbed.fabrics.scenario_file import apply_overrides, load_scenario
     from testbed.model.errors import InputError
-    from testbed.model.scenario import apply_overrides, load_scenario
     from testbed.planning.workloads import schedule_for
     from tests.conftest import ROOT
 
@@ -410,7 +410,7 @@ def test_auto_rate_follows_the_calibrated_node_rate():
     from testbed.core.calibration import DEFAULT_CALIBRATION
     from testbed.emulation.prepare import prepare
     from testbed.fabrics.ina.node_links import max_worker_rate_bps
-    from testbed.model.scenario import apply_overrides, load_scenario
+    from testbed.fabrics.scenario_file import apply_overrides, load_scenario
     from tests.conftest import ROOT
 
     # By hand: 0.45 of 45,000 packets/s sustained, 0.3 of that used: 6,075 packets/s of

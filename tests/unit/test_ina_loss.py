@@ -90,7 +90,7 @@ def test_a_lossy_ina_run_sends_real_packets_and_is_judged_with_its_own_timers():
     the timeouts with the timers' floor of 2 ms of wall time at that dilation; lossless, the closed
     form: 2·α + (C + E) frames, C = ceil(20 MB / 1,440 B) = 13,889 chunks, E = ceil(C / 360) = 39."""
     from testbed.emulation.prepare import prepare
-    from testbed.model.scenario import apply_overrides, load_scenario
+    from testbed.fabrics.scenario_file import apply_overrides, load_scenario
     from testbed.planning.predict import predict
     from testbed.planning.workloads import schedule_for
 

@@ -16,9 +16,10 @@ from os_ken.ofproto import ofproto_v1_3, ofproto_v1_3_parser
 
 from controller import optical_app, optical_plan
 from controller.optical_plan import PlanError
+from testbed.fabrics.scenario_file import apply_overrides, load_scenario, make_fabric
 from testbed.fabrics.topology import build_topology
 from testbed.model.contracts import ControllerConfig, Topology
-from testbed.model.scenario import Fabric, apply_overrides, load_scenario
+from testbed.model.fabric_section import FabricSection
 from testbed.model.schedule import cut_pairs
 from testbed.planning.workloads import schedule_for
 
@@ -104,7 +105,7 @@ def ocs_app(tmp_path, monkeypatch):
     return _app(tmp_path, monkeypatch, scenario.fabric, schedule_for(scenario))
 
 
-def _app(tmp_path, monkeypatch, fabric: Fabric, schedule, byte_scale: float = 1.0):
+def _app(tmp_path, monkeypatch, fabric: FabricSection, schedule, byte_scale: float = 1.0):
     topology = build_topology(fabric, "ab12", 40e6, "user")
     (tmp_path / "topology.json").write_text(Topology(**topology).dumps())
     (tmp_path / "schedule.json").write_text(json.dumps(schedule.to_json()))
@@ -258,7 +259,7 @@ def test_a_request_that_an_earlier_one_carried_out_is_reported_unchanged(ocs_app
     assert not ocs_app.timer.scheduled
 
 
-def _flat_app(tmp_path, monkeypatch, fabric: Fabric):
+def _flat_app(tmp_path, monkeypatch, fabric: FabricSection):
     """The flat fabric's app for `fabric`, with its topology."""
     from controller import flat_app
 
@@ -274,7 +275,8 @@ def _flat_app(tmp_path, monkeypatch, fabric: Fabric):
 
 
 def test_the_flat_app_clears_a_reconnecting_switch_and_is_ready_once_every_switch_confirmed(tmp_path, monkeypatch):
-    fabric = Fabric(kind="elect-cluster", hosts=4, gpu_bandwidth_gbps=100, gpus_per_server=2, server_uplink_gbps=100)
+    fabric = make_fabric(kind="elect-cluster", hosts=4, gpu_bandwidth_gbps=100, gpus_per_server=2,
+                         server_uplink_gbps=100)
     app, topology = _flat_app(tmp_path, monkeypatch, fabric)
     switches = [FakeDatapath(int(s["dpid"])) for s in topology["switches"]]
     assert len(switches) > 1
@@ -297,7 +299,7 @@ def test_the_flat_app_clears_a_reconnecting_switch_and_is_ready_once_every_switc
 def test_a_switch_is_programmed_when_our_handler_runs_before_os_kens_sets_its_id(tmp_path, monkeypatch):
     """os-ken sets `datapath.id` from the features reply in its own thread; under a slow CPU the
     app's handler ran first, saw None and ignored the switch, and the fabric never became ready."""
-    fabric = Fabric(kind="elect-flat", hosts=2, gpu_bandwidth_gbps=100)
+    fabric = make_fabric(kind="elect-flat", hosts=2, gpu_bandwidth_gbps=100)
     app, topology = _flat_app(tmp_path, monkeypatch, fabric)
     dpid = int(topology["switches"][0]["dpid"])
     dp = FakeDatapath(dpid)

@@ -10,18 +10,20 @@ from hypothesis import strategies as st
 from controller import reconfig
 from controller.northbound import BadRequest, parse_links
 from controller.optical_plan import PlanError, hold, render, validate
+from testbed.fabrics.scenario_file import make_fabric
 from testbed.fabrics.topology import build_topology
-from testbed.model.scenario import Fabric
 from testbed.model.schedule import cut_pairs
 from testbed.oracle.fabrics import forwarding_load_factor
 
 
 def ocs(n=4, q=2):
-    return build_topology(Fabric(kind="sip-ocs", hosts=n, gpu_bandwidth_gbps=100, ocs_switches=q), "ab12", 40e6, "user")
+    fabric = make_fabric(kind="sip-ocs", hosts=n, gpu_bandwidth_gbps=100, ocs_switches=q)
+    return build_topology(fabric, "ab12", 40e6, "user")
 
 
 def ring(n=6, w=4):
-    return build_topology(Fabric(kind="sip-ring", hosts=n, gpu_bandwidth_gbps=100, wavelengths=w), "ab12", 40e6, "user")
+    fabric = make_fabric(kind="sip-ring", hosts=n, gpu_bandwidth_gbps=100, wavelengths=w)
+    return build_topology(fabric, "ab12", 40e6, "user")
 
 
 def test_circuits_are_port_to_port_rules_and_hosts_relay_the_rest():
@@ -147,10 +149,11 @@ def test_northbound_bodies_are_checked_before_anything_changes():
 
 def test_forwarding_load_counts_relays_and_switch_crossings():
     ring8 = {(i, (i + 1) % 8): 1.0 for i in range(8)}
-    assert forwarding_load_factor(Fabric(kind="elect-flat", hosts=8, gpu_bandwidth_gbps=1), ring8) == 1.0
-    ocs_factor = forwarding_load_factor(Fabric(kind="sip-ocs", hosts=8, gpu_bandwidth_gbps=1, ocs_switches=4), ring8)
+    assert forwarding_load_factor(make_fabric(kind="elect-flat", hosts=8, gpu_bandwidth_gbps=1), ring8) == 1.0
+    ocs = make_fabric(kind="sip-ocs", hosts=8, gpu_bandwidth_gbps=1, ocs_switches=4)
+    ocs_factor = forwarding_load_factor(ocs, ring8)
     assert ocs_factor == pytest.approx((1 + 0.5 * 7) / 1.5)
-    cluster = Fabric(kind="elect-cluster", hosts=8, gpu_bandwidth_gbps=1, gpus_per_server=4)
+    cluster = make_fabric(kind="elect-cluster", hosts=8, gpu_bandwidth_gbps=1, gpus_per_server=4)
     assert forwarding_load_factor(cluster, ring8) == pytest.approx((6 + 2 * 3) / 8)
 
 
@@ -268,7 +271,7 @@ def test_multi_shot_circuits_keep_every_recurring_pair_reachable():
     from controller.policy import plan_for
 
     topo = ocs(4, 3)
-    fabric = Fabric(kind="sip-ocs", hosts=4, gpu_bandwidth_gbps=100, ocs_switches=3, multi_shot=True)
+    fabric = make_fabric(kind="sip-ocs", hosts=4, gpu_bandwidth_gbps=100, ocs_switches=3, multi_shot=True)
     recurring = ((0, 1), (1, 0), (2, 3), (3, 2), (0, 2), (2, 0), (1, 3), (3, 1))
     mp_phase = {(0, 1): 5e6, (1, 0): 5e6, (2, 3): 5e6, (3, 2): 5e6}  # the last period saw no DP traffic
     rendering = render(topo, plan_for(topo, fabric, mp_phase, recurring))
@@ -282,7 +285,8 @@ def test_a_ring_re_plan_retunes_only_when_it_gains_more_than_the_dark_time():
     # 3 wavelengths (one stays with the counter-clockwise neighbour): 8 Mbit / 75 Gb/s = 106.7 µs.
     # In force, GPU 0 sends to 1 on 2 (160 µs): 53.3 µs to gain, worth a 25 µs retune, not a 100 µs one.
     topo = ring(6, 4)
-    fabric = Fabric(kind="sip-ring", hosts=6, gpu_bandwidth_gbps=100, wavelengths=4, wavelength_gbps=25, neighbors=2)
+    fabric = make_fabric(kind="sip-ring", hosts=6, gpu_bandwidth_gbps=100, wavelengths=4, wavelength_gbps=25,
+                         neighbors=2)
     ring_pairs = tuple((i, (i + 1) % 6) for i in range(6))
     traffic = {pair: 1e6 for pair in ring_pairs}
     fresh = plan_for(topo, fabric, traffic, ring_pairs)

@@ -10,7 +10,7 @@ from testbed.core.calibration import Calibration
 from testbed.core.dilation import MIN_MESSAGE_BYTES, resolve_emulation
 from testbed.core.shaping import htb_commands, line_rate_bps
 from testbed.emulation.prepare import min_dilation_for, prepare
-from testbed.model.scenario import parse_scenario
+from testbed.fabrics.scenario_file import parse_scenario
 from testbed.model.units import Dilation
 from testbed.planning.predict import predict, ring_allreduce_time_s
 from testbed.planning.workloads import schedule_for

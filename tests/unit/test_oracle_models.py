@@ -3,9 +3,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from testbed.fabrics.ps.behaviour import byteps_bytes_per_machine
+from testbed.fabrics.scenario_file import make_fabric
 from testbed.fabrics.sip_ocs.circuits import plan_circuits, replan_circuits
 from testbed.fabrics.sip_ring.wavelengths import plan_wavelengths, segments
-from testbed.model.scenario import Fabric
 from testbed.network.flows import Flow, completion_times, max_min_rates
 from testbed.oracle.fabrics import dp_allreduce_s, mp_flow_model
 from testbed.oracle.iteration import dp_ring_bytes, predict_plan
@@ -26,7 +26,7 @@ def test_max_min_fairness():
 def test_pure_dp_on_elect_flat_is_compute_plus_ring_allreduce():
     # Without gradient buckets the all-reduce follows the backward pass: compute + ring.
     plan = make_plan(MODELS["resnet50"](), device("v100"), 1, 8, 256, None, bucket_bytes=0)
-    fabric = Fabric(kind="elect-flat", hosts=8, gpu_bandwidth_gbps=100, latency_us=2)
+    fabric = make_fabric(kind="elect-flat", hosts=8, gpu_bandwidth_gbps=100, latency_us=2)
     prediction = predict_plan(plan, fabric)
     compute = prediction.breakdown.compute_s
     ring = ring_allreduce_time_s(8, plan.grad_bytes[0], 100e9, 2e-6)
@@ -34,7 +34,7 @@ def test_pure_dp_on_elect_flat_is_compute_plus_ring_allreduce():
     # In 25 MB buckets most of it hides behind the backward pass, never more than all of it.
     overlapped = predict_plan(make_plan(MODELS["resnet50"](), device("v100"), 1, 8, 256, None), fabric)
     assert max(compute, ring) < overlapped.iteration_time_s < compute + ring
-    assert dp_allreduce_s(Fabric(kind="ps", hosts=8, gpu_bandwidth_gbps=100, cpu_servers=0), 1, 8, 1e8) == \
+    assert dp_allreduce_s(make_fabric(kind="ps", hosts=8, gpu_bandwidth_gbps=100, cpu_servers=0), 1, 8, 1e8) == \
         pytest.approx(ring_allreduce_time_s(8, 1e8, 100e9, 1e-6))
 
 
@@ -126,7 +126,7 @@ def test_wavelengths_respect_segments_reach_and_interfaces(nodes, waves, reach, 
 
 
 def test_schedule_simulation_agrees_with_the_formulas_and_the_plan_oracle():
-    from testbed.model.scenario import parse_scenario
+    from testbed.fabrics.scenario_file import parse_scenario
     from testbed.oracle.schedule_sim import simulate_schedule
     from testbed.placer.emit import plan_schedule
     from testbed.planning.workloads import schedule_for
@@ -137,7 +137,7 @@ def test_schedule_simulation_agrees_with_the_formulas_and_the_plan_oracle():
     simulated = simulate_schedule(schedule_for(scenario).to_json(), scenario.fabric)
     assert simulated.iteration_time_s == pytest.approx(ring_allreduce_time_s(8, 1e8, 100e9, 5e-6))
     plan = make_plan(MODELS["transformer"](), device("v100"), 4, 2, 16, 3)
-    fabric = Fabric(kind="sip-ocs", hosts=8, gpu_bandwidth_gbps=1000, ocs_switches=3)
+    fabric = make_fabric(kind="sip-ocs", hosts=8, gpu_bandwidth_gbps=1000, ocs_switches=3)
     by_schedule = simulate_schedule(plan_schedule(plan, "x", 1).to_json(), fabric).iteration_time_s
     by_plan = predict_plan(plan, fabric).iteration_time_s
     assert by_schedule == pytest.approx(by_plan, rel=0.15)
@@ -146,10 +146,10 @@ def test_schedule_simulation_agrees_with_the_formulas_and_the_plan_oracle():
 @pytest.mark.parametrize("model, k", [("transformer", 4), ("resnet50", 8)])
 def test_optical_fabrics_never_beat_elect_flat_at_the_same_bandwidth(model, k):
     plan = make_plan(MODELS[model](), device("v100"), k, 2, 32, 16)
-    flat = predict_plan(plan, Fabric(kind="elect-flat", hosts=2 * k, gpu_bandwidth_gbps=400))
-    ring = predict_plan(plan, Fabric(kind="sip-ring", hosts=2 * k, gpu_bandwidth_gbps=400, wavelengths=16,
+    flat = predict_plan(plan, make_fabric(kind="elect-flat", hosts=2 * k, gpu_bandwidth_gbps=400))
+    ring = predict_plan(plan, make_fabric(kind="sip-ring", hosts=2 * k, gpu_bandwidth_gbps=400, wavelengths=16,
                                      reconfig_us=25))
-    ocs = predict_plan(plan, Fabric(kind="sip-ocs", hosts=2 * k, gpu_bandwidth_gbps=400, ocs_switches=16))
+    ocs = predict_plan(plan, make_fabric(kind="sip-ocs", hosts=2 * k, gpu_bandwidth_gbps=400, ocs_switches=16))
     assert ring.iteration_time_s >= flat.iteration_time_s * (1 - 0.02)  # 2%: max-min freeze tolerance
     assert ocs.iteration_time_s >= flat.iteration_time_s * (1 - 0.02)
     assert ring.breakdown.reconfiguration_s >= 0
@@ -165,14 +165,14 @@ def test_collectives_in_a_schedule_run_at_what_their_ring_gets_on_the_plan():
     steps = [g["steps"] for g in schedule["gpus"]]
     traffic = {(i, j): float(b) for i, row in enumerate(schedule["traffic_matrix_bytes"])
                for j, b in enumerate(row) if b}
-    flat = Fabric(kind="elect-flat", hosts=8, gpu_bandwidth_gbps=100)
+    flat = make_fabric(kind="elect-flat", hosts=8, gpu_bandwidth_gbps=100)
     rates = collective_rates_bps(steps, mp_flow_model(flat, 8, 1, traffic))
     assert {group for _, group in rates} == {(0, 2, 4, 6), (1, 3, 5, 7)}  # the DP rings' gradient buckets
     assert all(ident.startswith("dp-bucket") for ident, _ in rates)
     assert all(r == pytest.approx(100e9) for r in rates.values())  # one flow out of and into each NIC
     # SiP-Ring: GPU g's DP successor g+2 is no ring neighbour; its lightpath gets the wavelengths
     # the ring's own links leave (each GPU keeps one to each neighbour), so less than B.
-    ring = Fabric(kind="sip-ring", hosts=8, gpu_bandwidth_gbps=100, wavelengths=4, wavelength_gbps=25)
+    ring = make_fabric(kind="sip-ring", hosts=8, gpu_bandwidth_gbps=100, wavelengths=4, wavelength_gbps=25)
     model = mp_flow_model(ring, 8, 1, traffic)
     rates = collective_rates_bps(steps, model)
     lightpath = min(model.capacity_bps[("lightpath", g, (g + 2) % 8)] for g in range(8))
@@ -195,7 +195,7 @@ def test_byteps_dp_all_reduce_shares_the_cpu_machines_among_the_mp_ranks():
     """n = 4 DP ranks, 2 CPU machines, 100 MB at 100 Gb/s, α = 5 µs. With k = 1 each machine
     carries 1.2·M: 6α + 9.6 ms. With k = 2 MP ranks, two all-reduces share the CPU machines, as if
     each had one: 24/18·M, 6α + 10.667 ms. Never below M/B = 8 ms."""
-    fabric = Fabric(kind="ps", hosts=8, gpu_bandwidth_gbps=100, latency_us=5, cpu_servers=2)
+    fabric = make_fabric(kind="ps", hosts=8, gpu_bandwidth_gbps=100, latency_us=5, cpu_servers=2)
     assert dp_allreduce_s(fabric, 1, 4, 100e6) == pytest.approx(30e-6 + 9.6e-3)
     assert dp_allreduce_s(fabric, 2, 4, 100e6) == pytest.approx(30e-6 + 8e-3 * 24 / 18)
     assert dp_allreduce_s(fabric.model_copy(update={"cpu_servers": 16}), 1, 4, 100e6) == pytest.approx(30e-6 + 8e-3)
@@ -215,7 +215,7 @@ def test_sip_ocs_plans_fit_every_gpus_ports_with_its_dp_ring(switches):
     """The Transformer at k = 8, l = 2: MP circuits into a GPU plus its counterpart's DP circuit
     never exceed its Q receive ports, nor MP out plus DP out its Q transmit ports."""
     plan = make_plan(MODELS["transformer"](), device("v100"), 8, 2, 32, switches)
-    fabric = Fabric(kind="sip-ocs", hosts=16, gpu_bandwidth_gbps=400, ocs_switches=switches)
+    fabric = make_fabric(kind="sip-ocs", hosts=16, gpu_bandwidth_gbps=400, ocs_switches=switches)
     model = mp_flow_model(fabric, plan.k, plan.l, plan.mp_traffic, dp_ring_bytes(plan))
     link = 400e9 / switches
     assert model.dp_rate_bps and model.dp_rate_bps >= link
@@ -255,7 +255,7 @@ def test_more_dark_time_never_shortens_an_iteration(kind, options):
     plan = make_plan(MODELS["transformer"](), device("v100"), 8, 2, 32, 4)
     times, dark = [], []
     for reconfig in (0, 25, 250, 500, 1000):
-        fabric = Fabric(kind=kind, hosts=16, gpu_bandwidth_gbps=400, reconfig_us=reconfig, **options)
+        fabric = make_fabric(kind=kind, hosts=16, gpu_bandwidth_gbps=400, reconfig_us=reconfig, **options)
         prediction = predict_plan(plan, fabric)
         times.append(prediction.iteration_time_s)
         dark.append(prediction.breakdown.reconfiguration_s)
@@ -268,7 +268,8 @@ def test_more_dark_time_never_shortens_an_iteration(kind, options):
 def test_one_shot_sip_ocs_ignores_the_reconfiguration_time_and_multi_shot_pays_it():
     plan = make_plan(MODELS["transformer"](), device("v100"), 8, 2, 32, 4)
     def predicted(**options):
-        return predict_plan(plan, Fabric(kind="sip-ocs", hosts=16, gpu_bandwidth_gbps=400, ocs_switches=3, **options))
+        fabric = make_fabric(kind="sip-ocs", hosts=16, gpu_bandwidth_gbps=400, ocs_switches=3, **options)
+        return predict_plan(plan, fabric)
     one_shot = predicted(reconfig_us=10)
     assert predicted(reconfig_us=10_000).iteration_time_s == one_shot.iteration_time_s
     assert one_shot.breakdown.reconfiguration_s == 0
@@ -285,7 +286,7 @@ def test_sip_ring_pure_dp_ring_gets_what_the_collective_path_and_controller_give
     By hand: 2(n-1)·α + 2(n-1)/n·M/(0.75·B) with n = 8, M = 100 MB, B = 100 Gb/s, α = 5 µs."""
     from testbed.planning.predict import _ring_on_fabric
 
-    fabric = Fabric(kind="sip-ring", hosts=8, gpu_bandwidth_gbps=100, wavelengths=4, latency_us=5)
+    fabric = make_fabric(kind="sip-ring", hosts=8, gpu_bandwidth_gbps=100, wavelengths=4, latency_us=5)
     by_hand = 2 * 7 * 5e-6 + 2 * 7 / 8 * 100e6 * 8 / (0.75 * 100e9)
     assert dp_allreduce_s(fabric, 1, 8, 100e6) == pytest.approx(by_hand, rel=1e-9)
     collective = _ring_on_fabric("allreduce", 8, 100e6, fabric, {}).iteration_time_s
@@ -295,7 +296,7 @@ def test_sip_ring_pure_dp_ring_gets_what_the_collective_path_and_controller_give
 def test_an_mp_group_on_sip_ring_is_a_block_of_the_ring_not_a_ring_of_its_own():
     """GPUs 0..3 of 4 groups on a 16-GPU ring with reach 1: GPU 3 to GPU 0 is 3 hops back through
     GPUs 2 and 1 (a lightpath per hop); only a job alone on the ring has them as neighbours."""
-    fabric = Fabric(kind="sip-ring", hosts=16, gpu_bandwidth_gbps=100, wavelengths=4, neighbors=1)
+    fabric = make_fabric(kind="sip-ring", hosts=16, gpu_bandwidth_gbps=100, wavelengths=4, neighbors=1)
     traffic = {(3, 0): 1e6, (0, 1): 1e6}
     alone = mp_flow_model(fabric, 4, 1, traffic)
     assert alone.resources(3, 0) == (("lightpath", 3, 0),)

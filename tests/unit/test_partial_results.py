@@ -12,8 +12,8 @@ from hosts.data import digest
 from hosts.timing import compute_timing
 from testbed.emulation import results
 from testbed.emulation.prepare import prepare
+from testbed.fabrics.scenario_file import apply_overrides, load_scenario
 from testbed.interface import cli
-from testbed.model.scenario import apply_overrides, load_scenario
 
 from ..conftest import ROOT
 

@@ -14,8 +14,8 @@ from testbed.core.calibration import DEFAULT_CALIBRATION
 from testbed.emulation.loopback import LoopbackBackend
 from testbed.emulation.prepare import prepare
 from testbed.emulation.run import Runner
+from testbed.fabrics.scenario_file import parse_scenario
 from testbed.model.errors import RunFailed
-from testbed.model.scenario import parse_scenario
 
 HOSTS = 4
 

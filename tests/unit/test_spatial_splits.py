@@ -3,7 +3,7 @@ Expected values are worked out by hand from the layer shapes, not taken from the
 
 import pytest
 
-from testbed.model.scenario import parse_scenario
+from testbed.fabrics.scenario_file import parse_scenario
 from testbed.placer.balance import GRADIENT_SUM, balance, inputs_of
 from testbed.placer.emit import plan_schedule
 from testbed.placer.plan import make_plan, verify

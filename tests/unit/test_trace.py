@@ -11,8 +11,8 @@ import sys
 import pytest
 
 from testbed.core.trace import schedule_from_json
+from testbed.fabrics.scenario_file import load_scenario
 from testbed.model.errors import InputError
-from testbed.model.scenario import load_scenario
 from testbed.planning.predict import predict_scenario
 
 from ..conftest import ROOT
@@ -79,7 +79,7 @@ def test_predict_checks_a_given_schedule_like_a_trace(tmp_path):
 
 @pytest.mark.parametrize("algorithm", ["ring", "tree", "halving-doubling"])
 def test_a_traces_collectives_are_in_its_traffic_matrix_and_predict_on_circuits(algorithm):
-    from testbed.model.scenario import apply_overrides
+    from testbed.fabrics.scenario_file import apply_overrides
     from testbed.oracle.schedule_sim import simulate_schedule
 
     step = {"id": "ar", "kind": "collective", "op": "allreduce", "algorithm": algorithm, "group": [0, 1, 2, 3],

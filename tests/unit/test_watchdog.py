@@ -11,7 +11,7 @@ import sys
 import time
 
 from testbed.core.watchdog import Progress, connect_timeout_s, describe_stall, stall_bound_s, start_up_bound_s
-from testbed.model.scenario import apply_overrides, load_scenario
+from testbed.fabrics.scenario_file import apply_overrides, load_scenario
 from testbed.planning.workloads import schedule_for
 
 from ..conftest import ROOT

@@ -8,14 +8,14 @@ from typing import Any
 
 import testbed.fabrics.leaf_spine as leaf_spine
 from testbed.fabrics.base import TopologyBuilder
-from testbed.model.scenario import Fabric
+from testbed.fabrics.elect_cluster.section import ElectClusterFabric
 
 
-def tiers(fabric: Fabric) -> leaf_spine.TwoTier:
+def tiers(fabric: ElectClusterFabric) -> leaf_spine.TwoTier:
     return leaf_spine.TwoTier(fabric.gpus_per_server, fabric.server_uplink_gbps / fabric.gpu_bandwidth_gbps, 1)
 
 
-def build(fabric: Fabric, builder: TopologyBuilder) -> dict[str, Any]:
+def build(fabric: ElectClusterFabric, builder: TopologyBuilder) -> dict[str, Any]:
     uplink_bps = leaf_spine.build_two_tier(builder, fabric.hosts, tiers(fabric), ("core", "server"))
     return {"cluster": {"gpus_per_server": fabric.gpus_per_server,
                         "servers": math.ceil(fabric.hosts / fabric.gpus_per_server), "uplink_rate_bps": uplink_bps}}

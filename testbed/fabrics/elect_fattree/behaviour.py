@@ -7,14 +7,14 @@ from typing import Any
 
 import testbed.fabrics.leaf_spine as leaf_spine
 from testbed.fabrics.base import TopologyBuilder
-from testbed.model.scenario import Fabric
+from testbed.fabrics.elect_fattree.section import ElectFattreeFabric
 
 
-def tiers(fabric: Fabric) -> leaf_spine.TwoTier:
+def tiers(fabric: ElectFattreeFabric) -> leaf_spine.TwoTier:
     return leaf_spine.TwoTier(fabric.leaf_hosts, fabric.leaf_hosts / fabric.oversubscription, fabric.spines)
 
 
-def build(fabric: Fabric, builder: TopologyBuilder) -> dict[str, Any]:
+def build(fabric: ElectFattreeFabric, builder: TopologyBuilder) -> dict[str, Any]:
     uplink_bps = leaf_spine.build_two_tier(builder, fabric.hosts, tiers(fabric), ("spine", "leaf"))
     return {"fattree": {"leaf_hosts": fabric.leaf_hosts, "leaves": fabric.hosts // fabric.leaf_hosts,
                         "spines": fabric.spines, "oversubscription": fabric.oversubscription,

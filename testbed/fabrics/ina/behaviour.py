@@ -7,12 +7,12 @@ from typing import Any
 
 from testbed.core.shaping import line_rate_bps
 from testbed.fabrics.base import FabricBehaviour, TopologyBuilder, host_mac
-from testbed.model.scenario import Fabric
+from testbed.fabrics.ina.section import InaFabric
 from testbed.model.units import gbps_to_bps, transfer_time_s, us_to_s
 from testbed.network.flow_model import FlowModel, Traffic, nic_flow_model
 
 
-def build(fabric: Fabric, builder: TopologyBuilder) -> dict[str, Any]:
+def build(fabric: InaFabric, builder: TopologyBuilder) -> dict[str, Any]:
     n, rate = fabric.hosts, builder.host_rate_bps
     node: dict[str, Any] = {"name": f"h{n + 1}", "interfaces": [], "role": "aggregator"}
     for rank in range(n):
@@ -29,11 +29,11 @@ def build(fabric: Fabric, builder: TopologyBuilder) -> dict[str, Any]:
     return {"ina": {"node": node["name"], "node_rank": n}}
 
 
-def flow_model(fabric: Fabric, k: int, l: int, traffic: Traffic, dp_bytes: float) -> FlowModel:
+def flow_model(fabric: InaFabric, k: int, l: int, traffic: Traffic, dp_bytes: float) -> FlowModel:
     return nic_flow_model(gbps_to_bps(fabric.gpu_bandwidth_gbps), k)
 
 
-def dp_allreduce_s(fabric: Fabric, k: int, l: int, grad_bytes: float, planned_rate_bps: float | None) -> float:
+def dp_allreduce_s(fabric: InaFabric, k: int, l: int, grad_bytes: float, planned_rate_bps: float | None) -> float:
     # One round: each worker sends M to the node and receives the sum.
     return us_to_s(fabric.latency_us) + transfer_time_s(grad_bytes, gbps_to_bps(fabric.gpu_bandwidth_gbps))
 

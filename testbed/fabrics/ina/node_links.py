@@ -17,9 +17,9 @@ from testbed.core.shaping import (
     offload_command,
 )
 from testbed.fabrics.ina.loss import InaProtocol, lossy_allreduce_s
+from testbed.fabrics.ina.section import InaFabric
 from testbed.fabrics.ina.shared_slots import SharedPool, shared_allreduce_s
 from testbed.model.errors import InputError
-from testbed.model.scenario import Fabric
 from testbed.model.units import bytes_to_bits, transfer_time_s
 from testbed.network.collectives import ina_packets
 from testbed.shared.ina_rules import (
@@ -101,7 +101,7 @@ def max_worker_rate_bps(workers: int, measured_packets_per_s: float) -> float:
             / workers)
 
 
-def ina_window(fabric: Fabric, workers_per_job: int) -> tuple[int, int]:
+def ina_window(fabric: InaFabric, workers_per_job: int) -> tuple[int, int]:
     """(the node's pool of slots, each job's window of outstanding chunks)."""
     jobs = fabric.hosts // workers_per_job
     pool = fabric.slots or DEFAULT_POOL_SLOTS
@@ -122,7 +122,7 @@ def frame_s(rate_bps: float) -> float:
     return bytes_to_bits(FRAME_BYTES) * TCP_PAYLOAD_BYTES / (MTU_FRAME_BYTES * rate_bps)
 
 
-def shared_slots(fabric: Fabric, workers_per_job: int, size_bytes: float, rate_bps: float,
+def shared_slots(fabric: InaFabric, workers_per_job: int, size_bytes: float, rate_bps: float,
                  latency_s: float) -> tuple[float, float]:
     """(time, share of chunks summed by end hosts) of every job's INA all-reduce at once on shared
     slots, simulated (testbed/fabrics/ina/shared_slots.py): collisions depend on how long slots stay held,
@@ -145,7 +145,7 @@ def _simulated_shared(jobs: int, workers: int, window: int, pool_slots: int, fra
     return 2 * latency_s + (time_s - 2 * latency_s) * scale, collided
 
 
-def ina_settings(fabric: Fabric, workers_per_job: int, host_rate_bps: float, aggregation_bps: float | None,
+def ina_settings(fabric: InaFabric, workers_per_job: int, host_rate_bps: float, aggregation_bps: float | None,
                  seed: int, run_dir: str, measured_packets_per_s: float) -> tuple[dict[str, Any], dict[str, Any]]:
     """(node config, the agents' `ina` config) for an ina fabric at the emulated host rate, on a
     machine whose node program answered `measured_packets_per_s` in calibration."""
@@ -182,7 +182,7 @@ class InaRunTiming:
         return cls(byte_scale, MIN_RTO_S / dilation)
 
 
-def lossy_ina_time_s(fabric: Fabric, workers: int, size_bytes: float, rate_bps: float, latency_s: float,
+def lossy_ina_time_s(fabric: InaFabric, workers: int, size_bytes: float, rate_bps: float, latency_s: float,
                      seed: int, timing: InaRunTiming) -> tuple[float, int]:
     """(time, retransmissions) of one INA all-reduce with the fabric's loss, simulated with the
     workers' window and timeout rules (testbed/fabrics/ina/loss.py) at the timing `timing` gives."""

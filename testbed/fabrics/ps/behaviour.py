@@ -6,18 +6,18 @@ from __future__ import annotations
 from typing import Any
 
 from testbed.fabrics.base import FabricBehaviour, TopologyBuilder
-from testbed.model.scenario import Fabric
+from testbed.fabrics.ps.section import PsFabric
 from testbed.model.units import gbps_to_bps, transfer_time_s, us_to_s
 from testbed.network.flow_model import FlowModel, Traffic, nic_flow_model
 
 
-def build(fabric: Fabric, builder: TopologyBuilder) -> dict[str, Any]:
+def build(fabric: PsFabric, builder: TopologyBuilder) -> dict[str, Any]:
     # The CPU machines are the ranks after the GPUs (role "cpu").
     builder.one_switch("flat", fabric.hosts + fabric.cpu_servers)
     return {}
 
 
-def flow_model(fabric: Fabric, k: int, l: int, traffic: Traffic, dp_bytes: float) -> FlowModel:
+def flow_model(fabric: PsFabric, k: int, l: int, traffic: Traffic, dp_bytes: float) -> FlowModel:
     return nic_flow_model(gbps_to_bps(fabric.gpu_bandwidth_gbps), k)
 
 
@@ -35,7 +35,7 @@ def byteps_bytes_per_machine(n: int, cpus: float, size_bytes: float) -> float:
     return 2 * n * (n - 1) * size_bytes / (n * n + cpus * n - 2 * cpus)
 
 
-def dp_allreduce_s(fabric: Fabric, k: int, l: int, grad_bytes: float, planned_rate_bps: float | None) -> float:
+def dp_allreduce_s(fabric: PsFabric, k: int, l: int, grad_bytes: float, planned_rate_bps: float | None) -> float:
     # The k MP ranks' DP all-reduces run at once and share the same CPU machines.
     per_machine = byteps_bytes_per_machine(l, fabric.cpu_servers / k, grad_bytes)
     rate_bps = gbps_to_bps(fabric.gpu_bandwidth_gbps)

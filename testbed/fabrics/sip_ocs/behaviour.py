@@ -8,18 +8,18 @@ from typing import Any
 
 from testbed.fabrics.base import TopologyBuilder, relayed
 from testbed.fabrics.sip_ocs.circuits import CircuitPlan, plan_circuits, replan_circuits
-from testbed.model.scenario import Fabric
+from testbed.fabrics.sip_ocs.section import SipOcsFabric
 from testbed.model.units import gbps_to_bps, us_to_s
 from testbed.network.flow_model import FlowModel, Traffic, relay_paths, ring_allreduce_s
 
 DEFAULT_OCS_SWITCHES = 16
 
 
-def ocs_switches(fabric: Fabric) -> int:
+def ocs_switches(fabric: SipOcsFabric) -> int:
     return fabric.ocs_switches or DEFAULT_OCS_SWITCHES
 
 
-def build(fabric: Fabric, builder: TopologyBuilder) -> dict[str, Any]:
+def build(fabric: SipOcsFabric, builder: TopologyBuilder) -> dict[str, Any]:
     q = ocs_switches(fabric)
     ocs = [builder.add_switch("ocs", fabric.hosts) for _ in range(q)]
     per_circuit = builder.host_rate_bps / q
@@ -29,7 +29,7 @@ def build(fabric: Fabric, builder: TopologyBuilder) -> dict[str, Any]:
     return {"ocs": {"switches": q, "circuit_rate_bps": per_circuit}}
 
 
-def flow_model(fabric: Fabric, k: int, l: int, traffic: Traffic, dp_bytes: float) -> FlowModel:
+def flow_model(fabric: SipOcsFabric, k: int, l: int, traffic: Traffic, dp_bytes: float) -> FlowModel:
     # The one-shot plan covers the DP ring too, in proportion to its share of the iteration's
     # bytes; its circuits out to and in from the counterparts take each GPU's own ports.
     rings = {g: dp_bytes for g in range(k)} if l > 1 and dp_bytes > 0 else None
@@ -44,7 +44,7 @@ def multi_shot_demand(traffic: Traffic, recurring: tuple[tuple[int, int], ...]) 
     return {**{pair: floor for pair in recurring}, **traffic}
 
 
-def replan(fabric: Fabric, k: int, l: int, traffic: Traffic, recurring: tuple[tuple[int, int], ...],
+def replan(fabric: SipOcsFabric, k: int, l: int, traffic: Traffic, recurring: tuple[tuple[int, int], ...],
            current: FlowModel | None = None, dark_s: float = 0.0) -> FlowModel:
     """The circuits a multi-shot controller sets for a period's measured traffic, from the plan in
     force (`current`): it retunes only for a gain larger than the `dark_s` a retune costs, as the
@@ -59,7 +59,7 @@ def replan(fabric: Fabric, k: int, l: int, traffic: Traffic, recurring: tuple[tu
     return _plan_flow_model(k, demand, replan_circuits(demand, k, switches, link, held, dark_s), link)
 
 
-def _circuit_model(fabric: Fabric, k: int, l: int, traffic: Traffic, rings: dict[int, float] | None) -> FlowModel:
+def _circuit_model(fabric: SipOcsFabric, k: int, l: int, traffic: Traffic, rings: dict[int, float] | None) -> FlowModel:
     switches = ocs_switches(fabric)
     link = gbps_to_bps(fabric.gpu_bandwidth_gbps) / switches
     plan = plan_circuits(traffic, k, switches, link, ring_demand=rings)
@@ -82,7 +82,7 @@ def _plan_flow_model(k: int, traffic: Traffic, plan: CircuitPlan, link: float) -
     return model
 
 
-def dp_allreduce_s(fabric: Fabric, k: int, l: int, grad_bytes: float, planned_rate_bps: float | None) -> float:
+def dp_allreduce_s(fabric: SipOcsFabric, k: int, l: int, grad_bytes: float, planned_rate_bps: float | None) -> float:
     B = gbps_to_bps(fabric.gpu_bandwidth_gbps)
     rate = planned_rate_bps if planned_rate_bps is not None else B / ocs_switches(fabric)
     return ring_allreduce_s(l, grad_bytes, rate, us_to_s(fabric.latency_us))

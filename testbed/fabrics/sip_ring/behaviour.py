@@ -9,14 +9,14 @@ from collections.abc import Iterable
 from typing import Any
 
 from testbed.fabrics.base import TopologyBuilder, relayed
+from testbed.fabrics.sip_ring.section import SipRingFabric
 from testbed.fabrics.sip_ring.wavelengths import WavelengthPlan, plan_wavelengths
-from testbed.model.scenario import Fabric
 from testbed.model.units import gbps_to_bps, us_to_s
 from testbed.network.flow_model import FlowModel, Traffic, relay_paths, ring_allreduce_s
 from testbed.network.link_planner import worth_retuning
 
 
-def build(fabric: Fabric, builder: TopologyBuilder) -> dict[str, Any]:
+def build(fabric: SipRingFabric, builder: TopologyBuilder) -> dict[str, Any]:
     assert fabric.wavelengths is not None  # a sip-ring fabric's validation requires it
     builder.one_switch("ring", fabric.hosts)
     return {"ring": {"wavelengths": fabric.wavelengths,
@@ -24,7 +24,8 @@ def build(fabric: Fabric, builder: TopologyBuilder) -> dict[str, Any]:
                      "reach": fabric.neighbors}}
 
 
-def ring_plan(fabric: Fabric, k: int, traffic: Traffic, keep: tuple[tuple[int, int], ...] = ()) -> WavelengthPlan:
+def ring_plan(fabric: SipRingFabric, k: int, traffic: Traffic,
+              keep: tuple[tuple[int, int], ...] = ()) -> WavelengthPlan:
     """The controller's wavelength plan for an estimated traffic matrix: the ring stays connected
     and the job's recurring lightpaths (`keep`) keep a wavelength; the estimate shares the rest."""
     assert fabric.wavelengths is not None
@@ -32,7 +33,7 @@ def ring_plan(fabric: Fabric, k: int, traffic: Traffic, keep: tuple[tuple[int, i
                             keep_ring=True, keep=keep)
 
 
-def ring_nodes(fabric: Fabric, k: int, l: int) -> int:
+def ring_nodes(fabric: SipRingFabric, k: int, l: int) -> int:
     """The ring the oracle plans one MP group's k GPUs on. With l > 1 groups, each is a block of k
     consecutive GPUs on the ring of k·l (counterparts are k apart), so its first and last GPUs are
     k - 1 hops apart, not neighbours: the block gets `reach` GPUs of margin on each side, beyond
@@ -42,7 +43,7 @@ def ring_nodes(fabric: Fabric, k: int, l: int) -> int:
     return min(k * l, k + 2 * fabric.neighbors + 1)
 
 
-def kept_pairs(fabric: Fabric, k: int, l: int, nodes: int,
+def kept_pairs(fabric: SipRingFabric, k: int, l: int, nodes: int,
                pairs: Iterable[tuple[int, int]]) -> tuple[tuple[int, int], ...]:
     """The job's recurring pairs that keep a lightpath through every re-plan, as the controller
     keeps them: the group's MP pairs and, within reach, its DP ring's (to the next group's
@@ -54,7 +55,7 @@ def kept_pairs(fabric: Fabric, k: int, l: int, nodes: int,
     return tuple(sorted(kept))
 
 
-def ring_flow_model(fabric: Fabric, k: int, plan: WavelengthPlan) -> FlowModel:
+def ring_flow_model(fabric: SipRingFabric, k: int, plan: WavelengthPlan) -> FlowModel:
     """Lightpaths as resources (k: the ring's GPUs); pairs without one relay hop by hop."""
     wave_bps = gbps_to_bps(fabric.wavelength_gbps)
     caps, links = {}, {}
@@ -68,12 +69,12 @@ def ring_flow_model(fabric: Fabric, k: int, plan: WavelengthPlan) -> FlowModel:
     return model
 
 
-def flow_model(fabric: Fabric, k: int, l: int, traffic: Traffic, dp_bytes: float) -> FlowModel:
+def flow_model(fabric: SipRingFabric, k: int, l: int, traffic: Traffic, dp_bytes: float) -> FlowModel:
     # The iteration's own pairs are the ones it keeps: the plan of the whole iteration's traffic.
     return replan(fabric, k, l, traffic, tuple(traffic))
 
 
-def dp_allreduce_s(fabric: Fabric, k: int, l: int, grad_bytes: float, planned_rate_bps: float | None) -> float:
+def dp_allreduce_s(fabric: SipRingFabric, k: int, l: int, grad_bytes: float, planned_rate_bps: float | None) -> float:
     B = gbps_to_bps(fabric.gpu_bandwidth_gbps)
     assert fabric.wavelengths is not None  # a sip-ring fabric's validation requires it
     if k == 1 and fabric.wavelengths >= 2:
@@ -87,7 +88,7 @@ def dp_allreduce_s(fabric: Fabric, k: int, l: int, grad_bytes: float, planned_ra
     return ring_allreduce_s(l, grad_bytes, rate, us_to_s(fabric.latency_us))
 
 
-def retuned_ring_plan(fabric: Fabric, nodes: int, traffic: Traffic, keep: tuple[tuple[int, int], ...],
+def retuned_ring_plan(fabric: SipRingFabric, nodes: int, traffic: Traffic, keep: tuple[tuple[int, int], ...],
                       held: dict[tuple[int, int], int] | None, dark_s: float) -> WavelengthPlan | None:
     """The wavelength plan for a period's measured traffic, or None where the plan in force
     (`held`: wavelengths per pair) stays because retuning would not gain its `dark_s`."""
@@ -98,7 +99,7 @@ def retuned_ring_plan(fabric: Fabric, nodes: int, traffic: Traffic, keep: tuple[
     return plan if worth_retuning(traffic, held, fresh, gbps_to_bps(fabric.wavelength_gbps), dark_s) else None
 
 
-def replan(fabric: Fabric, k: int, l: int, traffic: Traffic, recurring: tuple[tuple[int, int], ...],
+def replan(fabric: SipRingFabric, k: int, l: int, traffic: Traffic, recurring: tuple[tuple[int, int], ...],
            current: FlowModel | None = None, dark_s: float = 0.0) -> FlowModel:
     """The lightpaths the controller tunes for a period's measured traffic, from the plan in force
     (`current`): it retunes only when worth the `dark_s` a retune costs, as the controller does."""

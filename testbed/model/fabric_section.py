@@ -1,0 +1,66 @@
+"""What every fabric kind's scenario section has in common: the base model each kind's section
+(testbed/fabrics/<kind>/section.py) extends with its own fields, and the KindSpec it declares,
+which the runner, the Mininet shim and the controller's launcher read instead of kind names."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import ClassVar, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+
+class Strict(BaseModel):
+    """Scenario models: unknown keys are errors, values are frozen once validated."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True, strict=False)
+
+
+@dataclass(frozen=True)
+class KindSpec:
+    """A kind's place in the emulation: whether `testbed run` emulates it, which os-ken app programs
+    it, and how hosts and the controller treat it."""
+
+    description: str
+    emulated: bool = True  # `testbed run` builds it in Mininet (else the oracle alone answers)
+    controller_app: str | None = "controller.flat_app"  # None: no switch, so no controller
+    routed: bool = False  # hosts route over the fabric's current lightpaths or circuits
+    reconfigurable: bool = False  # the controller changes it during a run (northbound API, dark time)
+    # GPUs reach one another through an aggregation node program the run starts beside the agents;
+    # packets are dropped by that node (its own loss), not by a switch.
+    aggregation_node: bool = False
+    cpu_machines: bool = False  # ranks after the GPUs are CPU machines (cpu_servers) that sum for BytePS
+    # What the controller sets and the northbound API takes: circuits `(switch, src, dst)` or
+    # lightpaths `(src, dst) -> wavelengths`; None for fabrics whose links never change.
+    link_state: Literal["circuits", "lightpaths"] | None = None
+    multipath: bool = False  # several equal-cost switch paths: the controller hashes flows over them (ECMP)
+    # GPUs sit in servers of `gpus_per_server` on a fast local switch: collectives that use CPU
+    # machines (BytePS) sum within a server first.
+    servers: bool = False
+    parameter_server: bool = False  # BytePS and classic PS all-reduce run on it (switched any-to-any)
+    non_blocking: bool = False  # one switch with B per GPU each way: the closed-form costs hold exactly
+
+
+class FabricSection(Strict):
+    """The scenario's `fabric` section: these fields for every kind, each kind's own beside them."""
+
+    kind: str
+    hosts: int = Field(ge=2, le=1024)  # emulated GPUs (N)
+    gpu_bandwidth_gbps: float = Field(gt=0)  # per-GPU bandwidth B, each direction
+    latency_us: float = Field(default=1.0, ge=0)  # per-message latency (alpha)
+
+    spec: ClassVar[KindSpec]
+
+    def loses_packets(self) -> bool:
+        """Whether the fabric itself drops packets on purpose (INA's injected loss)."""
+        return False
+
+
+COMMON_FIELDS = tuple(FabricSection.model_fields)
+
+
+class ReconfigurableSection(FabricSection):
+    """A section of a kind whose controller changes its links during a run (circuits, lightpaths)."""
+
+    reconfig_us: float | None = Field(default=None, ge=0)  # dark time of one change (unset: the kind's)
+    estimate_period_us: float = Field(default=100.0, gt=0)  # how often the controller re-plans
