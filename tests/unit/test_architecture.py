@@ -57,3 +57,15 @@ def test_kind_behaviour_lives_in_the_kinds_modules():
         text = (ROOT / path).read_text()
         found = re.findall(r"kind\s*(?:==|!=|in)\s*[\"'(]", text)
         assert not found, f"{path} branches on the fabric kind: {found}"
+
+
+def test_the_pure_layers_load_no_agent_scapy_mininet_or_os_ken():
+    """Importing the oracle, placer, fabrics and planning (what `predict` needs) loads none of the
+    agents' socket-opening modules, nor scapy, Mininet or os-ken."""
+    code = ("import sys, testbed.planning.predict, testbed.planning.search, testbed.oracle.schedule_sim, "
+            "testbed.placer.plan, testbed.fabrics.all_kinds, testbed.fabrics.scenario_file; "
+            "print(sorted(m for m in sys.modules if m.split('.')[0] in ('hosts', 'controller', 'scapy', 'mininet', "
+            "'os_ken')))")
+    out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert out.stdout.strip() == "[]", out.stdout
