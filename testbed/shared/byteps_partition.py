@@ -4,9 +4,10 @@ chunks hashed to summation services on GPU and CPU machines. Pure; the host agen
 
 from __future__ import annotations
 
-import itertools
 import math
 from dataclasses import dataclass
+
+from testbed.shared.collective_plans import chunk_bounds  # noqa: F401 (a chunk's elements, as every split cuts them)
 
 MAX_CHUNK_BYTES = 4_000_000  # real-world bytes (BytePS splits tensors into chunks of at most 4 MB)
 CHUNKS_PER_BUCKET = 10  # what keeps the push/sum pipeline's fill and drain under ~10% of the transfer
@@ -64,12 +65,6 @@ def push_window(owners: list[int]) -> int:
     different services, so each service gets its share of every worker's link (services with more
     buckets come up more often), and no connection runs ahead of the others."""
     return max(1, len(set(owners)))
-
-
-def chunk_bounds(elements: int, chunks: int) -> list[tuple[int, int]]:
-    sizes = [elements // chunks + (1 if i < elements % chunks else 0) for i in range(chunks)]
-    edges = [0, *itertools.accumulate(sizes)]
-    return list(zip(edges[:-1], edges[1:]))
 
 
 def transfers(n: int, k: int, classic: bool, chunks: int) -> list[tuple[int, int, int]]:
