@@ -16,7 +16,6 @@ from hosts.transport import Transport
 from testbed.shared.byteps_partition import (  # noqa: F401 (BytePS's names, shared with the oracle)
     MAX_CHUNK_BYTES,
     PartitionError,
-    chunk_bounds,
     chunk_count,
     chunk_owners,
     node_loads,
@@ -24,6 +23,7 @@ from testbed.shared.byteps_partition import (  # noqa: F401 (BytePS's names, sha
     service_buckets,
     transfers,
 )
+from testbed.shared.collective_plans import chunk_bounds
 
 PULL_TAG_OFFSET = 0x8000  # push of chunk c carries tag base + c, its sum comes back as base + 0x8000 + c
 WAIT_TIMEOUT_S = 600.0

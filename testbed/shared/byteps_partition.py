@@ -7,8 +7,6 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from testbed.shared.collective_plans import chunk_bounds  # noqa: F401 (a chunk's elements, as every split cuts them)
-
 MAX_CHUNK_BYTES = 4_000_000  # real-world bytes (BytePS splits tensors into chunks of at most 4 MB)
 CHUNKS_PER_BUCKET = 10  # what keeps the push/sum pipeline's fill and drain under ~10% of the transfer
 MIN_CHUNK_BYTES = 128_000  # below this, per-message latency and overhead outweigh finer pipelining
