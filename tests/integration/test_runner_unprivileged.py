@@ -22,6 +22,10 @@ def test_the_loopback_runner_tests_pass_as_nobody():
     if os.geteuid() != 0 or shutil.which("runuser") is None:
         pytest.skip("needs root to switch to an unprivileged user")
     nobody = pwd.getpwnam("nobody")
+    readable = subprocess.run(["runuser", "-u", "nobody", "--", "test", "-x", sys.executable, "-a", "-r",
+                               str(ROOT / "tests" / "unit" / "test_runner_loopback.py")], timeout=30)
+    if readable.returncode != 0:  # e.g. a clone inside a directory only root may enter (mktemp -d)
+        pytest.skip(f"user nobody cannot read this checkout ({ROOT}) or run {sys.executable}")
     home = Path(tempfile.mkdtemp(prefix="testbed-nobody-"))  # pytest's own tmp_path is root's alone
     try:
         os.chown(home, nobody.pw_uid, nobody.pw_gid)
