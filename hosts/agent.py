@@ -175,7 +175,8 @@ class Agent:
     def _step(self, index: int, iteration: int, round_: int, transport: TcpTransport,
               inputs: dict[int, np.ndarray | None], posted: list[SendHandle] | None = None) -> dict | None:
         """One step; a collective's outcome. A send is posted onto `posted` (in order), or waited
-        for until the kernel has it all (in a DAG, where later steps may depend on it)."""
+        for until it is delivered (in a DAG, where later steps may depend on it): the peer's transport
+        drains every connection eagerly, so delivery never waits for the matching receive."""
         step = self.steps[index]
         kind = step["kind"]
         began = time.monotonic()

@@ -94,7 +94,7 @@ class InProcessTransport:
     def __init__(self, rank: int, mailboxes: dict[tuple[int, int], queue.Queue]) -> None:
         self.rank = rank
         self._mailboxes = mailboxes
-        self._stash: dict[tuple[int, int], np.ndarray] = {}
+        self._stash: dict[int, list[tuple[int, np.ndarray]]] = {}  # by peer, in arrival order
 
     @staticmethod
     def mesh(ranks: int) -> list["InProcessTransport"]:
@@ -111,10 +111,10 @@ class InProcessTransport:
 
     def recv_into(self, peer: int, tag: int, out: np.ndarray) -> None:
         """Like TcpTransport.recv_into: messages may be asked for in another order than sent."""
-        while (peer, tag) not in self._stash:
-            got_tag, payload = self._mailboxes[(peer, self.rank)].get(timeout=30)
-            self._stash[(peer, got_tag)] = payload
-        payload = self._stash.pop((peer, tag))
+        early = self._stash.setdefault(peer, [])
+        while not any(got == tag for got, _ in early):
+            early.append(self._mailboxes[(peer, self.rank)].get(timeout=30))
+        payload = early.pop(next(i for i, (got, _) in enumerate(early) if got == tag))[1]
         if payload.nbytes != out.nbytes:
             raise TransportError(f"rank {self.rank} expected tag {tag} ({out.nbytes} B) from {peer}, "
                                  f"got {payload.nbytes} B")
@@ -122,9 +122,9 @@ class InProcessTransport:
 
     def recv_any(self, peer: int) -> tuple[int, np.ndarray]:
         """The next message from `peer`, whatever its tag, as bytes (one caller per peer)."""
-        for key in list(self._stash):
-            if key[0] == peer:
-                return key[1], _as_bytes(self._stash.pop(key))
+        if self._stash.get(peer):
+            tag, payload = self._stash[peer].pop(0)
+            return tag, _as_bytes(payload)
         tag, payload = self._mailboxes[(peer, self.rank)].get(timeout=30)
         return tag, _as_bytes(payload)
 
@@ -141,6 +141,50 @@ def _recv_exact(sock: socket.socket, view: memoryview) -> None:
         view = view[got:]
 
 
+class _Posted:
+    """A receive waiting for its message: the buffer it reads into, and how it ended."""
+
+    def __init__(self, out: np.ndarray | None) -> None:
+        self.out = out
+        self.tag: int | None = None
+        self.payload: np.ndarray | None = None  # a recv_any's message
+        self.error: BaseException | None = None
+        self.done = threading.Event()
+
+
+class _Inbox:
+    """The messages from one peer that arrived before their receive, in arrival order, and the
+    receives posted before their message: the eager protocol's two queues (as in MPI and NCCL).
+    A reader thread per peer drains its socket whatever the receiver is doing, so a send never
+    waits for its receive to be posted."""
+
+    def __init__(self) -> None:
+        self.arrived: list[tuple[int, np.ndarray]] = []
+        self.posted: dict[int, list[_Posted]] = {}
+        self.any_posted: list[_Posted] = []
+        self.error: BaseException | None = None
+
+    def take_posted(self, tag: int) -> _Posted | None:
+        waiting = self.posted.get(tag)
+        if waiting:
+            return waiting.pop(0)
+        return self.any_posted.pop(0) if self.any_posted else None
+
+    def take_arrived(self, tag: int | None) -> tuple[int, np.ndarray] | None:
+        for index, (got, payload) in enumerate(self.arrived):
+            if tag is None or got == tag:
+                return self.arrived.pop(index)
+        return None
+
+    def fail(self, error: BaseException) -> None:
+        self.error = error
+        for posted in [p for waiting in self.posted.values() for p in waiting] + self.any_posted:
+            posted.error = error
+            posted.done.set()
+        self.posted.clear()
+        self.any_posted.clear()
+
+
 class TcpTransport:
     """One TCP connection per ordered pair of ranks, opened on first use; alpha applied per message."""
 
@@ -153,14 +197,10 @@ class TcpTransport:
         self.connect_timeout_s = connect_timeout_s
         self.board = WaitBoard()
         self._incoming: dict[int, socket.socket] = {}
-        self._incoming_ready = threading.Condition()
+        self._inboxes: dict[int, _Inbox] = {}
+        self._inbox_lock = threading.Lock()  # guards _incoming and every inbox
         self._senders: dict[int, tuple[socket.socket, queue.Queue]] = {}
         self._senders_lock = threading.Lock()  # services send from several reader threads
-        self._stash: dict[tuple[int, int], np.ndarray] = {}
-        # Receives may run in several threads at once (DAG schedules): one of them at a time reads
-        # a peer's socket, a message at a time, and stashes what is another's.
-        self._reading: set[int] = set()
-        self._stashed = threading.Condition()
         self._listener = socket.create_server((addresses[rank], port), backlog=len(addresses) + 4)
         self._closed = False
         threading.Thread(target=self._accept_loop, daemon=True).start()
@@ -175,9 +215,61 @@ class TcpTransport:
             hello = bytearray(HELLO.size)
             _recv_exact(conn, memoryview(hello))
             (peer,) = HELLO.unpack(hello)
-            with self._incoming_ready:
+            with self._inbox_lock:
                 self._incoming[peer] = conn
-                self._incoming_ready.notify_all()
+            threading.Thread(target=self._read_loop, args=(peer, conn), daemon=True,
+                             name=f"from rank {peer}").start()
+
+    def _inbox(self, peer: int) -> _Inbox:
+        """`peer`'s inbox (call with _inbox_lock held)."""
+        return self._inboxes.setdefault(peer, _Inbox())
+
+    def _read_loop(self, peer: int, sock: socket.socket) -> None:
+        """Drain `peer`'s connection as messages arrive: into the buffer of a receive already
+        posted for it, else into memory until its receive comes."""
+        header = bytearray(HEADER.size)
+        try:
+            while True:
+                _recv_exact(sock, memoryview(header))
+                tag, size, confirm = HEADER.unpack(header)
+                with self._inbox_lock:
+                    posted = self._inbox(peer).take_posted(tag)
+                if posted is not None and posted.out is not None and posted.out.nbytes == size:
+                    _recv_exact(sock, posted.out.data.cast("B"))  # the common case: no copy
+                    payload = None
+                else:
+                    payload = np.empty(size, dtype=np.uint8)
+                    _recv_exact(sock, payload.data)
+                if confirm:
+                    sock.sendall(ACK)
+                if posted is None:
+                    with self._inbox_lock:  # a receive may have been posted while it was read
+                        posted = self._inbox(peer).take_posted(tag)
+                        if posted is None:
+                            assert payload is not None  # nothing was posted, so it was read into memory
+                            self._inbox(peer).arrived.append((tag, payload))
+                            continue
+                self._complete(posted, peer, tag, payload)
+        except (OSError, TransportError) as error:
+            with self._inbox_lock:
+                self._inbox(peer).fail(error if not self._closed else TransportError("transport closed"))
+
+    def _complete(self, posted: _Posted, peer: int, tag: int, payload: np.ndarray | None) -> None:
+        posted.tag = tag
+        if posted.out is None:
+            posted.payload = payload
+        elif payload is not None:
+            try:
+                self._copy(peer, tag, payload, posted.out)
+            except TransportError as error:
+                posted.error = error
+        posted.done.set()
+
+    def _copy(self, peer: int, tag: int, payload: np.ndarray, out: np.ndarray) -> None:
+        if payload.nbytes != out.nbytes:
+            raise TransportError(f"rank {self.rank}: message {tag} from rank {peer} has {payload.nbytes} B, "
+                                 f"expected {out.nbytes} B")
+        out.data.cast("B")[:] = payload.data
 
     def _connect(self, peer: int) -> socket.socket:
         with self.board.waiting("connection", peer):
@@ -235,86 +327,56 @@ class TcpTransport:
         self._sender(peer).put((tag, np.ascontiguousarray(payload), confirm, handle))
         return handle
 
-    def _incoming_from(self, peer: int) -> socket.socket:
-        deadline = time.monotonic() + self.connect_timeout_s
-        with self._incoming_ready:
-            while peer not in self._incoming:
-                if not self._incoming_ready.wait(timeout=max(0.0, deadline - time.monotonic())):
-                    raise TransportError(f"rank {self.rank} heard nothing from rank {peer}")
-            return self._incoming[peer]
-
     def recv_into(self, peer: int, tag: int, out: np.ndarray) -> None:
-        """Receive message `tag` from `peer` into `out`, whatever order the peer sent it in: other
-        messages that arrive first are kept until their own receive asks for them (a schedule
-        orders sends and receives independently on each GPU). The expected message is read
-        straight into `out`."""
+        """Receive message `tag` from `peer` into `out`, whatever order the peer sent it in: a
+        message that arrived first waits in memory for its receive (a schedule orders sends and
+        receives independently on each GPU), and a receive posted first is read into directly."""
+        with self._inbox_lock:
+            inbox = self._inbox(peer)
+            arrived = inbox.take_arrived(tag)
+            if arrived is None:
+                if inbox.error is not None:
+                    raise TransportError(f"rank {self.rank}: no message {tag} from rank {peer}: {inbox.error}")
+                posted = _Posted(out)
+                inbox.posted.setdefault(tag, []).append(posted)
+        if arrived is not None:
+            self._copy(peer, tag, arrived[1], out)
+            return
         with self.board.waiting("receive", peer, tag):
-            self._recv_into(peer, tag, out)
-
-    def _recv_into(self, peer: int, tag: int, out: np.ndarray) -> None:
-        key = (peer, tag)
-        while True:
-            with self._stashed:
-                while key not in self._stash and peer in self._reading:
-                    self._stashed.wait()
-                if key in self._stash:
-                    payload = self._stash.pop(key)
-                    break
-                self._reading.add(peer)
-            try:
-                if self._read_one(peer, tag, out):
-                    return
-            finally:
-                with self._stashed:
-                    self._reading.discard(peer)
-                    self._stashed.notify_all()
-        if payload.nbytes != out.nbytes:
-            raise TransportError(f"rank {self.rank}: message {tag} from rank {peer} has {payload.nbytes} B, "
-                                 f"expected {out.nbytes} B")
-        out.data.cast("B")[:] = payload.data
-
-    def _read_one(self, peer: int, tag: int, out: np.ndarray) -> bool:
-        """Read `peer`'s next message: into `out` if it is `tag` (True), else into the stash."""
-        sock = self._incoming_from(peer)
-        header = bytearray(HEADER.size)
-        _recv_exact(sock, memoryview(header))
-        got_tag, size, confirm = HEADER.unpack(header)
-        if got_tag == tag:
-            if size != out.nbytes:
-                raise TransportError(f"rank {self.rank} expected tag {tag} ({out.nbytes} B) from rank {peer}, "
-                                     f"got {size} B")
-            _recv_exact(sock, out.data.cast("B"))
-            if confirm:
-                sock.sendall(ACK)
-            return True
-        payload = np.empty(size, dtype=np.uint8)
-        _recv_exact(sock, payload.data)
-        if confirm:
-            sock.sendall(ACK)
-        with self._stashed:
-            self._stash[(peer, got_tag)] = payload
-        return False
+            self._wait(peer, posted)
 
     def recv_any(self, peer: int) -> tuple[int, np.ndarray]:
         """The next message from `peer`, whatever its tag, as bytes: for readers that dispatch on
         the tag themselves (one reader per peer at a time)."""
-        with self._stashed:
-            for key in list(self._stash):
-                if key[0] == peer:
-                    return key[1], self._stash.pop(key)
+        with self._inbox_lock:
+            inbox = self._inbox(peer)
+            arrived = inbox.take_arrived(None)
+            if arrived is None:
+                if inbox.error is not None:
+                    raise TransportError(f"rank {self.rank}: nothing more from rank {peer}: {inbox.error}")
+                posted = _Posted(None)
+                inbox.any_posted.append(posted)
+        if arrived is not None:
+            return arrived
         with self.board.waiting("receive", peer):
-            return self._recv_next(peer)
+            self._wait(peer, posted)
+        assert posted.tag is not None and posted.payload is not None
+        return posted.tag, posted.payload
 
-    def _recv_next(self, peer: int) -> tuple[int, np.ndarray]:
-        sock = self._incoming_from(peer)
-        header = bytearray(HEADER.size)
-        _recv_exact(sock, memoryview(header))
-        tag, size, confirm = HEADER.unpack(header)
-        payload = np.empty(size, dtype=np.uint8)
-        _recv_exact(sock, payload.data)
-        if confirm:
-            sock.sendall(ACK)
-        return tag, payload
+    def _wait(self, peer: int, posted: _Posted) -> None:
+        """Until `posted` has its message; an error if the peer never connects or its connection fails."""
+        deadline = time.monotonic() + self.connect_timeout_s
+        while not posted.done.wait(0.5):
+            with self._inbox_lock:
+                if peer not in self._incoming and time.monotonic() > deadline and not posted.done.is_set():
+                    inbox = self._inbox(peer)
+                    for waiting in [*inbox.posted.values(), inbox.any_posted]:
+                        if posted in waiting:
+                            waiting.remove(posted)
+                    raise TransportError(f"rank {self.rank} heard nothing from rank {peer}")
+        if posted.error is not None:
+            raise TransportError(f"rank {self.rank}: receive from rank {peer} failed: {posted.error}") \
+                from posted.error
 
     def close(self) -> None:
         self._closed = True

@@ -82,7 +82,7 @@ def _wait_phrase(report: dict[str, Any]) -> str:
     if not waits:
         return f"rank {report['rank']} is in {where}, waiting on no peer"
     longest = max(waits, key=lambda w: w.get("for_s", 0.0))
-    verb = {"receive": "to receive from", "send completion": "for its send to be taken by",
+    verb = {"receive": "to receive from", "send completion": "for its send to be delivered to",
             "connection": "to connect to"}.get(longest["what"], f"for {longest['what']} with")
     return f"rank {report['rank']} waits in {where} {verb} rank {longest['peer']} ({longest.get('for_s', 0):.0f} s)"
 

@@ -1,0 +1,68 @@
+"""The transport's eager protocol over real sockets on loopback: a send completes once its bytes
+are delivered, whether or not the receiver has posted its receive yet (as in ASTRA-sim and NCCL),
+so every rank may send before it receives."""
+
+import socket
+import threading
+
+import numpy as np
+import pytest
+
+from hosts.transport import TcpTransport, TransportError
+
+BIG = 16 * 1024 * 1024  # far beyond the kernel's socket buffers: a rendezvous send would block
+
+
+def _mesh(ranks):
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    addresses = [f"127.0.0.{r + 1}" for r in range(ranks)]
+    return [TcpTransport(r, addresses, port, connect_timeout_s=10) for r in range(ranks)]
+
+
+def test_every_rank_sends_to_its_successor_before_receiving():
+    ranks = 4
+    transports = _mesh(ranks)
+    try:
+        # Each rank's send completes with no receive posted anywhere.
+        handles = [t.send((t.rank + 1) % ranks, 7, np.full(BIG, t.rank, dtype=np.uint8)) for t in transports]
+        for handle in handles:
+            handle.wait(30)
+        for t in transports:
+            out = np.zeros(BIG, dtype=np.uint8)
+            t.recv_into((t.rank - 1) % ranks, 7, out)
+            assert (out == (t.rank - 1) % ranks).all()
+    finally:
+        for t in transports:
+            t.close()
+
+
+def test_repeated_tags_match_in_order_and_posted_receives_read_in_place():
+    a, b = _mesh(2)
+    try:
+        got = [np.zeros(1000, dtype=np.uint8) for _ in range(3)]
+        early = threading.Thread(target=b.recv_into, args=(0, 3, got[0]))
+        early.start()  # posted before anything is sent
+        for value in (1, 2, 3):
+            a.send(1, 3, np.full(1000, value, dtype=np.uint8)).wait(10)
+        early.join(10)
+        b.recv_into(0, 3, got[1])
+        b.recv_into(0, 3, got[2])
+        assert [int(g[0]) for g in got] == [1, 2, 3] and all((g == g[0]).all() for g in got)
+        tag, payload = (a.send(1, 9, np.arange(10, dtype=np.uint8)).wait(10), b.recv_any(0))[1]
+        assert tag == 9 and payload.tolist() == list(range(10))
+    finally:
+        a.close()
+        b.close()
+
+
+def test_a_size_mismatch_is_an_error_not_a_hang():
+    a, b = _mesh(2)
+    try:
+        a.send(1, 4, np.zeros(100, dtype=np.uint8)).wait(10)
+        with pytest.raises(TransportError, match="100 B, expected 50 B"):
+            b.recv_into(0, 4, np.zeros(50, dtype=np.uint8))
+    finally:
+        a.close()
+        b.close()
