@@ -331,35 +331,34 @@ class TcpTransport:
         """Receive message `tag` from `peer` into `out`, whatever order the peer sent it in: a
         message that arrived first waits in memory for its receive (a schedule orders sends and
         receives independently on each GPU), and a receive posted first is read into directly."""
-        with self._inbox_lock:
-            inbox = self._inbox(peer)
-            arrived = inbox.take_arrived(tag)
-            if arrived is None:
-                if inbox.error is not None:
-                    raise TransportError(f"rank {self.rank}: no message {tag} from rank {peer}: {inbox.error}")
-                posted = _Posted(out)
-                inbox.posted.setdefault(tag, []).append(posted)
-        if arrived is not None:
-            self._copy(peer, tag, arrived[1], out)
-            return
-        with self.board.waiting("receive", peer, tag):
-            self._wait(peer, posted)
+        got = self._receive(peer, tag, out)
+        if got is not None:
+            self._copy(peer, tag, got[1], out)
 
     def recv_any(self, peer: int) -> tuple[int, np.ndarray]:
         """The next message from `peer`, whatever its tag, as bytes: for readers that dispatch on
         the tag themselves (one reader per peer at a time)."""
+        got = self._receive(peer, None, None)
+        assert got is not None
+        return got
+
+    def _receive(self, peer: int, tag: int | None, out: np.ndarray | None) -> tuple[int, np.ndarray] | None:
+        """The message (`tag`, or the next of any tag) if it already arrived; else post a receive
+        (into `out` if given) and wait for it, returning what a recv_any gets (None: it is in `out`)."""
         with self._inbox_lock:
             inbox = self._inbox(peer)
-            arrived = inbox.take_arrived(None)
-            if arrived is None:
-                if inbox.error is not None:
-                    raise TransportError(f"rank {self.rank}: nothing more from rank {peer}: {inbox.error}")
-                posted = _Posted(None)
-                inbox.any_posted.append(posted)
-        if arrived is not None:
-            return arrived
-        with self.board.waiting("receive", peer):
+            arrived = inbox.take_arrived(tag)
+            if arrived is not None:
+                return arrived
+            if inbox.error is not None:
+                raise TransportError(f"rank {self.rank}: no message {'' if tag is None else tag} from rank {peer}: "
+                                     f"{inbox.error}")
+            posted = _Posted(out)
+            (inbox.any_posted if tag is None else inbox.posted.setdefault(tag, [])).append(posted)
+        with self.board.waiting("receive", peer, tag):
             self._wait(peer, posted)
+        if out is not None:
+            return None
         assert posted.tag is not None and posted.payload is not None
         return posted.tag, posted.payload
 
