@@ -11,7 +11,7 @@ import numpy as np
 
 from hosts.transport import Transport
 from testbed.shared import collective_plans as plans
-from testbed.shared.collective_plans import Exchange
+from testbed.shared.collective_plans import ELEMENT_BYTES, Exchange
 
 SEND_TIMEOUT_S = 600.0
 
@@ -128,6 +128,51 @@ def tree_reduce(transport: Transport, group: list[int], data: np.ndarray, root: 
 def tree_allreduce(transport: Transport, group: list[int], data: np.ndarray, tag_base: int = 0,
                    clock=time.monotonic) -> list[StepRecord]:
     return _run(plans.tree_allreduce, transport, group, data, tag_base, clock, confirm=True)
+
+
+def execute_at_once(transport: Transport, group: list[int], plan: list[Exchange], data: np.ndarray,
+                    tag_base: int = 0, clock=time.monotonic) -> list[StepRecord]:
+    """Run a plan whose exchanges are independent (plans.CONCURRENT): every send is issued first,
+    then the receives are taken in order as they arrive, then the sends are waited for. Each
+    record spans from the start to when its own message was done."""
+    start = clock()
+    sends = [(e, transport.send(group[e.send_to], tag_base + e.step, data[e.send[0]:e.send[1]], confirm=True))
+             for e in plan if e.send_to is not None and e.send is not None]
+    records = []
+    for e in plan:
+        if e.recv_from is not None and e.recv is not None:
+            transport.recv_into(group[e.recv_from], tag_base + e.step, data[e.recv[0]:e.recv[1]])
+            records.append(StepRecord(e.phase, e.step, None, group[e.recv_from], 0, start, clock(),
+                                      ELEMENT_BYTES * (e.recv[1] - e.recv[0])))
+    for e, handle in sends:
+        handle.wait(SEND_TIMEOUT_S)
+        assert e.send_to is not None and e.send is not None
+        records.append(StepRecord(e.phase, e.step, group[e.send_to], None, ELEMENT_BYTES * (e.send[1] - e.send[0]),
+                                  start, clock()))
+    return records
+
+
+def tree_reduce_to_root(transport: Transport, group: list[int], data: np.ndarray, tag_base: int = 0,
+                        clock=time.monotonic) -> tuple[np.ndarray, list[StepRecord]]:
+    """Binomial-tree reduce to group[0]: the root ends with the sum; every other rank keeps its
+    own input untouched (the tree adds into a working copy)."""
+    work = data.copy()
+    records = tree_reduce(transport, group, work, root=0, tag_base=tag_base, clock=clock)
+    return (work if group.index(transport.rank) == 0 else data), records
+
+
+def direct_gather(transport: Transport, group: list[int], data: np.ndarray, tag_base: int = 0,
+                  clock=time.monotonic) -> list[StepRecord]:
+    """Every rank's own chunk of `data` to group[0], into the same chunk of the root's buffer."""
+    plan = plans.direct_gather(group.index(transport.rank), len(group), data.size)
+    return execute_at_once(transport, group, plan, data, tag_base, clock)
+
+
+def direct_scatter(transport: Transport, group: list[int], data: np.ndarray, tag_base: int = 0,
+                   clock=time.monotonic) -> list[StepRecord]:
+    """Chunk r of group[0]'s `data` to rank r, into the same chunk of its buffer."""
+    plan = plans.direct_scatter(group.index(transport.rank), len(group), data.size)
+    return execute_at_once(transport, group, plan, data, tag_base, clock)
 
 
 def alltoall(transport: Transport, group: list[int], send: np.ndarray, recv: np.ndarray, tag_base: int = 0,

@@ -20,7 +20,7 @@ from testbed.shared.collective_plans import (  # noqa: F401 (what the agents run
 
 def make_input(op: str, seed: int, iteration: int, pos: int, ranks: int, elements: int) -> np.ndarray:
     data = gradient(seed, iteration, pos, elements)
-    if op == "allgather":  # a rank contributes its own chunk; the rest is filled by the others
+    if op in ("allgather", "gather"):  # a rank contributes its own chunk; the rest is filled by the others
         own = chunk_bounds(elements, ranks)[pos]
         mine = np.zeros(elements, dtype=np.float32)
         mine[own[0]:own[1]] = data[own[0]:own[1]]
@@ -51,6 +51,14 @@ def run(op: str, algorithm: str, transport: Transport, group: list[int], data: n
         return data, c.ring_allgather(transport, group, data, tag_base=tag_base)
     if op == "broadcast":
         return data, c.tree_broadcast(transport, group, data, root=0, tag_base=tag_base)
+    if op == "reduce":
+        return c.tree_reduce_to_root(transport, group, data, tag_base=tag_base)
+    if op == "gather":
+        return data, c.direct_gather(transport, group, data, tag_base=tag_base)
+    if op == "scatter":
+        records = c.direct_scatter(transport, group, data, tag_base=tag_base)
+        a, b = chunk_bounds(data.size, n)[pos]
+        return data[a:b], records
     if op == "alltoall":
         received = np.zeros_like(data)
         return received, c.alltoall(transport, group, data, received, tag_base=tag_base)
@@ -73,6 +81,15 @@ def expected(op: str, seed: int, iteration: int, pos: int, ranks: int, elements:
         return np.concatenate([gradient(seed, iteration, r, elements)[a:b] for r, (a, b) in enumerate(bounds)])
     if op == "broadcast":
         return gradient(seed, iteration, 0, elements)
+    if op == "reduce":  # the root holds the sum; the others their own input
+        return expected_sum(seed, iteration, ranks, elements) if pos == 0 else gradient(seed, iteration, pos, elements)
+    if op == "gather":  # the root holds every rank's chunk; the others their own chunk alone
+        if pos == 0:
+            return expected("allgather", seed, iteration, pos, ranks, elements)
+        return make_input(op, seed, iteration, pos, ranks, elements)
+    if op == "scatter":
+        a, b = chunk_bounds(elements, ranks)[pos]
+        return gradient(seed, iteration, 0, elements)[a:b]
     if op == "alltoall":
         block = elements // ranks
         return np.concatenate([gradient(seed, iteration, r, elements)[pos * block:(pos + 1) * block]

@@ -6,6 +6,8 @@ and the field, and says what to fix."""
 
 from __future__ import annotations
 
+import ast
+import json
 import re
 from collections import Counter, defaultdict
 from collections.abc import Mapping, Sequence
@@ -30,9 +32,13 @@ from testbed.shared.collective_plans import schedule_traffic
 
 FILE_NAME = re.compile(r"^(?P<prefix>.+)\.(?P<rank>\d+)\.et$")
 # What each collective type runs as on the hosts; a barrier is a one-element all-reduce.
-RUNS_AS = {"ALL_REDUCE": "allreduce", "ALL_GATHER": "allgather", "REDUCE_SCATTER": "reducescatter",
-           "REDUCE_SCATTER_BLOCK": "reducescatter", "ALL_TO_ALL": "alltoall", "BROADCAST": "broadcast",
-           "BARRIER": "allreduce"}
+RUNS_AS = {"ALL_REDUCE": "allreduce", "REDUCE": "reduce", "ALL_GATHER": "allgather", "GATHER": "gather",
+           "SCATTER": "scatter", "BROADCAST": "broadcast", "ALL_TO_ALL": "alltoall",
+           "REDUCE_SCATTER": "reducescatter", "REDUCE_SCATTER_BLOCK": "reducescatter", "BARRIER": "allreduce"}
+DEFAULT_ALGORITHMS = ("ring", "tree", "direct")  # the first one that runs the collective, unless the node names one
+# ASTRA-sim's names for the group of every rank; other names are integers it looks up in a
+# comm-group file or a process_group:init metadata node.
+WORLD_NAMES = ("", "0")
 BARRIER_BYTES = 4
 SKIPPED_TYPES = ("METADATA_NODE", "MEM_LOAD_NODE", "MEM_STORE_NODE", "STORAGE_NODE", "BATCH_NODE",
                  "CHECKPOINT_NODE")
@@ -68,10 +74,36 @@ def trace_files(directory: Path, hosts: int, given_as: str = "workload.path") ->
     return [ranks[r] for r in range(hosts)]
 
 
+def load_comm_groups(path: str | Path, hosts: int) -> dict[str, tuple[int, ...]]:
+    """A comm-group file as ASTRA-sim reads it (--comm-group-configuration): JSON mapping each
+    group's name (an integer) to its ranks, e.g. {"1": [0, 1, 2, 3], "2": [4, 5, 6, 7]}."""
+    try:
+        data = json.loads(Path(path).read_text())
+    except OSError as error:
+        raise InputError(f"workload.comm_groups: cannot read {path} ({error.strerror})") from None
+    except json.JSONDecodeError as error:
+        raise InputError(f"workload.comm_groups: {path} is not JSON ({error.msg}, line {error.lineno}); "
+                         f'write it as {{"1": [0, 1, 2, 3], ...}}') from None
+    if not isinstance(data, dict):
+        raise InputError(f'workload.comm_groups: {path} must map group names to rank lists, e.g. {{"1": [0, 1]}}')
+    groups = {}
+    for group, ranks in data.items():
+        valid = isinstance(ranks, list) and all(isinstance(r, int) and 0 <= r < hosts for r in ranks)
+        if not valid or not ranks or len(set(ranks)) != len(ranks):
+            raise InputError(f"workload.comm_groups: {path}: group {group!r} must list distinct ranks in "
+                             f"0..{hosts - 1} (got {ranks!r})")
+        groups[str(group)] = tuple(ranks)
+    return groups
+
+
 def load_chakra(directory: str | Path, hosts: int, iterations: int,
-                process_groups: Mapping[str, Sequence[int]] | None = None, name: str | None = None) -> Schedule:
-    """Read a trace directory into a DAG schedule of `iterations` rounds."""
+                process_groups: Mapping[str, Sequence[int]] | None = None, name: str | None = None,
+                comm_groups: str | Path | None = None) -> Schedule:
+    """Read a trace directory into a DAG schedule of `iterations` rounds; groups named in
+    `comm_groups` (ASTRA-sim's JSON file) and then `process_groups` override the trace's own."""
     files = trace_files(Path(directory), hosts)
+    groups = dict(load_comm_groups(comm_groups, hosts)) if comm_groups is not None else {}
+    groups.update({str(k): tuple(v) for k, v in (process_groups or {}).items()})
     traces = []
     for rank, path in enumerate(files):
         try:
@@ -80,7 +112,7 @@ def load_chakra(directory: str | Path, hosts: int, iterations: int,
             raise InputError(f"{path}: cannot read it ({error.strerror})") from None
         traces.append(decode(data, str(path)))
     return chakra_schedule([(str(p), *t) for p, t in zip(files, traces)], hosts, iterations,
-                           process_groups, name or Path(directory).name)
+                           groups, name or Path(directory).name)
 
 
 def _attributes(node: Any) -> dict[str, tuple[str | None, Any]]:
@@ -109,6 +141,44 @@ def _metadata_groups(source: str, metadata: Any, hosts: int) -> dict[str, tuple[
             if not isinstance(ranks, list) or any(not isinstance(r, int) or not 0 <= r < hosts for r in ranks):
                 raise InputError(f"{source}: global metadata '{attr.name}' must list ranks in 0..{hosts - 1}")
             groups[attr.name.removeprefix(PG_ATTRIBUTE)] = tuple(ranks)
+    return groups
+
+
+def _pg_init_groups(source: str, node: Any, hosts: int) -> dict[str, tuple[int, ...]]:
+    """A METADATA node's process groups, as PyTorch's execution trace records them in the node
+    `process_group:init`: inputs.values holds [{"pg_name": "1", "ranks": [...]}, ...] (empty
+    ranks = every rank), as JSON or inside a Python-style list of one string. Other metadata
+    nodes carry none."""
+    text = node.inputs.values if node.HasField("inputs") else ""
+    named = "process_group:init" in node.name
+    if not text.strip():
+        return {}
+    value: Any = None
+    for parse in (json.loads, ast.literal_eval):
+        try:
+            value = parse(text)
+            break
+        except (ValueError, SyntaxError):
+            continue
+    while isinstance(value, list) and len(value) == 1 and isinstance(value[0], (str, list)):
+        inner = value[0]
+        try:
+            value = json.loads(inner) if isinstance(inner, str) else inner
+        except ValueError:
+            break
+    entries = value if isinstance(value, list) else [value]
+    if not all(isinstance(e, dict) and "pg_name" in e for e in entries):
+        if named:
+            raise InputError(f"{source}: node {node.id} ({node.name}): inputs.values must hold a list of "
+                             f'{{"pg_name": ..., "ranks": [...]}} (got {text[:80]!r})')
+        return {}
+    groups = {}
+    for entry in entries:
+        ranks = entry.get("ranks") or list(range(hosts))
+        if not isinstance(ranks, list) or any(not isinstance(r, int) or not 0 <= r < hosts for r in ranks):
+            raise InputError(f"{source}: node {node.id} ({node.name}): process group {entry['pg_name']!r} must list "
+                             f"ranks in 0..{hosts - 1} (got {ranks!r})")
+        groups[str(entry["pg_name"])] = tuple(ranks)
     return groups
 
 
@@ -142,6 +212,14 @@ def chakra_schedule(traces: list[tuple[str, Any, list[Any]]], hosts: int, iterat
     if len(traces) != hosts:
         raise InputError(f"the trace has {len(traces)} ranks but the fabric has {hosts} GPUs; make them equal")
     groups = _metadata_groups(traces[0][0], traces[0][1], hosts)
+    for source, _, nodes in traces:
+        for node in nodes:
+            if NODE_TYPE_NAMES.get(node.type) == "METADATA_NODE":
+                for pg, ranks in _pg_init_groups(source, node, hosts).items():
+                    if groups.get(pg, ranks) != ranks and pg not in (process_groups or {}):
+                        raise InputError(f"{source}: node {node.id}: process group {pg!r} is {list(ranks)} here "
+                                         f"but {list(groups[pg])} in another file; every rank must agree")
+                    groups[pg] = ranks
     groups.update({str(k): tuple(v) for k, v in (process_groups or {}).items()})
     skipped: Counter[str] = Counter()
     book: MessageBook[int] = MessageBook("comm_tag")
@@ -164,7 +242,7 @@ def chakra_schedule(traces: list[tuple[str, Any, list[Any]]], hosts: int, iterat
             base: dict[str, Any] = {"id": f"n{node_id}", "deps": deps}
             step: dict[str, Any] | None = base
             if type_name in SKIPPED_TYPES or (type_name == "COMP_NODE" and node.duration_micros == 0):
-                skipped[type_name if type_name != "COMP_NODE" else "COMP_NODE without duration"] += 1
+                skipped[type_name if type_name != "COMP_NODE" else "COMP_NODE without duration (taken as 0 µs)"] += 1
                 step = None
             elif type_name == "COMP_NODE":
                 exact_kind, exact = attrs.get(EXACT_DURATION, (None, None))
@@ -223,9 +301,12 @@ def _collective(where: str, attrs: dict[str, tuple[str | None, Any]], rank: int,
     kind, pg = attrs.get("pg_name", (None, None))
     if kind not in (None, "string_val"):
         raise InputError(f"{where}: attribute 'pg_name' must be a string (it is a {kind})")
-    if pg is not None and pg != "" and pg not in groups:
+    if pg in WORLD_NAMES:
+        pg = None
+    if pg is not None and pg not in groups:
         raise InputError(f"{where}: attribute 'pg_name' is '{pg}', a process group with no ranks given; list its "
-                         f"ranks under workload.process_groups or in the trace's metadata ({PG_ATTRIBUTE}{pg})")
+                         f"ranks in a comm-group file (workload.comm_groups, ASTRA-sim's format), under "
+                         f"workload.process_groups, or in a process_group:init metadata node")
     group = groups[pg] if pg else tuple(range(hosts))
     if rank not in group:
         raise InputError(f"{where}: rank {rank} is not in process group '{pg}' ({list(group)})")
@@ -234,11 +315,14 @@ def _collective(where: str, attrs: dict[str, tuple[str | None, Any]], rank: int,
     if len(group) < 2:
         return None
     op = RUNS_AS[str(type_name)]
-    algorithm_kind, algorithm = attrs.get("algorithm", (None, "ring" if plans.supported(op, "ring") else "tree"))
+    default = next(a for a in DEFAULT_ALGORITHMS if plans.supported(op, a))
+    algorithm_kind, algorithm = attrs.get("algorithm", (None, default))
     if algorithm_kind not in (None, "string_val") or not plans.supported(op, algorithm) \
             or algorithm in plans.SERVICE_ALGORITHMS:
-        raise InputError(f"{where}: attribute 'algorithm' {algorithm!r} cannot run {op}; use ring "
-                         f"(tree or halving-doubling for an all-reduce)")
+        hosts_run = (*plans.SERVICE_ALGORITHMS, "ina")
+        can = sorted(a for o, a in plans.SUPPORTED_COLLECTIVES if o == op and a not in hosts_run)
+        raise InputError(f"{where}: attribute 'algorithm' {algorithm!r} cannot run {op}; use {' or '.join(can)} "
+                         f"(or leave it out: {default})")
     size = BARRIER_BYTES if type_name == "BARRIER" else _integer(where, attrs, "comm_size", minimum=1)
     return {**step, "kind": "collective", "op": op, "algorithm": algorithm, "group": group, "bytes": size,
             "pg": pg or WORLD}

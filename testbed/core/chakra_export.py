@@ -4,6 +4,7 @@ that runs nodes when their dependencies are done runs them as the hosts do. Pure
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 from testbed.core.chakra import EXACT_DURATION, PG_ATTRIBUTE
@@ -12,15 +13,32 @@ from testbed.model.errors import InputError
 from testbed.model.schedule import Schedule, Step, in_order_deps
 from testbed.shared import collective_plans as plans
 
-TYPE_OF = {"allreduce": "ALL_REDUCE", "allgather": "ALL_GATHER", "reducescatter": "REDUCE_SCATTER",
-           "alltoall": "ALL_TO_ALL", "broadcast": "BROADCAST"}
+TYPE_OF = {"allreduce": "ALL_REDUCE", "reduce": "REDUCE", "allgather": "ALL_GATHER", "gather": "GATHER",
+           "scatter": "SCATTER", "reducescatter": "REDUCE_SCATTER", "alltoall": "ALL_TO_ALL", "broadcast": "BROADCAST"}
+PG_INIT = "process_group:init"
 
 
-def _process_groups(schedule: Schedule) -> dict[tuple[int, ...], str]:
-    groups = sorted({s.group for g in schedule.gpus for s in g.steps if s.kind == "collective" and s.group},
-                    key=lambda group: (len(group), group))
-    return {group: ("world" if group == tuple(range(schedule.hosts)) else f"pg{index}")
-            for index, group in enumerate(groups)}
+def process_groups(schedule: Schedule) -> dict[tuple[int, ...], str]:
+    """Each collective's group by the name the traces give it, as ASTRA-sim names them: "0" for
+    every rank, integers from 1 for the others."""
+    world = tuple(range(schedule.hosts))
+    groups = sorted({s.group for g in schedule.gpus for s in g.steps
+                     if s.kind == "collective" and s.group and s.group != world}, key=lambda group: (len(group), group))
+    return {world: "0", **{group: str(index) for index, group in enumerate(groups, start=1)}}
+
+
+def comm_group_file(schedule: Schedule) -> str:
+    """The groups as ASTRA-sim's comm-group file (--comm-group-configuration): {"1": [ranks], ...}."""
+    return json.dumps({name: list(group) for group, name in process_groups(schedule).items() if name != "0"}, indent=1)
+
+
+def _pg_init_node(pg_names: dict[tuple[int, ...], str]) -> Any:
+    """The METADATA node PyTorch's execution traces open with, listing every group (ASTRA-sim reads
+    it: inputs.values is a Python-style list holding one JSON string)."""
+    entries = [{"pg_name": name, "ranks": list(group)} for group, name in pg_names.items() if name != "0"]
+    node = Node(id=0, name=PG_INIT, type=NODE_TYPES["METADATA_NODE"])
+    node.inputs.values = "['" + json.dumps(entries) + "']"
+    return node
 
 
 def _message_tags(schedule: Schedule) -> dict[tuple[int, int, str], int]:
@@ -72,7 +90,7 @@ def _node(step: Step, rank: int, node_id: int, deps: list[int], ctrl: list[int],
 
 def export_chakra(schedule: Schedule) -> list[bytes]:
     """One `.et` file's bytes per rank, rank 0 first."""
-    pg_names = _process_groups(schedule)
+    pg_names = process_groups(schedule)
     tags = _message_tags(schedule)
     files = []
     for gpu in schedule.gpus:
@@ -80,10 +98,11 @@ def export_chakra(schedule: Schedule) -> list[bytes]:
         metadata.attr.append(attribute("source", f"testbed schedule {schedule.name}"))
         for group, name in pg_names.items():
             metadata.attr.append(attribute(f"{PG_ATTRIBUTE}{name}", list(group)))
-        ids = {step.id: index for index, step in enumerate(gpu.steps)}
+        ids = {step.id: index + 1 for index, step in enumerate(gpu.steps)}  # node 0 lists the groups
         deps = [(s.deps, ()) for s in gpu.steps] if schedule.execution == "dag" else \
             in_order_deps([(s.id, s.kind, s.deps) for s in gpu.steps])
-        nodes = [_node(step, gpu.rank, index, [ids[d] for d in data], [ids[c] for c in ctrl], pg_names, tags)
-                 for index, (step, (data, ctrl)) in enumerate(zip(gpu.steps, deps))]
+        nodes = [_pg_init_node(pg_names)]
+        nodes += [_node(step, gpu.rank, ids[step.id], [ids[d] for d in data], [ids[c] for c in ctrl], pg_names, tags)
+                  for step, (data, ctrl) in zip(gpu.steps, deps)]
         files.append(encode(metadata, nodes))
     return files

@@ -6,7 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 
 from testbed.core.calibration import DEFAULT_CALIBRATION, Calibration, load_calibration
-from testbed.core.dilation import MIN_MESSAGE_BYTES, EmulationPlan, resolve_emulation
+from testbed.core.dilation import MIN_MESSAGE_BYTES, EmulationPlan, message_floor_bytes, resolve_emulation
 from testbed.core.fidelity import DARK_TOLERANCE
 from testbed.core.shaping import MTU_FRAME_BYTES, TCP_PAYLOAD_BYTES
 from testbed.fabrics.all_kinds import EMULATED_FABRICS, KINDS
@@ -68,7 +68,15 @@ def prepare(scenario: Scenario, calibration: Calibration | None = None) -> Prepa
     """What a run of `scenario` needs decided first; `calibration` is this machine's (the stored one
     when not given)."""
     calibration = calibration or load_calibration()
-    return replace(_prepare(scenario, calibration), calibration=calibration)
+    prepared = _prepare(scenario, calibration)
+    floor = _message_floor(scenario, prepared.smallest_message_bytes, prepared.min_message_bytes)
+    return replace(prepared, calibration=calibration, min_message_bytes=floor)
+
+
+def _message_floor(scenario: Scenario, smallest_message_bytes: float, floor_bytes: float) -> float:
+    fabric = scenario.fabric
+    transfer_s = transfer_time_s(smallest_message_bytes, gbps_to_bps(fabric.gpu_bandwidth_gbps))
+    return message_floor_bytes(us_to_s(fabric.latency_us), transfer_s, floor_bytes)
 
 
 def _prepare(scenario: Scenario, calibration: Calibration) -> Prepared:
@@ -110,7 +118,7 @@ def _prepare_schedule(scenario: Scenario, calibration: Calibration) -> Prepared:
     schedule = schedule_for(scenario)
     prediction, message_bps = simulate_with_message_rates(schedule.to_json(), scenario.fabric)
     steps = max(len(gpu.steps) for gpu in schedule.gpus)
-    sizes = sorted(step.message_bytes() for gpu in schedule.gpus for step in gpu.steps if step.kind == "send")
+    sizes = sorted(_message_sizes(scenario, schedule))
     average_step = prediction.iteration_time_s / max(1, steps)
     # Without point-to-point messages, judge against what a link carries in an average step.
     median = float(sizes[len(sizes) // 2]) if sizes else \
@@ -122,6 +130,27 @@ def _prepare_schedule(scenario: Scenario, calibration: Calibration) -> Prepared:
     return Prepared(scenario, schedule, prediction, plan, average_step, bulk,
                     pair_rate_frac=_pair_rate_fractions(scenario, schedule),
                     message_rate_frac=_message_rate_fractions(scenario, schedule, message_bps))
+
+
+def _message_sizes(scenario: Scenario, schedule: Schedule) -> list[int]:
+    """Every message a schedule's GPUs send: its sends, and in an imported trace each collective's
+    messages (a ring all-reduce of M among n sends 2(n-1) of M/n), not one message of its whole
+    buffer. A placed model's collectives are DP buckets the planner already sized to be
+    bandwidth-bound (worthwhile_bucket_bytes): its sends are what the sizing must protect."""
+    sizes = []
+    rate, alpha = gbps_to_bps(scenario.fabric.gpu_bandwidth_gbps), us_to_s(scenario.fabric.latency_us)
+    for gpu in schedule.gpus:
+        for step in gpu.steps:
+            if step.kind == "send":
+                sizes.append(step.message_bytes())
+            elif step.kind == "collective" and scenario.workload.kind != "model":
+                coll = step.collective()
+                try:
+                    cost = collective_cost(coll.op, coll.algorithm, len(coll.group), coll.bytes, rate, alpha)
+                except InputError:  # summation services and INA: their chunks are sized apart
+                    continue
+                sizes += [max(1, int(cost.smallest_message_bytes))] * max(1, cost.messages)
+    return sizes
 
 
 BULK_SHARE = 0.9  # the message-size monitor judges the messages that carry this share of the bytes
@@ -234,7 +263,7 @@ def _emulation_plan(scenario: Scenario, schedule: Schedule, prediction: Predicti
         max_host_rate_bps=max_host_rate_bps,
         buffer_bytes=schedule.hosts * _largest_buffer_bytes(scenario, schedule),
         exact_packets=exact_packets,
-        min_message_bytes=min_message_bytes,
+        min_message_bytes=_message_floor(scenario, smallest_message_bytes, min_message_bytes),
     )
 
 

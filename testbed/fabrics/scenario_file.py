@@ -132,7 +132,7 @@ def load_scenario(path: str | Path) -> Scenario:
         line = f" at line {mark.line + 1}" if mark is not None else ""
         raise InputError(f"{path}: not valid YAML{line}; fix the syntax") from None
     workload = data.get("workload") if isinstance(data, dict) else None
-    for field in ("trace", "path"):
+    for field in ("trace", "path", "comm_groups"):
         if isinstance(workload, dict) and isinstance(workload.get(field), str):
             # a trace's path is relative to the scenario file, wherever testbed runs from
             workload[field] = str((path.parent / workload[field]).resolve())

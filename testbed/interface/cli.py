@@ -73,10 +73,14 @@ def cmd_check(args: argparse.Namespace) -> int:
     if w.kind in ("collective", "trace", "chakra"):
         from testbed.planning.workloads import schedule_for
 
-        schedule_for(scenario)  # combinations the fields alone allow but no schedule can run
+        skipped = schedule_for(scenario).skipped_nodes  # what the fields allow but no schedule can run fails here
+    else:
+        skipped = ()
     what = f"{w.collective} ({w.algorithm}, {w.bytes} B)" if w.kind == "collective" else w.kind
     console.print(f"{args.scenario}: ok: {scenario.name}, {f.kind} with {f.hosts} hosts at "
                   f"{f.gpu_bandwidth_gbps:g} Gb/s, {what}, {w.iterations} iterations")
+    if skipped:
+        console.print("trace nodes not run (they move no data): " + ", ".join(f"{n} {kind}" for kind, n in skipped))
     return 0
 
 
@@ -159,13 +163,14 @@ def cmd_place(args: argparse.Namespace) -> int:
 
 
 def cmd_export_chakra(args: argparse.Namespace) -> int:
-    from testbed.core.chakra_export import export_chakra
+    from testbed.core.chakra_export import comm_group_file, export_chakra
     from testbed.fabrics.scenario_file import load_scenario
     from testbed.planning.workloads import schedule_for
 
     scenario = load_scenario(args.scenario)
     try:
-        files = export_chakra(schedule_for(scenario))
+        schedule = schedule_for(scenario)
+        files = export_chakra(schedule)
     except InputError as error:
         raise InputError(f"{args.scenario}: {error}") from None
     out = Path(args.out)
@@ -175,8 +180,10 @@ def cmd_export_chakra(args: argparse.Namespace) -> int:
         raise InputError(f"{out} already holds another trace ({stale[0]}); give an empty directory")
     for rank, data in enumerate(files):
         (out / f"{scenario.name}.{rank}.et").write_bytes(data)
+    (out / "comm_group.json").write_text(comm_group_file(schedule) + "\n")
     console.print(f"wrote {len(files)} Chakra files, {sum(map(len, files)):,} bytes: "
-                  f"{out / scenario.name}.{{0..{len(files) - 1}}}.et")
+                  f"{out / scenario.name}.{{0..{len(files) - 1}}}.et, and the process groups as "
+                  f"{out / 'comm_group.json'} (ASTRA-sim's --comm-group-configuration)")
     return 0
 
 

@@ -10,8 +10,9 @@ from pydantic import Field, ValidationInfo, field_validator, model_validator
 
 from testbed.model.fabric_section import FabricSection, Strict
 
-CollectiveOp = Literal["allreduce", "allgather", "reducescatter", "alltoall", "sendrecv", "broadcast"]
-Algorithm = Literal["ring", "halving-doubling", "tree", "ps", "byteps", "ina"]
+CollectiveOp = Literal["allreduce", "allgather", "reducescatter", "alltoall", "sendrecv", "broadcast", "reduce",
+                       "gather", "scatter"]
+Algorithm = Literal["ring", "halving-doubling", "tree", "direct", "ps", "byteps", "ina"]
 
 class ModelWorkload(Strict):
     name: str  # resnet50 | transformer | megatron, or the name given in `profile`
@@ -43,6 +44,8 @@ class Workload(Strict):
     path: str | None = None  # chakra: the directory of <prefix>.<rank>.et files
     # chakra: process group name -> its ranks, for groups the trace's metadata does not list
     process_groups: dict[str, list[int]] | None = None
+    # chakra: a comm-group file in ASTRA-sim's format ({"1": [0, 1, 2, 3], ...}), relative to the scenario
+    comm_groups: str | None = None
     iterations: int = Field(default=3, ge=1, le=10000)
 
     @model_validator(mode="after")
@@ -62,6 +65,8 @@ class Workload(Strict):
             raise ValueError("'path' belongs to kind chakra (a trace directory); kind trace takes 'trace'")
         if self.process_groups is not None and self.kind != "chakra":
             raise ValueError("'process_groups' belongs to kind chakra")
+        if self.comm_groups is not None and self.kind != "chakra":
+            raise ValueError("'comm_groups' belongs to kind chakra (a comm-group JSON file)")
         return self
 
 

@@ -80,8 +80,11 @@ def collective_cost(op: str, algorithm: str, n: int, size_bytes: float, rate_bps
         return CollectiveCost(2 * rounds * (a + t(M)), M, 2 * rounds, "2·ceil(log2 n)·(α + M/B)")
     if (op, algorithm) in (("reducescatter", "ring"), ("allgather", "ring")):
         return CollectiveCost((n - 1) * (a + t(M / n)), M / n, n - 1, "(n-1)·α + (n-1)/n·M/B")
-    if (op, algorithm) == ("broadcast", "tree"):
+    if (op, algorithm) in (("broadcast", "tree"), ("reduce", "tree")):
         return CollectiveCost(rounds * (a + t(M)), M, rounds, "ceil(log2 n)·(α + M/B)")
+    if (op, algorithm) in (("gather", "direct"), ("scatter", "direct")):
+        # The n-1 chunks travel at once and share the root's link.
+        return CollectiveCost(a + t((n - 1) * M / n), M / n, 1, "α + (n-1)/n·M/B")
     if (op, algorithm) == ("alltoall", "ring"):
         return CollectiveCost((n - 1) * (a + t(M / n)), M / n, n - 1, "(n-1)·(α + M/(n·B))")
     if (op, algorithm) == ("sendrecv", "ring"):

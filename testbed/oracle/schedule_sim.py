@@ -25,7 +25,8 @@ from testbed.shared.collective_plans import collective_traffic
 
 # Collectives whose alpha-beta bandwidth term is the busiest GPU's bytes over its rate: their data
 # is simulated as flows (exactly that time alone, and slowed by whatever else shares a link).
-FLUID = {("allreduce", "ring"), ("reducescatter", "ring"), ("allgather", "ring"), ("alltoall", "ring")}
+FLUID = {("allreduce", "ring"), ("reducescatter", "ring"), ("allgather", "ring"), ("alltoall", "ring"),
+         ("gather", "direct"), ("scatter", "direct")}
 
 
 class _Dag:

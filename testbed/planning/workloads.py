@@ -118,7 +118,7 @@ def schedule_for(scenario: Scenario) -> Schedule:
     if scenario.workload.kind == "chakra":
         assert scenario.workload.path is not None
         return load_chakra(scenario.workload.path, scenario.fabric.hosts, scenario.workload.iterations,
-                           scenario.workload.process_groups, scenario.name)
+                           scenario.workload.process_groups, scenario.name, scenario.workload.comm_groups)
     if scenario.workload.kind == "model":
         plan = model_plan(scenario)
         fabric = scenario.fabric

@@ -24,6 +24,9 @@ ALGORITHMS = {
     ("reducescatter", "ring"): "ring_reduce_scatter",
     ("allgather", "ring"): "ring_allgather",
     ("broadcast", "tree"): "tree_broadcast",
+    ("reduce", "tree"): "tree_reduce",
+    ("gather", "direct"): "direct_gather",
+    ("scatter", "direct"): "direct_scatter",
     ("alltoall", "ring"): "alltoall",
     ("sendrecv", "ring"): "sendrecv",
     ("allreduce", "byteps"): "byteps_allreduce",
@@ -183,6 +186,28 @@ def tree_allreduce(pos: int, n: int, elements: int) -> list[Exchange]:
     return reduce + _tree(pos, n, elements, 0, toward_root=False, first_step=len(reduce))
 
 
+def direct_gather(pos: int, n: int, elements: int, root: int = 0) -> list[Exchange]:
+    """Every rank sends its own chunk straight to `root`, all at once; the root takes them in rank
+    order (they arrive together, sharing its link)."""
+    chunks = chunk_bounds(elements, n)
+    if pos != root:
+        return [Exchange("gather", 0, root, chunks[pos])]
+    return [Exchange("gather", 0, recv_from=r, recv=chunks[r]) for r in range(n) if r != root]
+
+
+def direct_scatter(pos: int, n: int, elements: int, root: int = 0) -> list[Exchange]:
+    """`root` sends chunk r of its buffer straight to each rank r, all at once (sharing its link)."""
+    chunks = chunk_bounds(elements, n)
+    if pos != root:
+        return [Exchange("scatter", 0, recv_from=root, recv=chunks[pos])]
+    return [Exchange("scatter", 0, r, chunks[r]) for r in range(n) if r != root]
+
+
+# Plans whose exchanges do not depend on one another: the executor issues every send at once
+# rather than one step after the other (the eager transport takes the receives as they come).
+CONCURRENT = frozenset({"direct_gather", "direct_scatter"})
+
+
 def alltoall(pos: int, n: int, elements: int) -> list[Exchange]:
     """Block j of the send buffer goes to rank j, block i of the receive buffer comes from rank i
     (pairwise exchange); a rank's own block is copied, not sent."""
@@ -206,6 +231,9 @@ PLANS = {
     ("reducescatter", "ring"): ring_reduce_scatter,
     ("allgather", "ring"): ring_allgather,
     ("broadcast", "tree"): tree_broadcast,
+    ("reduce", "tree"): tree_reduce,
+    ("gather", "direct"): direct_gather,
+    ("scatter", "direct"): direct_scatter,
     ("alltoall", "ring"): alltoall,
     ("sendrecv", "ring"): ring_shift,
 }

@@ -162,8 +162,8 @@ def _bad(change):
     (_bad(lambda r: r[0].append(node(3, "COMM_COLL_NODE", comm_type=COLLECTIVES["ALL_REDUCE"], comm_size=8))
           or r[1].append(node(2, "COMM_COLL_NODE", comm_type=COLLECTIVES["ALL_GATHER"], comm_size=8))), 2,
      ["t.1.et", "node 2", "allgather of 8 bytes here but allreduce"]),
-    (_bad(lambda r: r[0].append(node(3, "COMM_COLL_NODE", comm_type=COLLECTIVES["GATHER"], comm_size=8))), 2,
-     ["node 3", "'comm_type' 3 (GATHER)", "ALL_REDUCE (0)"]),
+    (_bad(lambda r: r[0].append(node(3, "COMM_COLL_NODE", comm_type=42, comm_size=8))), 2,
+     ["node 3", "'comm_type' 42 (unknown)", "ALL_REDUCE (0)", "BARRIER (9)"]),
 ])
 def test_bad_traces_are_refused_with_one_sentence(tmp_path, files, hosts, words):
     with pytest.raises(InputError) as caught:

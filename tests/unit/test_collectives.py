@@ -175,3 +175,43 @@ def test_every_supported_collective_matches_its_numpy_expectation(ranks):
 
         for pos, got in enumerate(run_ranks(transports, body)):
             assert np.array_equal(got, ops.expected(op, 4, 1, pos, ranks, elements)), (op, algorithm, pos)
+
+
+@pytest.mark.parametrize("ranks", [2, 3, 5])
+def test_reduce_gather_scatter_over_tcp_loopback(ranks):
+    """Chakra's REDUCE, GATHER and SCATTER on real sockets, against numpy written out here: the
+    root holds the sum / every rank's chunk; rank r holds chunk r of the root's buffer."""
+    import socket
+
+    from hosts.collectives import direct_gather, direct_scatter, tree_reduce_to_root
+
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    transports = [TcpTransport(r, [f"127.0.0.{i + 1}" for i in range(ranks)], port, connect_timeout_s=10)
+                  for r in range(ranks)]
+    elements = 100_003
+    inputs = [gradient(9, 2, r, elements) for r in range(ranks)]
+    bounds = np.array_split(np.arange(elements), ranks)
+    try:
+        def body(t):
+            group = list(range(ranks))
+            reduced, _ = tree_reduce_to_root(t, group, inputs[t.rank].copy(), tag_base=100)
+            own = np.zeros(elements, dtype=np.float32)
+            own[bounds[t.rank]] = inputs[t.rank][bounds[t.rank]]
+            direct_gather(t, group, own, tag_base=200)
+            scattered = inputs[t.rank].copy()
+            direct_scatter(t, group, scattered, tag_base=300)
+            return reduced, own, scattered[bounds[t.rank]]
+
+        results = run_ranks(transports, body)
+    finally:
+        for t in transports:
+            t.close()
+    total = np.sum(np.stack(inputs), axis=0, dtype=np.float32)
+    assert np.allclose(results[0][0], total, rtol=1e-5)
+    assert np.array_equal(results[0][1], np.concatenate([inputs[r][bounds[r]] for r in range(ranks)]))
+    for rank, (reduced, _, chunk) in enumerate(results):
+        assert np.array_equal(chunk, inputs[0][bounds[rank]])
+        if rank:
+            assert np.array_equal(reduced, inputs[rank])
