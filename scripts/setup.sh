@@ -25,6 +25,12 @@ dir="${2:+$(absolute "$2")}"
 wheelhouse="${TESTBED_WHEELHOUSE:+$(absolute "$TESTBED_WHEELHOUSE")}"
 cd "$root"
 
+# MLCommons' Chakra package, pinned in pyproject.toml's chakra-reference extra (installed without
+# its dependencies: the parts the tests use need only protobuf).
+chakra_reference_pin() {
+  /usr/bin/python3 -c 'import tomllib; print(tomllib.load(open("pyproject.toml", "rb"))["project"]["optional-dependencies"]["chakra-reference"][0])'
+}
+
 if [ "$action" = wheels ]; then
   if [ -z "$dir" ]; then
     echo "usage: bash scripts/setup.sh wheels DIR (the folder to fill with the testbed's Python packages)" >&2
@@ -42,6 +48,7 @@ wanted = project["project"]["dependencies"] + [r for extra in ("test", "cluster"
 print("\n".join(wanted + project["build-system"]["requires"] + ["pip"]))
 PY
   /usr/bin/python3 -m pip download -q --only-binary=:all: -d "$dir" -r "$dir/requirements.txt"
+  /usr/bin/python3 -m pip download -q --only-binary=:all: --no-deps -d "$dir" "$(chakra_reference_pin)"
   echo "== $(ls "$dir"/*.whl | wc -l) packages in $dir; on the machine without Internet access:"
   echo "   TESTBED_WHEELHOUSE=$dir bash scripts/setup.sh [run|test]"
   exit 0
@@ -103,10 +110,11 @@ if [ ! -f "$stamp" ]; then
   [ -x .venv/bin/python ] || /usr/bin/python3 -m venv --system-site-packages .venv
   .venv/bin/python -m pip install -q "${pip_from[@]}" --upgrade pip >/dev/null
   .venv/bin/python -m pip install -q "${pip_from[@]}" -e '.[test,cluster]'
+  .venv/bin/python -m pip install -q "${pip_from[@]}" --no-deps "$(chakra_reference_pin)"
   rm -f .venv/.installed-*
   touch "$stamp"
 fi
-.venv/bin/python -c "import mininet.net, os_ken, numpy, testbed" || { echo "the venv is incomplete" >&2; exit 1; }
+.venv/bin/python -c "import mininet.net, os_ken, numpy, testbed, chakra.src.third_party.utils.protolib" || { echo "the venv is incomplete" >&2; exit 1; }
 # The README's commands say `testbed ...` from any shell: link this checkout's command onto the PATH.
 if [ "$(readlink /usr/local/bin/testbed 2>/dev/null)" != "$PWD/.venv/bin/testbed" ]; then
   ln -sfn "$PWD/.venv/bin/testbed" /usr/local/bin/testbed

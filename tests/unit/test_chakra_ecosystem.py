@@ -1,0 +1,286 @@
+"""Chakra traces as other tools write them, read and predicted here: MLCommons' own generator
+(mlc-chakra), traces laid out as ASTRA-sim's examples are (one `<prefix>.<rank>.et` per rank,
+written with mlc-chakra's schema and writer), ASTRA-sim's process-group conventions, and our export
+read back by mlc-chakra's decoder and jsonizer. Expected times are the alpha-beta formulas worked
+out by hand here (α = 5 µs, B = 100 Gb/s, M = 1 MiB), never taken from the oracle."""
+
+from __future__ import annotations
+
+import json
+import math
+import sys
+from pathlib import Path
+
+import pytest
+
+chakra = pytest.importorskip("chakra.src.third_party.utils.protolib", reason="mlc-chakra (setup.sh installs it)")
+from chakra.schema.protobuf import et_def_pb2 as pb  # noqa: E402
+from chakra.src.generator import generator  # noqa: E402
+from chakra.src.third_party.utils.protolib import decodeMessage, encodeMessage, openFileRd  # noqa: E402
+
+from testbed.core.chakra import load_chakra  # noqa: E402
+from testbed.core.chakra_export import comm_group_file, export_chakra  # noqa: E402
+from testbed.fabrics.scenario_file import make_fabric, parse_scenario  # noqa: E402
+from testbed.model.errors import InputError  # noqa: E402
+from testbed.oracle.schedule_sim import simulate_schedule  # noqa: E402
+from testbed.planning.workloads import schedule_for  # noqa: E402
+
+ALPHA_S, RATE_BPS, M = 5e-6, 100e9, 1_048_576
+
+
+def beta(size_bytes: float) -> float:
+    return size_bytes * 8 / RATE_BPS
+
+
+def flat(n: int):
+    return make_fabric(kind="elect-flat", hosts=n, gpu_bandwidth_gbps=100, latency_us=5)
+
+
+def predicted_s(directory: Path, n: int, **groups) -> float:
+    schedule = load_chakra(directory, n, 1, **groups)
+    return simulate_schedule(schedule.to_json(), flat(n)).iteration_time_s
+
+
+# mlc-chakra's generator: each function writes <NAME>.<rank>.et into the working directory.
+GENERATED = {
+    "allreduce": (generator.one_comm_coll_node_allreduce, lambda n: 2 * (n - 1) * (ALPHA_S + beta(M / n))),
+    "allgather": (generator.one_comm_coll_node_allgather, lambda n: (n - 1) * (ALPHA_S + beta(M / n))),
+    "reducescatter": (generator.one_comm_coll_node_reducescatter, lambda n: (n - 1) * (ALPHA_S + beta(M / n))),
+    "alltoall": (generator.one_comm_coll_node_alltoall, lambda n: (n - 1) * (ALPHA_S + beta(M / n))),
+    "broadcast": (generator.one_comm_coll_node_broadcast, lambda n: math.ceil(math.log2(n)) * (ALPHA_S + beta(M))),
+}
+
+
+@pytest.mark.parametrize("n", [8, 16])
+@pytest.mark.parametrize("kind", sorted(GENERATED))
+def test_mlc_chakra_generated_collectives_predict_the_closed_form(tmp_path, monkeypatch, kind, n):
+    make, hand = GENERATED[kind]
+    monkeypatch.chdir(tmp_path)
+    make(n, M)
+    assert predicted_s(tmp_path, n) == pytest.approx(hand(n), rel=0.03)
+
+
+def test_mlc_chakra_generated_barrier_and_computes(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "barrier").mkdir()
+    monkeypatch.chdir(tmp_path / "barrier")
+    generator.one_comm_coll_node_barrier(4)  # comm_size 0: a token around the ring
+    assert predicted_s(tmp_path / "barrier", 4) == pytest.approx(2 * 3 * ALPHA_S, rel=0.03)
+    (tmp_path / "comp").mkdir()
+    monkeypatch.chdir(tmp_path / "comp")
+    generator.two_comp_nodes_dependent(4, 5)  # 5 µs, then 5 µs more
+    assert predicted_s(tmp_path / "comp", 4) == pytest.approx(10e-6, rel=1e-6)
+
+
+def test_mlc_chakra_send_node_without_a_peer_is_one_sentence(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    generator.one_comm_send_node(2, 1024)  # the generator's send names no destination
+    with pytest.raises(InputError, match="'comm_dst'") as caught:
+        load_chakra(tmp_path, 2, 1)
+    assert "\n" not in str(caught.value)
+
+
+def write_ranks(directory: Path, prefix: str, per_rank, metadata=None) -> Path:
+    """One file per rank with mlc-chakra's writer: GlobalMetadata, then the rank's nodes."""
+    directory.mkdir(parents=True, exist_ok=True)
+    for rank, nodes in enumerate(per_rank):
+        with open(directory / f"{prefix}.{rank}.et", "wb") as out:
+            encodeMessage(out, metadata or pb.GlobalMetadata(version="0.0.4"))
+            for item in nodes:
+                encodeMessage(out, item)
+    return directory
+
+
+def coll(ident: int, comm_type: int, size: int, pg: str | None = None, deps=()) -> pb.Node:
+    made = pb.Node(id=ident, name=f"coll{ident}", type=pb.COMM_COLL_NODE)
+    made.data_deps.extend(deps)
+    made.attr.append(pb.AttributeProto(name="is_cpu_op", bool_val=False))
+    made.attr.append(pb.AttributeProto(name="comm_type", int64_val=comm_type))
+    made.attr.append(pb.AttributeProto(name="comm_size", int64_val=size))
+    made.attr.append(pb.AttributeProto(name="involved_dim", bool_list=pb.BoolList(values=[True])))
+    if pg is not None:
+        made.attr.append(pb.AttributeProto(name="pg_name", string_val=pg))
+    return made
+
+
+# The collective types ASTRA-sim's generator does not write, by the same layout.
+WRITTEN = {
+    "REDUCE": (pb.REDUCE, lambda n: math.ceil(math.log2(n)) * (ALPHA_S + beta(M))),
+    "GATHER": (pb.GATHER, lambda n: ALPHA_S + beta((n - 1) * M / n)),
+    "SCATTER": (pb.SCATTER, lambda n: ALPHA_S + beta((n - 1) * M / n)),
+    "REDUCE_SCATTER_BLOCK": (pb.REDUCE_SCATTER_BLOCK, lambda n: (n - 1) * (ALPHA_S + beta(M / n))),
+}
+
+
+@pytest.mark.parametrize("n", [8, 16])
+@pytest.mark.parametrize("kind", sorted(WRITTEN))
+def test_every_other_collective_type_predicts_its_formula(tmp_path, kind, n):
+    comm_type, hand = WRITTEN[kind]
+    write_ranks(tmp_path, kind.lower(), [[coll(0, comm_type, M)] for _ in range(n)])
+    assert predicted_s(tmp_path, n) == pytest.approx(hand(n), rel=0.03)
+
+
+def p2p(ident: int, sending: bool, peer: int, size: int, deps=()) -> pb.Node:
+    made = pb.Node(id=ident, name=f"{'send' if sending else 'recv'}{ident}",
+                   type=pb.COMM_SEND_NODE if sending else pb.COMM_RECV_NODE)
+    made.data_deps.extend(deps)
+    made.attr.append(pb.AttributeProto(name="comm_type", int64_val=pb.COMM_SEND_NODE if sending else pb.COMM_RECV_NODE))
+    made.attr.append(pb.AttributeProto(name="comm_size", int64_val=size))
+    made.attr.append(pb.AttributeProto(name="comm_dst" if sending else "comm_src", int32_val=peer))
+    made.attr.append(pb.AttributeProto(name="comm_tag", int32_val=0))
+    return made
+
+
+def send_recv_ring(n: int) -> list[list[pb.Node]]:
+    """A ring all-reduce as ASTRA-sim's custom-collective traces write it: on every rank, 2(n-1)
+    times, send a chunk to the next rank, then (depending on that send) receive one from the
+    previous; the next send waits for the receive. Every rank sends first."""
+    chunk = M // n
+    ranks = []
+    for rank in range(n):
+        nodes, last = [], None
+        for step in range(2 * (n - 1)):
+            send = p2p(2 * step, True, (rank + 1) % n, chunk, deps=() if last is None else (last,))
+            recv = p2p(2 * step + 1, False, (rank - 1) % n, chunk, deps=(send.id,))
+            nodes += [send, recv]
+            last = recv.id
+        ranks.append(nodes)
+    return ranks
+
+
+@pytest.mark.parametrize("n", [8, 16])
+def test_send_recv_ring_allreduce_predicts_the_ring_formula(tmp_path, n):
+    write_ranks(tmp_path, "custom_allreduce", send_recv_ring(n))
+    assert predicted_s(tmp_path, n) == pytest.approx(2 * (n - 1) * (ALPHA_S + beta(M / n)), rel=0.03)
+
+
+def test_pg_name_zero_and_empty_are_every_rank(tmp_path):
+    n = 4
+    for pg in ("0", ""):
+        write_ranks(tmp_path / f"pg{pg or 'empty'}", "t", [[coll(0, pb.ALL_REDUCE, M, pg=pg)] for _ in range(n)])
+        assert predicted_s(tmp_path / f"pg{pg or 'empty'}", n) == pytest.approx(2 * 3 * (ALPHA_S + beta(M / 4)),
+                                                                             rel=0.03)
+
+
+def two_groups(n: int) -> list[list[pb.Node]]:
+    """Ranks 0..3 all-reduce in group "1", ranks 4..7 in group "2", at the same time."""
+    return [[coll(0, pb.ALL_REDUCE, M, pg="1" if rank < n // 2 else "2")] for rank in range(n)]
+
+
+def test_a_comm_group_file_in_astra_sims_format_names_the_groups(tmp_path):
+    n = 8
+    write_ranks(tmp_path / "trace", "t", two_groups(n))
+    groups = tmp_path / "comm_group.json"
+    groups.write_text(json.dumps({"1": [0, 1, 2, 3], "2": [4, 5, 6, 7]}))
+    hand = 2 * 3 * (ALPHA_S + beta(M / 4))  # each group of 4 on its own links
+    assert predicted_s(tmp_path / "trace", n, comm_groups=groups) == pytest.approx(hand, rel=0.03)
+    with pytest.raises(InputError, match="comm-group file"):
+        load_chakra(tmp_path / "trace", n, 1)  # without the file, group "1" has no ranks: one sentence
+
+
+def test_the_scenario_field_comm_groups_is_relative_to_the_scenario(tmp_path):
+    n = 8
+    write_ranks(tmp_path / "trace", "t", two_groups(n))
+    (tmp_path / "groups.json").write_text(json.dumps({"1": [0, 1, 2, 3], "2": [4, 5, 6, 7]}))
+    (tmp_path / "s.yaml").write_text("name: g\nfabric: {kind: elect-flat, hosts: 8, gpu_bandwidth_gbps: 100, "
+                                     "latency_us: 5}\n"
+                                     "workload: {kind: chakra, path: trace, comm_groups: groups.json}\n")
+    from testbed.fabrics.scenario_file import load_scenario
+
+    schedule = schedule_for(load_scenario(tmp_path / "s.yaml"))
+    assert {s.group for g in schedule.gpus for s in g.steps} == {(0, 1, 2, 3), (4, 5, 6, 7)}
+    with pytest.raises(InputError, match="comm_groups.*belongs to kind chakra|kind chakra"):
+        parse_scenario({"name": "x", "fabric": {"kind": "elect-flat", "hosts": 2, "gpu_bandwidth_gbps": 1},
+                        "workload": {"kind": "collective", "collective": "allreduce", "bytes": 8,
+                                     "comm_groups": "g.json"}}, "s.yaml")
+
+
+def test_a_process_group_init_node_as_pytorch_writes_it(tmp_path):
+    """PyTorch's execution trace lists its groups in a METADATA node whose inputs.values is a
+    Python-style list holding one JSON string; empty ranks mean every rank."""
+    n = 8
+    entries = [{"pg_name": "0", "ranks": [], "pg_desc": "default_pg"},
+               {"pg_name": "1", "ranks": [0, 1, 2, 3]}, {"pg_name": "2", "ranks": [4, 5, 6, 7]}]
+    init = pb.Node(id=0, name="## process_group:init ##", type=pb.METADATA_NODE)
+    init.inputs.values = "['" + json.dumps(entries) + "']"
+    per_rank = [[init, coll(1, pb.ALL_REDUCE, M, pg="1" if r < 4 else "2")] for r in range(n)]
+    write_ranks(tmp_path, "t", per_rank)
+    assert predicted_s(tmp_path, n) == pytest.approx(2 * 3 * (ALPHA_S + beta(M / 4)), rel=0.03)
+
+
+def read_with_mlc_chakra(path: Path) -> tuple[pb.GlobalMetadata, list[pb.Node]]:
+    stream = openFileRd(str(path))
+    metadata = pb.GlobalMetadata()
+    decodeMessage(stream, metadata)
+    nodes = []
+    while True:
+        item = pb.Node()
+        if not decodeMessage(stream, item):
+            break
+        nodes.append(item)
+    stream.close()
+    return metadata, nodes
+
+
+def test_our_export_is_read_by_mlc_chakras_decoder_and_jsonizer(tmp_path, monkeypatch):
+    n = 8
+    write_ranks(tmp_path / "in", "t", two_groups(n))
+    groups = tmp_path / "groups.json"
+    groups.write_text(json.dumps({"1": [0, 1, 2, 3], "2": [4, 5, 6, 7]}))
+    schedule = load_chakra(tmp_path / "in", n, 1, comm_groups=groups)
+    out = tmp_path / "out"
+    out.mkdir()
+    for rank, data in enumerate(export_chakra(schedule)):
+        (out / f"x.{rank}.et").write_bytes(data)
+    metadata, nodes = read_with_mlc_chakra(out / "x.5.et")
+    init, allreduce = nodes
+    assert init.type == pb.METADATA_NODE and "process_group:init" in init.name
+    attrs = {a.name: a for a in allreduce.attr}
+    assert allreduce.type == pb.COMM_COLL_NODE and attrs["comm_type"].int64_val == pb.ALL_REDUCE
+    assert attrs["comm_size"].int64_val == M and attrs["pg_name"].string_val == "2"
+    assert json.loads(comm_group_file(schedule)) == {"1": [0, 1, 2, 3], "2": [4, 5, 6, 7]}
+    # ASTRA-sim strips inputs.values' first and last two characters before parsing the JSON.
+    assert json.loads(init.inputs.values[2:-2]) == [{"pg_name": "1", "ranks": [0, 1, 2, 3]},
+                                                    {"pg_name": "2", "ranks": [4, 5, 6, 7]}]
+    from chakra.src.jsonizer import jsonizer
+
+    monkeypatch.setattr(sys, "argv", ["jsonizer", "--input_filename", str(out / "x.0.et"),
+                                      "--output_filename", str(tmp_path / "x.0.json")])
+    jsonizer.main()
+    text = (tmp_path / "x.0.json").read_text()
+    assert '"COMM_COLL_NODE"' in text and '"pg_name"' in text
+    # And the export, read back by this testbed, predicts what the original did.
+    back = load_chakra(out, n, 1)
+    assert simulate_schedule(back.to_json(), flat(n)).iteration_time_s == pytest.approx(
+        simulate_schedule(schedule.to_json(), flat(n)).iteration_time_s, rel=1e-6)
+
+
+def custom_ring_like_astra_sim(n: int = 8) -> list[list[pb.Node]]:
+    """The node layout of ASTRA-sim's examples/system/custom_collectives/custom_ring_allreduce_8npus_1MB
+    (read from its files): per rank 2(n-1) send/recv pairs of M/n, each receive depending on the
+    send before it, and a 7 µs COMP node (the reduction) after each of the first n-1 receives."""
+    ranks = []
+    for rank in range(n):
+        nodes, last, ident = [], None, 0
+        for step in range(2 * (n - 1)):
+            send = p2p(ident, True, (rank + 1) % n, M // n, deps=() if last is None else (last,))
+            recv = p2p(ident + 1, False, (rank - 1) % n, M // n, deps=(ident,))
+            nodes += [send, recv]
+            last, ident = recv.id, ident + 2
+            if step < n - 1:
+                comp = pb.Node(id=ident, name=f"COMP_NODE_tb0_step{2 * step + 1}", type=pb.COMP_NODE,
+                               duration_micros=7)
+                comp.data_deps.append(last)
+                nodes.append(comp)
+                last, ident = comp.id, ident + 1
+        ranks.append(nodes)
+    return ranks
+
+
+def test_astra_sims_custom_collective_layout_predicts_by_hand(tmp_path):
+    """Hand: 14·(α + 131,072·8/B) + 7·7 µs = 265.8 µs (the reductions' COMP nodes are on the
+    critical path: 14·(α + M/(nB)) = 216.8 µs leaves them out)."""
+    write_ranks(tmp_path, "custom_allreduce", custom_ring_like_astra_sim())
+    hand = 14 * (ALPHA_S + beta(131_072)) + 7 * 7e-6
+    assert hand == pytest.approx(265.8e-6, abs=0.1e-6)
+    assert predicted_s(tmp_path, 8) == pytest.approx(hand, rel=0.03)
