@@ -14,6 +14,10 @@ BURST_WINDOW_S = 1e-3
 # idle moment gets about this many bytes ahead of the shaped rate (a 116 KB message at 84 Mb/s
 # arrived in 6-7 ms, not 11.6; TBF keeps to its burst but under CPU load delivers 10-30% less).
 HTB_IDLE_BURST_BYTES = 50_000
+# The switch port into a host is shaped too (a NIC receives at most B, whoever sends), with a
+# deeper bucket than the host's own: one sender's traffic, already held to B, passes it unqueued,
+# while several at once (incast) are held to B once it drains.
+INTO_HOST_BURST_BYTES = 64 * 1024
 
 
 def burst_bytes(rate_bps: float) -> int:

@@ -11,7 +11,7 @@ from mininet.log import setLogLevel
 from mininet.net import Mininet
 from mininet.node import OVSSwitch, RemoteController
 
-from testbed.core.shaping import htb_commands_small_first, offload_command
+from testbed.core.shaping import INTO_HOST_BURST_BYTES, htb_commands_small_first, offload_command
 from testbed.emulation.registry import RunRecord, process_start_ticks
 from testbed.fabrics.all_kinds import KINDS, ROUTED_FABRICS
 from testbed.fabrics.ina.node_links import ina_host_commands
@@ -179,11 +179,21 @@ class MininetFabric:
             run_all_checked(node, commands, f"configuring {node.name}")
         shaping: list[str] = []
         for link in topo["links"]:
+            into_host = False
             if "peer_switch" in link:  # switch-to-switch links are shaped at both switch ports
-                for end in (f"{link['switch']}-eth{link['port']}", f"{link['peer_switch']}-eth{link['peer_port']}"):
-                    # Acknowledgements of the other direction's flow share this queue: small first.
-                    shaping += [offload_command(end) + " >/dev/null 2>&1"] + \
-                        htb_commands_small_first(end, link["payload_rate_bps"])
+                ends = [f"{link['switch']}-eth{link['port']}", f"{link['peer_switch']}-eth{link['peer_port']}"]
+            elif "switch" in link:
+                # A host's link is also shaped where the switch sends into it: what arrives at a
+                # GPU's NIC is bounded by B however many peers send to it at once (a gather, a
+                # parameter server's push), as on the fabric; the host side bounds what it sends.
+                ends = [f"{link['switch']}-eth{link['port']}"]
+                into_host = True
+            else:
+                ends = []
+            for end in ends:
+                # Acknowledgements of the other direction's flow share this queue: small first.
+                shaping += [offload_command(end) + " >/dev/null 2>&1"] + htb_commands_small_first(
+                    end, link["payload_rate_bps"], burst=INTO_HOST_BURST_BYTES if into_host else None)
         # Switch ports whose offloads cannot change are left as they are (hence `|| true`).
         shaping += [offload_command(intf.name) + " >/dev/null 2>&1 || true"
                     for switch in switches.values() for intf in switch.intfList() if intf.name != "lo"]

@@ -3,6 +3,7 @@ is given (or reads once): the schedule, the oracle's prediction, dilation and by
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
 from testbed.core.calibration import DEFAULT_CALIBRATION, Calibration, load_calibration
@@ -16,7 +17,7 @@ from testbed.fabrics.topology import reconfig_us
 from testbed.model.errors import InputError
 from testbed.model.fabric_section import FabricSection
 from testbed.model.scenario import Scenario
-from testbed.model.schedule import Schedule
+from testbed.model.schedule import Schedule, Step
 from testbed.model.units import BITS_PER_BYTE, gbps_to_bps, transfer_time_s, us_to_s
 from testbed.network.collectives import Prediction, collective_cost
 from testbed.oracle.fabrics import forwarding_load_factor, mp_flow_model
@@ -117,8 +118,9 @@ def _prepare_schedule(scenario: Scenario, calibration: Calibration) -> Prepared:
     messages by the smallest of those that carry most of the bytes."""
     schedule = schedule_for(scenario)
     prediction, message_bps = simulate_with_message_rates(schedule.to_json(), scenario.fabric)
-    steps = max(len(gpu.steps) for gpu in schedule.gpus)
-    sizes = sorted(_message_sizes(scenario, schedule))
+    per_gpu = [_gpu_messages(scenario, gpu.steps) for gpu in schedule.gpus]
+    steps = max(timed for _, timed in per_gpu)
+    sizes = sorted(size for gpu_sizes, _ in per_gpu for size in gpu_sizes)
     average_step = prediction.iteration_time_s / max(1, steps)
     # Without point-to-point messages, judge against what a link carries in an average step.
     median = float(sizes[len(sizes) // 2]) if sizes else \
@@ -132,25 +134,33 @@ def _prepare_schedule(scenario: Scenario, calibration: Calibration) -> Prepared:
                     message_rate_frac=_message_rate_fractions(scenario, schedule, message_bps))
 
 
-def _message_sizes(scenario: Scenario, schedule: Schedule) -> list[int]:
-    """Every message a schedule's GPUs send: its sends, and in an imported trace each collective's
-    messages (a ring all-reduce of M among n sends 2(n-1) of M/n), not one message of its whole
-    buffer. A placed model's collectives are DP buckets the planner already sized to be
-    bandwidth-bound (worthwhile_bucket_bytes): its sends are what the sizing must protect."""
-    sizes = []
+# A collective whose messages take less than this share of α on the wire (a barrier's token) is
+# all latency: how many bytes it carries says nothing of the link, so it does not size them.
+NEGLIGIBLE_TRANSFER = 0.01
+
+
+def _gpu_messages(scenario: Scenario, steps: Sequence[Step]) -> tuple[list[int], int]:
+    """The messages one GPU sends and how many timed events it runs: its sends, receives and
+    computes, and in an imported trace each collective's messages (a ring all-reduce of M among n
+    sends 2(n-1) of M/n, each a step of its own), not one event of its whole buffer. A placed
+    model's collectives are DP buckets the planner already sized to be bandwidth-bound
+    (worthwhile_bucket_bytes): its sends are what the sizing must protect."""
+    sizes, timed = [], 0
     rate, alpha = gbps_to_bps(scenario.fabric.gpu_bandwidth_gbps), us_to_s(scenario.fabric.latency_us)
-    for gpu in schedule.gpus:
-        for step in gpu.steps:
-            if step.kind == "send":
-                sizes.append(step.message_bytes())
-            elif step.kind == "collective" and scenario.workload.kind != "model":
-                coll = step.collective()
-                try:
-                    cost = collective_cost(coll.op, coll.algorithm, len(coll.group), coll.bytes, rate, alpha)
-                except InputError:  # summation services and INA: their chunks are sized apart
-                    continue
+    for step in steps:
+        timed += 1
+        if step.kind == "send":
+            sizes.append(step.message_bytes())
+        elif step.kind == "collective" and scenario.workload.kind != "model":
+            coll = step.collective()
+            try:
+                cost = collective_cost(coll.op, coll.algorithm, len(coll.group), coll.bytes, rate, alpha)
+            except InputError:  # summation services and INA: their chunks are sized apart
+                continue
+            timed += max(1, cost.messages) - 1
+            if transfer_time_s(cost.smallest_message_bytes, rate) >= NEGLIGIBLE_TRANSFER * alpha:
                 sizes += [max(1, int(cost.smallest_message_bytes))] * max(1, cost.messages)
-    return sizes
+    return sizes, timed
 
 
 BULK_SHARE = 0.9  # the message-size monitor judges the messages that carry this share of the bytes

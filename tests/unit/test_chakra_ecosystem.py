@@ -16,7 +16,7 @@ import pytest
 chakra = pytest.importorskip("chakra.src.third_party.utils.protolib", reason="mlc-chakra (setup.sh installs it)")
 from chakra.schema.protobuf import et_def_pb2 as pb  # noqa: E402
 from chakra.src.generator import generator  # noqa: E402
-from chakra.src.third_party.utils.protolib import decodeMessage, encodeMessage, openFileRd  # noqa: E402
+from chakra.src.third_party.utils.protolib import decodeMessage, openFileRd  # noqa: E402
 
 from testbed.core.chakra import load_chakra  # noqa: E402
 from testbed.core.chakra_export import comm_group_file, export_chakra  # noqa: E402
@@ -24,6 +24,11 @@ from testbed.fabrics.scenario_file import make_fabric, parse_scenario  # noqa: E
 from testbed.model.errors import InputError  # noqa: E402
 from testbed.oracle.schedule_sim import simulate_schedule  # noqa: E402
 from testbed.planning.workloads import schedule_for  # noqa: E402
+
+from ..conftest import ROOT  # noqa: E402
+
+sys.path.insert(0, str(ROOT / "examples"))  # the trace writers users run, examples/astra_sim_traces.py
+import astra_sim_traces as traces  # noqa: E402, I001
 
 ALPHA_S, RATE_BPS, M = 5e-6, 100e9, 1_048_576
 
@@ -80,29 +85,6 @@ def test_mlc_chakra_send_node_without_a_peer_is_one_sentence(tmp_path, monkeypat
     assert "\n" not in str(caught.value)
 
 
-def write_ranks(directory: Path, prefix: str, per_rank, metadata=None) -> Path:
-    """One file per rank with mlc-chakra's writer: GlobalMetadata, then the rank's nodes."""
-    directory.mkdir(parents=True, exist_ok=True)
-    for rank, nodes in enumerate(per_rank):
-        with open(directory / f"{prefix}.{rank}.et", "wb") as out:
-            encodeMessage(out, metadata or pb.GlobalMetadata(version="0.0.4"))
-            for item in nodes:
-                encodeMessage(out, item)
-    return directory
-
-
-def coll(ident: int, comm_type: int, size: int, pg: str | None = None, deps=()) -> pb.Node:
-    made = pb.Node(id=ident, name=f"coll{ident}", type=pb.COMM_COLL_NODE)
-    made.data_deps.extend(deps)
-    made.attr.append(pb.AttributeProto(name="is_cpu_op", bool_val=False))
-    made.attr.append(pb.AttributeProto(name="comm_type", int64_val=comm_type))
-    made.attr.append(pb.AttributeProto(name="comm_size", int64_val=size))
-    made.attr.append(pb.AttributeProto(name="involved_dim", bool_list=pb.BoolList(values=[True])))
-    if pg is not None:
-        made.attr.append(pb.AttributeProto(name="pg_name", string_val=pg))
-    return made
-
-
 # The collective types ASTRA-sim's generator does not write, by the same layout.
 WRITTEN = {
     "REDUCE": (pb.REDUCE, lambda n: math.ceil(math.log2(n)) * (ALPHA_S + beta(M))),
@@ -116,60 +98,32 @@ WRITTEN = {
 @pytest.mark.parametrize("kind", sorted(WRITTEN))
 def test_every_other_collective_type_predicts_its_formula(tmp_path, kind, n):
     comm_type, hand = WRITTEN[kind]
-    write_ranks(tmp_path, kind.lower(), [[coll(0, comm_type, M)] for _ in range(n)])
+    traces.write_ranks(tmp_path, kind.lower(), [[traces.collective(0, comm_type, M)] for _ in range(n)])
     assert predicted_s(tmp_path, n) == pytest.approx(hand(n), rel=0.03)
-
-
-def p2p(ident: int, sending: bool, peer: int, size: int, deps=()) -> pb.Node:
-    made = pb.Node(id=ident, name=f"{'send' if sending else 'recv'}{ident}",
-                   type=pb.COMM_SEND_NODE if sending else pb.COMM_RECV_NODE)
-    made.data_deps.extend(deps)
-    made.attr.append(pb.AttributeProto(name="comm_type", int64_val=pb.COMM_SEND_NODE if sending else pb.COMM_RECV_NODE))
-    made.attr.append(pb.AttributeProto(name="comm_size", int64_val=size))
-    made.attr.append(pb.AttributeProto(name="comm_dst" if sending else "comm_src", int32_val=peer))
-    made.attr.append(pb.AttributeProto(name="comm_tag", int32_val=0))
-    return made
-
-
-def send_recv_ring(n: int) -> list[list[pb.Node]]:
-    """A ring all-reduce as ASTRA-sim's custom-collective traces write it: on every rank, 2(n-1)
-    times, send a chunk to the next rank, then (depending on that send) receive one from the
-    previous; the next send waits for the receive. Every rank sends first."""
-    chunk = M // n
-    ranks = []
-    for rank in range(n):
-        nodes, last = [], None
-        for step in range(2 * (n - 1)):
-            send = p2p(2 * step, True, (rank + 1) % n, chunk, deps=() if last is None else (last,))
-            recv = p2p(2 * step + 1, False, (rank - 1) % n, chunk, deps=(send.id,))
-            nodes += [send, recv]
-            last = recv.id
-        ranks.append(nodes)
-    return ranks
 
 
 @pytest.mark.parametrize("n", [8, 16])
 def test_send_recv_ring_allreduce_predicts_the_ring_formula(tmp_path, n):
-    write_ranks(tmp_path, "custom_allreduce", send_recv_ring(n))
+    traces.write_ranks(tmp_path, "custom_allreduce", traces.send_recv_ring(n, M))
     assert predicted_s(tmp_path, n) == pytest.approx(2 * (n - 1) * (ALPHA_S + beta(M / n)), rel=0.03)
 
 
 def test_pg_name_zero_and_empty_are_every_rank(tmp_path):
     n = 4
     for pg in ("0", ""):
-        write_ranks(tmp_path / f"pg{pg or 'empty'}", "t", [[coll(0, pb.ALL_REDUCE, M, pg=pg)] for _ in range(n)])
-        assert predicted_s(tmp_path / f"pg{pg or 'empty'}", n) == pytest.approx(2 * 3 * (ALPHA_S + beta(M / 4)),
-                                                                             rel=0.03)
+        directory = tmp_path / f"pg{pg or 'empty'}"
+        traces.write_ranks(directory, "t", [[traces.collective(0, pb.ALL_REDUCE, M, pg=pg)] for _ in range(n)])
+        assert predicted_s(directory, n) == pytest.approx(2 * 3 * (ALPHA_S + beta(M / 4)), rel=0.03)
 
 
 def two_groups(n: int) -> list[list[pb.Node]]:
     """Ranks 0..3 all-reduce in group "1", ranks 4..7 in group "2", at the same time."""
-    return [[coll(0, pb.ALL_REDUCE, M, pg="1" if rank < n // 2 else "2")] for rank in range(n)]
+    return [[traces.collective(0, pb.ALL_REDUCE, M, pg="1" if rank < n // 2 else "2")] for rank in range(n)]
 
 
 def test_a_comm_group_file_in_astra_sims_format_names_the_groups(tmp_path):
     n = 8
-    write_ranks(tmp_path / "trace", "t", two_groups(n))
+    traces.write_ranks(tmp_path / "trace", "t", two_groups(n))
     groups = tmp_path / "comm_group.json"
     groups.write_text(json.dumps({"1": [0, 1, 2, 3], "2": [4, 5, 6, 7]}))
     hand = 2 * 3 * (ALPHA_S + beta(M / 4))  # each group of 4 on its own links
@@ -180,7 +134,7 @@ def test_a_comm_group_file_in_astra_sims_format_names_the_groups(tmp_path):
 
 def test_the_scenario_field_comm_groups_is_relative_to_the_scenario(tmp_path):
     n = 8
-    write_ranks(tmp_path / "trace", "t", two_groups(n))
+    traces.write_ranks(tmp_path / "trace", "t", two_groups(n))
     (tmp_path / "groups.json").write_text(json.dumps({"1": [0, 1, 2, 3], "2": [4, 5, 6, 7]}))
     (tmp_path / "s.yaml").write_text("name: g\nfabric: {kind: elect-flat, hosts: 8, gpu_bandwidth_gbps: 100, "
                                      "latency_us: 5}\n"
@@ -203,8 +157,8 @@ def test_a_process_group_init_node_as_pytorch_writes_it(tmp_path):
                {"pg_name": "1", "ranks": [0, 1, 2, 3]}, {"pg_name": "2", "ranks": [4, 5, 6, 7]}]
     init = pb.Node(id=0, name="## process_group:init ##", type=pb.METADATA_NODE)
     init.inputs.values = "['" + json.dumps(entries) + "']"
-    per_rank = [[init, coll(1, pb.ALL_REDUCE, M, pg="1" if r < 4 else "2")] for r in range(n)]
-    write_ranks(tmp_path, "t", per_rank)
+    per_rank = [[init, traces.collective(1, pb.ALL_REDUCE, M, pg="1" if r < 4 else "2")] for r in range(n)]
+    traces.write_ranks(tmp_path, "t", per_rank)
     assert predicted_s(tmp_path, n) == pytest.approx(2 * 3 * (ALPHA_S + beta(M / 4)), rel=0.03)
 
 
@@ -224,7 +178,7 @@ def read_with_mlc_chakra(path: Path) -> tuple[pb.GlobalMetadata, list[pb.Node]]:
 
 def test_our_export_is_read_by_mlc_chakras_decoder_and_jsonizer(tmp_path, monkeypatch):
     n = 8
-    write_ranks(tmp_path / "in", "t", two_groups(n))
+    traces.write_ranks(tmp_path / "in", "t", two_groups(n))
     groups = tmp_path / "groups.json"
     groups.write_text(json.dumps({"1": [0, 1, 2, 3], "2": [4, 5, 6, 7]}))
     schedule = load_chakra(tmp_path / "in", n, 1, comm_groups=groups)
@@ -255,32 +209,10 @@ def test_our_export_is_read_by_mlc_chakras_decoder_and_jsonizer(tmp_path, monkey
         simulate_schedule(schedule.to_json(), flat(n)).iteration_time_s, rel=1e-6)
 
 
-def custom_ring_like_astra_sim(n: int = 8) -> list[list[pb.Node]]:
-    """The node layout of ASTRA-sim's examples/system/custom_collectives/custom_ring_allreduce_8npus_1MB
-    (read from its files): per rank 2(n-1) send/recv pairs of M/n, each receive depending on the
-    send before it, and a 7 µs COMP node (the reduction) after each of the first n-1 receives."""
-    ranks = []
-    for rank in range(n):
-        nodes, last, ident = [], None, 0
-        for step in range(2 * (n - 1)):
-            send = p2p(ident, True, (rank + 1) % n, M // n, deps=() if last is None else (last,))
-            recv = p2p(ident + 1, False, (rank - 1) % n, M // n, deps=(ident,))
-            nodes += [send, recv]
-            last, ident = recv.id, ident + 2
-            if step < n - 1:
-                comp = pb.Node(id=ident, name=f"COMP_NODE_tb0_step{2 * step + 1}", type=pb.COMP_NODE,
-                               duration_micros=7)
-                comp.data_deps.append(last)
-                nodes.append(comp)
-                last, ident = comp.id, ident + 1
-        ranks.append(nodes)
-    return ranks
-
-
 def test_astra_sims_custom_collective_layout_predicts_by_hand(tmp_path):
     """Hand: 14·(α + 131,072·8/B) + 7·7 µs = 265.8 µs (the reductions' COMP nodes are on the
     critical path: 14·(α + M/(nB)) = 216.8 µs leaves them out)."""
-    write_ranks(tmp_path, "custom_allreduce", custom_ring_like_astra_sim())
+    traces.write_ranks(tmp_path, "custom_allreduce", traces.send_recv_ring(8, M, traces.REDUCTION_US))
     hand = 14 * (ALPHA_S + beta(131_072)) + 7 * 7e-6
     assert hand == pytest.approx(265.8e-6, abs=0.1e-6)
     assert predicted_s(tmp_path, 8) == pytest.approx(hand, rel=0.03)

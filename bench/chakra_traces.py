@@ -1,0 +1,83 @@
+"""Benchmark: Chakra traces as the ecosystem writes them, predicted and emulated.
+
+Every kind examples/astra_sim_traces.py writes with MLCommons' mlc-chakra (its generator's
+collectives, the other collective types, a send/recv ring all-reduce, ASTRA-sim's custom-collective
+layout), 1 MiB as ASTRA-sim's examples, on Elect-Flat (100 Gb/s, α 5 µs) and on SiP-Ring (4
+wavelengths of 25 Gb/s, the same α): the prediction against the hand alpha-beta time (Elect-Flat),
+and every emulated iteration against the prediction.
+
+Run as root from the repository: `.venv/bin/python bench/chakra_traces.py [--ranks 8,16]
+[--fabrics elect-flat,sip-ring] [--only allreduce,gather]`. Writes bench/results/chakra_traces.json
+(and .md).
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from bench_results import ratio_cells, run_in_tempdir, run_summary, save_rows
+
+from testbed.emulation.run import prepare
+from testbed.fabrics.scenario_file import parse_scenario
+from testbed.model.units import gbps_to_bps, us_to_s
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "examples"))
+import astra_sim_traces  # noqa: E402  (examples/astra_sim_traces.py)
+
+SIZE = 1_048_576
+FABRICS = {
+    "elect-flat": {"kind": "elect-flat", "gpu_bandwidth_gbps": 100, "latency_us": 5},
+    "sip-ring": {"kind": "sip-ring", "gpu_bandwidth_gbps": 100, "latency_us": 5, "wavelengths": 4,
+                 "wavelength_gbps": 25, "reconfig_us": 25, "estimate_period_us": 100},
+}
+
+
+def run_one(kind: str, directory: Path, hand, fabric_name: str, ranks: int) -> dict:
+    fabric = {**FABRICS[fabric_name], "hosts": ranks}
+    scenario = parse_scenario({"name": f"{kind}-{ranks}", "fabric": fabric,
+                               "workload": {"kind": "chakra", "path": str(directory), "iterations": 3}}, kind)
+    started = time.monotonic()
+    prepared = prepare(scenario)
+    predicted_s = prepared.prediction.iteration_time_s
+    hand_s = hand(ranks, SIZE, us_to_s(fabric["latency_us"]), gbps_to_bps(fabric["gpu_bandwidth_gbps"]))
+    result = run_in_tempdir(prepared)
+    return {"kind": kind, "fabric": fabric_name, "ranks": ranks, "predicted_ms": predicted_s * 1e3,
+            "hand_ms": hand_s * 1e3 if fabric_name == "elect-flat" else None,
+            "predicted_over_hand": predicted_s / hand_s if fabric_name == "elect-flat" else None,
+            **run_summary(result), "error": result.get("error"), "wall_s": time.monotonic() - started}
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--ranks", default="8,16")
+    parser.add_argument("--fabrics", default="elect-flat,sip-ring")
+    parser.add_argument("--only", help="comma-separated kinds (default: every kind)")
+    args = parser.parse_args()
+    rows = []
+    with tempfile.TemporaryDirectory(prefix="testbed-traces-") as work:
+        for ranks in map(int, args.ranks.split(",")):
+            made = astra_sim_traces.write_all(Path(work) / str(ranks), ranks, SIZE)
+            for fabric_name in args.fabrics.split(","):
+                for kind, (directory, hand) in made.items():
+                    if args.only and kind not in args.only.split(","):
+                        continue
+                    row = run_one(kind, directory, hand, fabric_name, ranks)
+                    print(row, flush=True)
+                    rows.append(row)
+                    if row["status"] == "interrupted":  # Ctrl-C ends the bench, not just this run
+                        return 130
+    header = ["| trace | fabric | GPUs | predicted (ms) | hand (ms) | emulated/predicted (min / mean / max) | sums "
+              "| faithful | wall (s) |",
+              "| --- | --- | ---: | ---: | ---: | :---: | :---: | :---: | ---: |"]
+    return save_rows("chakra_traces", rows, header, lambda r: (
+        f"{r['kind']} | {r['fabric']} | {r['ranks']} | {r['predicted_ms']:.3f} | "
+        f"{'n/a' if r['hand_ms'] is None else format(r['hand_ms'], '.3f')} | {ratio_cells(r)}"
+        f"{' (' + r['flagged'] + ')' if r['flagged'] else ''} | {r['wall_s']:.0f}"))
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
