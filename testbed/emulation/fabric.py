@@ -11,7 +11,12 @@ from mininet.log import setLogLevel
 from mininet.net import Mininet
 from mininet.node import OVSSwitch, RemoteController
 
-from testbed.core.shaping import INTO_HOST_BURST_BYTES, htb_commands_small_first, offload_command
+from testbed.core.shaping import (
+    HOST_QUEUE_PACKETS,
+    INTO_HOST_BURST_BYTES,
+    htb_commands_small_first,
+    offload_command,
+)
 from testbed.emulation.registry import RunRecord, process_start_ticks
 from testbed.fabrics.all_kinds import KINDS, ROUTED_FABRICS
 from testbed.fabrics.ina.node_links import ina_host_commands
@@ -167,7 +172,8 @@ class MininetFabric:
                 # Acknowledgements of the flows this host receives leave through the same queue as
                 # its own data: small packets first, or a host that sends and receives at once
                 # (every collective but a broadcast) throttles what it receives.
-                commands += htb_commands_small_first(intf["name"], intf["payload_rate_bps"])
+                commands += htb_commands_small_first(intf["name"], intf["payload_rate_bps"],
+                                                     queue_packets=HOST_QUEUE_PACKETS)
                 if routed:
                     dev = intf['name'].replace('.', '/')
                     commands.append(f"sysctl -qw net.ipv4.conf.{dev}.rp_filter=0 "
@@ -193,7 +199,8 @@ class MininetFabric:
             for end in ends:
                 # Acknowledgements of the other direction's flow share this queue: small first.
                 shaping += [offload_command(end) + " >/dev/null 2>&1"] + htb_commands_small_first(
-                    end, link["payload_rate_bps"], burst=INTO_HOST_BURST_BYTES if into_host else None)
+                    end, link["payload_rate_bps"], burst=INTO_HOST_BURST_BYTES if into_host else None,
+                    queue_packets=HOST_QUEUE_PACKETS if into_host else None)
         # Switch ports whose offloads cannot change are left as they are (hence `|| true`).
         shaping += [offload_command(intf.name) + " >/dev/null 2>&1 || true"
                     for switch in switches.values() for intf in switch.intfList() if intf.name != "lo"]

@@ -80,7 +80,8 @@ def cmd_check(args: argparse.Namespace) -> int:
     console.print(f"{args.scenario}: ok: {scenario.name}, {f.kind} with {f.hosts} hosts at "
                   f"{f.gpu_bandwidth_gbps:g} Gb/s, {what}, {w.iterations} iterations")
     if skipped:
-        console.print("trace nodes not run (they move no data): " + ", ".join(f"{n} {kind}" for kind, n in skipped))
+        console.print("trace nodes skipped (no data moved, no time taken): "
+                      + ", ".join(f"{n} {kind}" for kind, n in skipped))
     return 0
 
 

@@ -9,7 +9,7 @@ import json
 import pytest
 
 from testbed.emulation.run import Runner, prepare
-from testbed.fabrics.scenario_file import apply_overrides, load_scenario
+from testbed.fabrics.scenario_file import apply_overrides, load_scenario, parse_scenario
 
 from ..conftest import ROOT
 from .conftest import assert_faithful, assert_iterations_match_the_oracle
@@ -29,3 +29,25 @@ def test_example_chakra_trace_replays_as_a_dag(tmp_path, machine_state, name):
     assert_faithful(result)
     saved = json.loads((tmp_path / "run" / "results.json").read_text())
     assert saved["skipped_trace_nodes"] == {"METADATA_NODE": 8}
+
+
+@pytest.mark.parametrize("kind", ["custom_ring", "gather"])
+def test_traces_laid_out_as_astra_sims_run_on_elect_flat(tmp_path, machine_state, kind):
+    """ASTRA-sim's custom-collective layout (every rank sends before it receives: it deadlocked
+    when a send waited for its receive) and a GATHER (seven senders into one NIC), 1 MiB on 8
+    GPUs, written with mlc-chakra by examples/astra_sim_traces.py."""
+    pytest.importorskip("chakra.src.generator.generator", reason="mlc-chakra (setup.sh installs it)")
+    import sys
+
+    sys.path.insert(0, str(ROOT / "examples"))
+    import astra_sim_traces
+
+    directory, _ = astra_sim_traces.write_all(tmp_path / "traces", 8, 1_048_576)[kind]
+    scenario = parse_scenario({"name": kind, "fabric": {"kind": "elect-flat", "hosts": 8, "gpu_bandwidth_gbps": 100,
+                                                        "latency_us": 5},
+                               "workload": {"kind": "chakra", "path": str(directory), "iterations": 2}}, kind)
+    result = Runner(prepare(scenario), tmp_path / "run").execute()
+    assert result["status"] == "ok", result["error"]
+    assert result["sums_correct"]
+    assert_iterations_match_the_oracle(result)
+    assert_faithful(result)

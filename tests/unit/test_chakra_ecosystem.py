@@ -216,3 +216,22 @@ def test_astra_sims_custom_collective_layout_predicts_by_hand(tmp_path):
     hand = 14 * (ALPHA_S + beta(131_072)) + 7 * 7e-6
     assert hand == pytest.approx(265.8e-6, abs=0.1e-6)
     assert predicted_s(tmp_path, 8) == pytest.approx(hand, rel=0.03)
+
+
+def test_check_says_which_nodes_it_skips_and_that_durationless_computes_take_zero(tmp_path, capsys):
+    from testbed.interface.cli import main
+
+    per_rank = []
+    for _ in range(2):
+        bare = pb.Node(id=0, name="profiled op without a duration", type=pb.COMP_NODE)
+        bare.attr.append(pb.AttributeProto(name="num_ops", uint64_val=10**9))
+        per_rank.append([bare, pb.Node(id=1, name="meta", type=pb.METADATA_NODE),
+                         traces.collective(2, pb.ALL_REDUCE, M, pg="0")])
+    traces.write_ranks(tmp_path / "trace", "t", per_rank)
+    scenario = tmp_path / "s.yaml"
+    scenario.write_text("name: s\nfabric: {kind: elect-flat, hosts: 2, gpu_bandwidth_gbps: 100, latency_us: 5}\n"
+                        "workload: {kind: chakra, path: trace}\n")
+    assert main(["check", str(scenario)]) == 0
+    out = capsys.readouterr().out.replace("\n", " ")
+    assert "2 COMP_NODE without duration (taken as 0 µs)" in out and "2 METADATA_NODE" in out  # both ranks
+    assert predicted_s(tmp_path / "trace", 2) == pytest.approx(2 * (ALPHA_S + beta(M / 2)), rel=0.03)
