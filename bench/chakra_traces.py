@@ -7,8 +7,8 @@ wavelengths of 25 Gb/s, the same α): the prediction against the hand alpha-beta
 and every emulated iteration against the prediction.
 
 Run as root from the repository: `.venv/bin/python bench/chakra_traces.py [--ranks 8,16]
-[--fabrics elect-flat,sip-ring] [--only allreduce,gather]`. Writes bench/results/chakra_traces.json
-(and .md).
+[--fabrics elect-flat,sip-ring] [--only allreduce,gather] [--name chakra_traces]`. Writes
+bench/results/<name>.json (and .md).
 """
 
 from __future__ import annotations
@@ -56,6 +56,7 @@ def main() -> int:
     parser.add_argument("--ranks", default="8,16")
     parser.add_argument("--fabrics", default="elect-flat,sip-ring")
     parser.add_argument("--only", help="comma-separated kinds (default: every kind)")
+    parser.add_argument("--name", default="chakra_traces", help="results file name in bench/results")
     args = parser.parse_args()
     rows = []
     with tempfile.TemporaryDirectory(prefix="testbed-traces-") as work:
@@ -73,7 +74,7 @@ def main() -> int:
     header = ["| trace | fabric | GPUs | predicted (ms) | hand (ms) | emulated/predicted (min / mean / max) | sums "
               "| faithful | wall (s) |",
               "| --- | --- | ---: | ---: | ---: | :---: | :---: | :---: | ---: |"]
-    return save_rows("chakra_traces", rows, header, lambda r: (
+    return save_rows(args.name, rows, header, lambda r: (
         f"{r['kind']} | {r['fabric']} | {r['ranks']} | {r['predicted_ms']:.3f} | "
         f"{'n/a' if r['hand_ms'] is None else format(r['hand_ms'], '.3f')} | {ratio_cells(r)}"
         f"{' (' + r['flagged'] + ')' if r['flagged'] else ''} | {r['wall_s']:.0f}"))

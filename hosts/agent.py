@@ -175,8 +175,8 @@ class Agent:
     def _step(self, index: int, iteration: int, round_: int, transport: TcpTransport,
               inputs: dict[int, np.ndarray | None], posted: list[SendHandle] | None = None) -> dict | None:
         """One step; a collective's outcome. A send is posted onto `posted` (in order), or waited
-        for until it is delivered (in a DAG, where later steps may depend on it): the peer's transport
-        drains every connection eagerly, so delivery never waits for the matching receive."""
+        for until it is delivered (in a DAG, where later steps may depend on it): sent eagerly, as
+        ASTRA-sim and NCCL send, so delivery never waits for the matching receive."""
         step = self.steps[index]
         kind = step["kind"]
         began = time.monotonic()
@@ -190,7 +190,7 @@ class Agent:
             self._event("compute", began, time.monotonic(), iteration, step=step["id"], compute_us=step["compute_us"])
         elif kind == "send":
             size = self._emulated(step["bytes"])
-            handle = transport.send(step["peer"], self._tag(step["tag"], round_), self.payload[:size])
+            handle = transport.send(step["peer"], self._tag(step["tag"], round_), self.payload[:size], eager=True)
             if posted is None:
                 handle.wait(600.0)
             else:

@@ -16,7 +16,8 @@ import numpy as np
 
 from hosts.timing import precise_sleep
 
-HEADER = struct.Struct("!IQB")  # tag, payload bytes, whether the sender waits for an ACK
+HEADER = struct.Struct("!IQB")  # tag, payload bytes, flags (below)
+CONFIRM, EAGER = 1, 2  # flags: the sender waits for an ACK; the receiver takes it without a receive posted
 HELLO = struct.Struct("!I")  # sender rank, first bytes on every connection
 ACK = b"\x06"  # receiver to sender, once a whole message has arrived
 
@@ -73,7 +74,8 @@ class SendHandle:
 class Transport(Protocol):
     rank: int
 
-    def send(self, peer: int, tag: int, payload: np.ndarray, confirm: bool = False) -> SendHandle: ...
+    def send(self, peer: int, tag: int, payload: np.ndarray, confirm: bool = False,
+             eager: bool = False) -> SendHandle: ...
 
     def recv_into(self, peer: int, tag: int, out: np.ndarray) -> None: ...
 
@@ -103,7 +105,8 @@ class InProcessTransport:
         }
         return [InProcessTransport(r, boxes) for r in range(ranks)]
 
-    def send(self, peer: int, tag: int, payload: np.ndarray, confirm: bool = False) -> SendHandle:
+    def send(self, peer: int, tag: int, payload: np.ndarray, confirm: bool = False,
+             eager: bool = False) -> SendHandle:
         self._mailboxes[(self.rank, peer)].put((tag, np.array(payload, copy=True)))
         handle = SendHandle()
         handle._finish()
@@ -155,8 +158,8 @@ class _Posted:
 class _Inbox:
     """The messages from one peer that arrived before their receive, in arrival order, and the
     receives posted before their message: the eager protocol's two queues (as in MPI and NCCL).
-    A reader thread per peer drains its socket whatever the receiver is doing, so a send never
-    waits for its receive to be posted."""
+    A reader thread per peer takes an eager message whatever the receiver is doing, so its send
+    never waits for its receive to be posted; other messages while a receive from that peer is."""
 
     def __init__(self) -> None:
         self.arrived: list[tuple[int, np.ndarray]] = []
@@ -175,6 +178,10 @@ class _Inbox:
             if tag is None or got == tag:
                 return self.arrived.pop(index)
         return None
+
+    def waiting(self) -> bool:
+        """Whether any receive from this peer is posted."""
+        return bool(self.any_posted) or any(self.posted.values())
 
     def fail(self, error: BaseException) -> None:
         self.error = error
@@ -199,6 +206,7 @@ class TcpTransport:
         self._incoming: dict[int, socket.socket] = {}
         self._inboxes: dict[int, _Inbox] = {}
         self._inbox_lock = threading.Lock()  # guards _incoming and every inbox
+        self._posting = threading.Condition(self._inbox_lock)  # a receive was posted
         self._senders: dict[int, tuple[socket.socket, queue.Queue]] = {}
         self._senders_lock = threading.Lock()  # services send from several reader threads
         self._listener = socket.create_server((addresses[rank], port), backlog=len(addresses) + 4)
@@ -231,9 +239,17 @@ class TcpTransport:
         try:
             while True:
                 _recv_exact(sock, memoryview(header))
-                tag, size, confirm = HEADER.unpack(header)
+                tag, size, flags = HEADER.unpack(header)
+                confirm = flags & CONFIRM
                 with self._inbox_lock:
-                    posted = self._inbox(peer).take_posted(tag)
+                    inbox = self._inbox(peer)
+                    posted = inbox.take_posted(tag)
+                    # A message not sent eagerly is read only while a receive from its sender is
+                    # posted (as a socket read by its receiver): until then TCP holds its sender
+                    # back, as collectives and summation services expect of their peers.
+                    while posted is None and not flags & EAGER and not inbox.waiting() and not self._closed:
+                        self._posting.wait(0.5)
+                        posted = inbox.take_posted(tag)
                 if posted is not None and posted.out is not None and posted.out.nbytes == size:
                     _recv_exact(sock, posted.out.data.cast("B"))  # the common case: no copy
                     payload = None
@@ -303,11 +319,11 @@ class TcpTransport:
             item = work.get()
             if item is None:
                 return
-            tag, payload, confirm, handle = item
+            tag, payload, confirm, eager, handle = item
             try:
                 if self.latency.target_s > 0:
                     self.latency.overshoots_s.append(precise_sleep(self.latency.target_s))
-                sock.sendall(HEADER.pack(tag, payload.nbytes, confirm))
+                sock.sendall(HEADER.pack(tag, payload.nbytes, (CONFIRM if confirm else 0) | (EAGER if eager else 0)))
                 sock.sendall(memoryview(payload).cast("B"))
                 if confirm:
                     # Rendezvous: complete when the receiver has it, not when the kernel buffered
@@ -322,9 +338,13 @@ class TcpTransport:
         for peer in peers:
             self._sender(peer)
 
-    def send(self, peer: int, tag: int, payload: np.ndarray, confirm: bool = False) -> SendHandle:
+    def send(self, peer: int, tag: int, payload: np.ndarray, confirm: bool = False,
+             eager: bool = False) -> SendHandle:
+        """Queue a message; `eager` (a trace's point-to-point send, as ASTRA-sim and NCCL send
+        them) lets the receiver take it before its receive is posted, so the send completes once
+        delivered; otherwise it moves while the receiver has a receive from this rank posted."""
         handle = SendHandle(peer, self.board)
-        self._sender(peer).put((tag, np.ascontiguousarray(payload), confirm, handle))
+        self._sender(peer).put((tag, np.ascontiguousarray(payload), confirm, eager, handle))
         return handle
 
     def recv_into(self, peer: int, tag: int, out: np.ndarray) -> None:
@@ -355,6 +375,7 @@ class TcpTransport:
                                      f"{inbox.error}")
             posted = _Posted(out)
             (inbox.any_posted if tag is None else inbox.posted.setdefault(tag, [])).append(posted)
+            self._posting.notify_all()
         with self.board.waiting("receive", peer, tag):
             self._wait(peer, posted)
         if out is not None:

@@ -18,12 +18,6 @@ HTB_IDLE_BURST_BYTES = 50_000
 # deeper bucket than the host's own: one sender's traffic, already held to B, passes it unqueued,
 # while several at once (incast) are held to B once it drains.
 INTO_HOST_BURST_BYTES = 64 * 1024
-# Both ends of a host's link queue more than an interface's 1,000 packets: n-1 senders at B into
-# one NIC queue (n-2)/(n-1) of what they send at its switch port (a GATHER of 1 MiB on 8 GPUs,
-# scaled: ~1,100 packets), and a root sending to n-1 peers at once (a SCATTER) queues every
-# socket's allowance in its own qdisc; a shorter queue loses their tails (TCP retransmissions
-# measured at 16 GPUs), where the fabrics modelled (RDMA, lossless) pause the senders instead.
-HOST_QUEUE_PACKETS = 20_000
 
 
 def burst_bytes(rate_bps: float) -> int:
@@ -69,8 +63,7 @@ def ack_allowance_bps(acknowledged_payload_bps: float) -> int:
 
 
 def htb_commands_small_first(interface: str, payload_rate_bps: float,
-                             acknowledged_payload_bps: float | None = None, burst: int | None = None,
-                             queue_packets: int | None = None) -> list[str]:
+                             acknowledged_payload_bps: float | None = None, burst: int | None = None) -> list[str]:
     """Like htb_commands, with small packets (acknowledgements) in a class of their own that rides
     on top of the link's B and goes ahead of queued data.
 
@@ -94,5 +87,4 @@ def htb_commands_small_first(interface: str, payload_rate_bps: float,
         f"tc class replace dev {interface} parent 1:1 classid 1:5 htb rate {small}bit ceil {rate + small}bit "
         f"burst {burst} cburst {burst} prio 0",
         f"tc filter replace dev {interface} parent 1: protocol ip prio 1 {SMALL_PACKET_FILTER} classid 1:5",
-    ] + ([f"tc qdisc replace dev {interface} parent 1:10 handle 10: pfifo limit {queue_packets}"]
-         if queue_packets else [])
+    ]

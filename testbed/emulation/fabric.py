@@ -12,7 +12,6 @@ from mininet.net import Mininet
 from mininet.node import OVSSwitch, RemoteController
 
 from testbed.core.shaping import (
-    HOST_QUEUE_PACKETS,
     INTO_HOST_BURST_BYTES,
     htb_commands_small_first,
     offload_command,
@@ -172,8 +171,7 @@ class MininetFabric:
                 # Acknowledgements of the flows this host receives leave through the same queue as
                 # its own data: small packets first, or a host that sends and receives at once
                 # (every collective but a broadcast) throttles what it receives.
-                commands += htb_commands_small_first(intf["name"], intf["payload_rate_bps"],
-                                                     queue_packets=HOST_QUEUE_PACKETS)
+                commands += htb_commands_small_first(intf["name"], intf["payload_rate_bps"])
                 if routed:
                     dev = intf['name'].replace('.', '/')
                     commands.append(f"sysctl -qw net.ipv4.conf.{dev}.rp_filter=0 "
@@ -188,10 +186,11 @@ class MininetFabric:
             into_host = False
             if "peer_switch" in link:  # switch-to-switch links are shaped at both switch ports
                 ends = [f"{link['switch']}-eth{link['port']}", f"{link['peer_switch']}-eth{link['peer_port']}"]
-            elif "switch" in link:
-                # A host's link is also shaped where the switch sends into it: what arrives at a
-                # GPU's NIC is bounded by B however many peers send to it at once (a gather, a
-                # parameter server's push), as on the fabric; the host side bounds what it sends.
+            elif "switch" in link and KINDS[topo["fabric"]].shaped_into_hosts:
+                # A host's link on a switched fabric is also shaped where the switch sends into it:
+                # what arrives at a NIC is bounded by B however many peers send to it at once (a
+                # gather, a parameter server's push), as on the fabric; the host side bounds what
+                # it sends (KindSpec.shaped_into_hosts says on which kinds).
                 ends = [f"{link['switch']}-eth{link['port']}"]
                 into_host = True
             else:
@@ -199,8 +198,7 @@ class MininetFabric:
             for end in ends:
                 # Acknowledgements of the other direction's flow share this queue: small first.
                 shaping += [offload_command(end) + " >/dev/null 2>&1"] + htb_commands_small_first(
-                    end, link["payload_rate_bps"], burst=INTO_HOST_BURST_BYTES if into_host else None,
-                    queue_packets=HOST_QUEUE_PACKETS if into_host else None)
+                    end, link["payload_rate_bps"], burst=INTO_HOST_BURST_BYTES if into_host else None)
         # Switch ports whose offloads cannot change are left as they are (hence `|| true`).
         shaping += [offload_command(intf.name) + " >/dev/null 2>&1 || true"
                     for switch in switches.values() for intf in switch.intfList() if intf.name != "lo"]

@@ -51,12 +51,12 @@ class TopologyBuilder:
 
     def host_link(self, rank: int, interface: int, switch: dict[str, Any], port: int,
                   rate_bps: float) -> dict[str, Any]:
-        """A host interface on a switch port, shaped at both ends (the host's egress, and the
-        switch port's into the host); returns the interface."""
+        """A host interface on a switch port, shaped on the host side (and, on a switched fabric,
+        where the switch port sends into the host: see emulation.fabric); returns the interface."""
         name = f"h{rank + 1}-eth{interface}"
         self.links.append({"host": f"h{rank + 1}", "interface": name, "switch": switch["name"], "port": port,
                            "payload_rate_bps": rate_bps, "line_rate_bps": line_rate_bps(rate_bps),
-                           "shaped_on": "both"})
+                           "shaped_on": "host"})
         return {"name": name, "mac": host_mac(rank, interface), "switch": switch["name"], "port": port,
                 "payload_rate_bps": rate_bps}
 

@@ -39,6 +39,12 @@ class KindSpec:
     servers: bool = False
     parameter_server: bool = False  # BytePS and classic PS all-reduce run on it (switched any-to-any)
     non_blocking: bool = False  # one switch with B per GPU each way: the closed-form costs hold exactly
+    # The switch port into each host is shaped at B too, as a NIC receives at most B however many
+    # peers send to it (a GATHER's senders otherwise reached its root at 7 B: 0.29 of predicted).
+    # Off where a circuit or lightpath carries one sender's traffic, held to its rate at that
+    # sender, and on the PS fabric, whose CPU machines' TCP incast then loses packets (BytePS:
+    # 1.09-1.12 of predicted with 46 retransmission timeouts, against 0.96 and none unshaped).
+    shaped_into_hosts: bool = False
 
 
 class FabricSection(Strict):

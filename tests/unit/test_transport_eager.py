@@ -26,7 +26,8 @@ def test_every_rank_sends_to_its_successor_before_receiving():
     transports = _mesh(ranks)
     try:
         # Each rank's send completes with no receive posted anywhere.
-        handles = [t.send((t.rank + 1) % ranks, 7, np.full(BIG, t.rank, dtype=np.uint8)) for t in transports]
+        handles = [t.send((t.rank + 1) % ranks, 7, np.full(BIG, t.rank, dtype=np.uint8), eager=True)
+                   for t in transports]
         for handle in handles:
             handle.wait(30)
         for t in transports:
@@ -36,6 +37,24 @@ def test_every_rank_sends_to_its_successor_before_receiving():
     finally:
         for t in transports:
             t.close()
+
+
+def test_a_message_not_sent_eagerly_waits_for_a_receive_from_its_sender():
+    """Collectives and summation services rely on TCP holding a sender back until its receiver
+    reads: without `eager`, a message too large for the socket buffers is not delivered (its
+    send does not complete) until a receive from that sender is posted."""
+    a, b = _mesh(2)
+    try:
+        handle = a.send(1, 5, np.full(BIG, 3, dtype=np.uint8))
+        with pytest.raises(TransportError, match="in time"):
+            handle.wait(1.0)
+        out = np.zeros(BIG, dtype=np.uint8)
+        b.recv_into(0, 5, out)
+        handle.wait(10)
+        assert (out == 3).all()
+    finally:
+        a.close()
+        b.close()
 
 
 def test_repeated_tags_match_in_order_and_posted_receives_read_in_place():

@@ -15,4 +15,5 @@ class ElectClusterFabric(FabricSection):
     server_uplink_gbps: float = Field(default=400.0, gt=0)  # each server's one uplink to the core
 
     spec: ClassVar[KindSpec] = KindSpec("servers of GPUs on a fast local switch, joined by uplinks", servers=True,
-                                        parameter_server=True)
+                                        parameter_server=True,
+                                        shaped_into_hosts=True)

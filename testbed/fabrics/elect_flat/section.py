@@ -11,4 +11,5 @@ class ElectFlatFabric(FabricSection):
     kind: Literal["elect-flat"]
 
     spec: ClassVar[KindSpec] = KindSpec("one non-blocking electrical switch", non_blocking=True,
-                                        parameter_server=True)
+                                        parameter_server=True,
+                                        shaped_into_hosts=True)
