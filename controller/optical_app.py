@@ -27,6 +27,7 @@ from testbed.model.schedule import cut_pairs, traffic_pairs
 from testbed.model.units import us_to_s
 
 BARRIER_TIMEOUT_S = 5.0
+COUNTER_WAIT_PERIODS = 0.5  # how long a period's end waits for the switches' counters, in periods
 LEAD_S = 2e-3  # from asking the timer to the dark start: time for the request to reach it
 HOST_REPORT_TIMEOUT_S = 15.0
 
@@ -65,6 +66,7 @@ class OpticalFabricApp(app_manager.OSKenApp):
         self.barriers: dict[tuple[int, int], threading.Event] = {}
         self.counters: dict[tuple[int, str, str], int] = {}
         self.stats_pending: set[int] = set()  # switches whose flow counters were asked for and not yet sent
+        self.stats_answered = threading.Event()  # every switch asked has sent its counters
         self.ip_rank = {h["ip"]: h["rank"] for h in self.topology["hosts"]}
         self.total = [[0.0] * self.n for _ in range(self.n)]
         self.last_period = [[0.0] * self.n for _ in range(self.n)]
@@ -140,6 +142,8 @@ class OpticalFabricApp(app_manager.OSKenApp):
                     self.counters[(dpid, fields["ipv4_src"], fields["ipv4_dst"])] = stat.byte_count
             if not ev.msg.flags & ev.msg.datapath.ofproto.OFPMPF_REPLY_MORE:
                 self.stats_pending.discard(dpid)
+                if not self.stats_pending:
+                    self.stats_answered.set()
         except Exception:
             fail_loudly("reading flow counters")
 
@@ -147,10 +151,13 @@ class OpticalFabricApp(app_manager.OSKenApp):
         """Ask every switch for its flow counters, unless its answer to the last request is still on
         its way: on a slow machine the replies to a short period's requests outran what this process
         parsed, and barrier replies queued behind them for 20 s (a retune waited that long)."""
+        self.stats_answered.clear()
         for dpid, dp in list(self.datapaths.items()):
             if dpid not in self.stats_pending:
                 self.stats_pending.add(dpid)
                 dp.send_msg(dp.ofproto_parser.OFPFlowStatsRequest(dp, table_id=0))
+        if not self.stats_pending:
+            self.stats_answered.set()
 
     def _barrier(self, dpids) -> None:
         waiters = []
@@ -217,8 +224,11 @@ class OpticalFabricApp(app_manager.OSKenApp):
         while True:
             period_s = us_to_s(self.settings["estimate_period_us"]) * self.dilation
             time.sleep(period_s)
-            self._close_period()
+            # The period's own counters, not the last request's: planning from the period before
+            # would follow each phase of the traffic one period late (the oracle plans as this does).
             self._request_counters()
+            self.stats_answered.wait(period_s * COUNTER_WAIT_PERIODS)
+            self._close_period()
             policy = self.settings["policy"]
             if policy == "one-shot" or self.busy or not self.requests.empty():
                 continue

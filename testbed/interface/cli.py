@@ -99,26 +99,13 @@ def cmd_predict(args: argparse.Namespace) -> int:
         prediction = simulate_schedule(schedule.to_json(), scenario.fabric)
     else:
         prediction = predict_scenario(scenario)
-    simulated = None
-    if not args.schedule and scenario.workload.kind == "model" and scenario.fabric.hosts <= SIMULATED_MODEL_HOSTS:
-        from testbed.oracle.schedule_sim import simulate_schedule
-        from testbed.planning.workloads import schedule_for
-
-        # What a run is judged against: its schedule simulated step by step (DP rings and MP
-        # transfers share links there, which the plan oracle leaves out).
-        simulated = simulate_schedule(schedule_for(scenario).to_json(), scenario.fabric).iteration_time_s
     if args.json:
-        print(json.dumps({**prediction.to_json(), **({"schedule_simulation_s": simulated} if simulated else {})},
-                         indent=1))
+        print(json.dumps(prediction.to_json(), indent=1))
     else:
-        console.print(f"{scenario.name}: predicted iteration time {prediction.iteration_time_s * 1e3:.3f} ms "
-                      f"({prediction.formula})")
-        if simulated is not None:
-            console.print(f"schedule simulation (what a run is judged against): {simulated * 1e3:.3f} ms")
+        console.print(f"{scenario.name}: predicted iteration time {prediction.iteration_time_s * 1e3:.3f} ms")
+        console.print(f"  {prediction.breakdown.describe()}")
+        console.print(f"  how: {prediction.formula}")
     return 0
-
-
-SIMULATED_MODEL_HOSTS = 128  # model scenarios a run can emulate; beyond, the plan oracle alone
 
 
 def cmd_place(args: argparse.Namespace) -> int:

@@ -15,8 +15,11 @@ from testbed.shared.ina_rules import ELEMENTS_PER_PACKET, FRAME_BYTES, PAYLOAD_B
 class Breakdown:
     compute_s: float = 0.0
     communication_s: float = 0.0
-    reconfiguration_s: float = 0.0
+    reconfiguration_s: float = 0.0  # dark time of re-plans on the critical path
     retransmission_s: float = 0.0
+    # Of the iteration, the time after the last compute ends: the DP all-reduce (and transfers)
+    # that no compute hides. Part of communication_s and reconfiguration_s, not added to them.
+    exposed_dp_s: float = 0.0
 
     def to_json(self) -> dict[str, float]:
         return {
@@ -24,7 +27,17 @@ class Breakdown:
             "communication_s": self.communication_s,
             "reconfiguration_s": self.reconfiguration_s,
             "retransmission_s": self.retransmission_s,
+            "exposed_dp_s": self.exposed_dp_s,
         }
+
+    def describe(self) -> str:
+        """The breakdown in one line of milliseconds."""
+        parts = [("compute", self.compute_s), ("communication", self.communication_s),
+                 ("dark time", self.reconfiguration_s), ("retransmissions", self.retransmission_s)]
+        text = ", ".join(f"{name} {value * 1e3:.3f} ms" for name, value in parts if value or name != "retransmissions")
+        if self.exposed_dp_s:
+            text += f" (of which after the last compute: {self.exposed_dp_s * 1e3:.3f} ms)"
+        return text
 
 
 @dataclass(frozen=True)

@@ -6,6 +6,7 @@ than its dark time. Each kind says what its groups are and how its links are rea
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
@@ -15,6 +16,18 @@ from scipy.optimize import Bounds, LinearConstraint, milp
 from testbed.model.units import transfer_time_s
 
 Pair = tuple[int, int]  # (source GPU, destination GPU)
+
+
+# A measured estimate is planned at this resolution (steps per doubling of a pair's bytes): finer
+# differences are counter noise, and equal estimates then get one plan (layers repeat).
+ESTIMATE_STEPS_PER_OCTAVE = 4
+
+
+def quantised(demand: Mapping[Pair, float]) -> dict[Pair, float]:
+    """A traffic estimate rounded to ESTIMATE_STEPS_PER_OCTAVE steps per doubling (what the
+    controller and the oracle both plan from); pairs without bytes left out."""
+    steps = ESTIMATE_STEPS_PER_OCTAVE
+    return {p: 2.0 ** (round(math.log2(v) * steps) / steps) for p, v in demand.items() if v > 0}
 
 
 def longest_s(demand: Mapping[Pair, float], links: Mapping[Pair, int], unit_bps: float) -> float:

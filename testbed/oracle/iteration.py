@@ -131,4 +131,4 @@ def predict_plan(plan: Plan, fabric: FabricSection, enough_s: float = float("inf
         formula += "; " + "; ".join(notes)
     dark = min(model.dark_s, max(0.0, total - compute))
     return Prediction(total, Breakdown(compute_s=compute, communication_s=total - compute - dark,
-                                       reconfiguration_s=dark), formula)
+                                       reconfiguration_s=dark, exposed_dp_s=tail_s), formula)

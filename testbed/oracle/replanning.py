@@ -10,7 +10,6 @@ iteration."""
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -21,6 +20,7 @@ from testbed.model.fabric_section import FabricSection
 from testbed.model.units import us_to_s
 from testbed.network.flow_model import FlowModel, Traffic
 from testbed.network.flows import DarkWindow
+from testbed.network.link_planner import quantised
 
 
 @dataclass
@@ -55,30 +55,53 @@ def period_traffic(fabric: FabricSection) -> PeriodTraffic:
     return PeriodTraffic(us_to_s(estimate_period_us(fabric)))
 
 
+class Replanner:
+    """The kind's controller rule for the next plan from a period's measured traffic (the same
+    function the controller calls), for a group of k GPUs (l groups) keeping its `recurring`
+    pairs. Layers repeat, and so do their periods' traffic: each distinct estimate (as the
+    planners round it) is planned once from each plan in force."""
+
+    def __init__(self, fabric: FabricSection, k: int, l: int, recurring: tuple[tuple[int, int], ...]) -> None:
+        replan = behaviour(fabric.kind).replan
+        assert replan is not None, f"{fabric.kind} re-plans during a run but has no replan()"
+        self._replan: Callable[[FabricSection, int, int, Traffic, tuple[tuple[int, int], ...], FlowModel, float],
+                               FlowModel] = replan
+        self.fabric, self.k, self.l, self.recurring = fabric, k, l, recurring
+        self.period_s = us_to_s(estimate_period_us(fabric))
+        self.dark_s = us_to_s(reconfig_us(fabric))
+        self._cache: dict[tuple[frozenset[Any], frozenset[Any]], FlowModel] = {}
+
+    def next_plan(self, measured: Traffic, current: FlowModel) -> FlowModel | None:
+        """The plan for the period after `measured`; None when the estimate is empty."""
+        key = frozenset(quantised(measured).items())
+        if not key:
+            return None
+        held = frozenset(current.capacity_bps.items())
+        model = self._cache.get((key, held))
+        if model is None:
+            model = self._cache[(key, held)] = self._replan(self.fabric, self.k, self.l, measured, self.recurring,
+                                                            current, self.dark_s)
+        return model
+
+
+def changed_resources(before: FlowModel, after: FlowModel) -> frozenset[Any]:
+    """The links whose capacity a re-plan changes (what goes dark while it is made)."""
+    return frozenset(r for r in set(after.capacity_bps) | set(before.capacity_bps)
+                     if after.capacity_bps.get(r) != before.capacity_bps.get(r))
+
+
 def plan_replans(fabric: FabricSection, k: int, l: int, steady: FlowModel, traffic: PeriodTraffic,
                  recurring: tuple[tuple[int, int], ...]) -> Replans:
     """Every period with traffic in the period before, the kind's controller re-plans from that
     traffic; the links whose capacity changed go dark for reconfig_us from the period's start."""
-    replan: Callable[[FabricSection, int, int, Traffic, tuple[tuple[int, int], ...], FlowModel, float],
-                     FlowModel] | None
-    replan = behaviour(fabric.kind).replan
-    assert replan is not None, f"{fabric.kind} re-plans during a run but has no replan()"
-    dark_s = us_to_s(reconfig_us(fabric))
-    cache: dict[tuple[frozenset[Any], frozenset[Any]], FlowModel] = {}
+    replanner = Replanner(fabric, k, l, recurring)
+    dark_s = replanner.dark_s
     current, count, windows = steady, 0, []
     for period in sorted(p + 1 for p in traffic.by_period):
-        last = traffic.by_period[period - 1]
-        # Layers repeat, and so do their periods' traffic: plan each distinct estimate once from
-        # each plan in force.
-        key = frozenset((pair, round(math.log2(size))) for pair, size in last.items() if size > 0)
-        if not key:
-            continue
-        held = frozenset(current.capacity_bps.items())
-        model = cache.get((key, held))
+        model = replanner.next_plan(traffic.by_period[period - 1], current)
         if model is None:
-            model = cache[(key, held)] = replan(fabric, k, l, last, recurring, current, dark_s)
-        changed = frozenset(r for r in set(model.capacity_bps) | set(current.capacity_bps)
-                            if model.capacity_bps.get(r) != current.capacity_bps.get(r))
+            continue
+        changed = changed_resources(current, model)
         if changed:
             start = period * traffic.period_s
             windows.append(DarkWindow(start, start + dark_s, changed))

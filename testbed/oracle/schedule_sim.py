@@ -4,7 +4,13 @@ schedule.in_order_deps). A GPU runs one compute at a time, the lowest ready step
 and collectives run beside it. Sends, and the data of ring collectives and all-to-alls, are flows
 sharing the fabric max-min fairly with everything else in flight, their α terms added at the end;
 tree, halving-doubling and broadcast collectives take their alpha-beta time at the rate their
-group gets on the fabric's plan when every group running the same step sends at once."""
+group gets on the fabric's plan when every group running the same step sends at once.
+
+Where the controller re-plans during a run (SiP-Ring, multi-shot SiP-OCS), so does the simulation,
+with the controller's own rule (testbed.oracle.replanning.Replanner): at the end of every
+estimation period it plans from the bytes each pair moved in that period, links whose capacity changes go dark for the
+reconfiguration time (what both plans share carries on; flows over a dark link pause), and then
+every transfer moves onto the new plan's paths."""
 
 from __future__ import annotations
 
@@ -21,6 +27,7 @@ from testbed.network.collectives import Breakdown, Prediction, collective_cost
 from testbed.network.flow_model import FlowModel
 from testbed.network.flows import Flow, max_min_rates
 from testbed.oracle.fabrics import mp_flow_model
+from testbed.oracle.replanning import Replanner, changed_resources, replans_during_run
 from testbed.shared.collective_plans import collective_traffic
 
 # Collectives whose alpha-beta bandwidth term is the busiest GPU's bytes over its rate: their data
@@ -51,8 +58,10 @@ class _Dag:
         self.compute_s = [0.0] * n
         self.ready_computes: list[list[int]] = [[] for _ in range(n)]
         self.computing = [False] * n
+        self.last_compute_end_s = 0.0
         self.timers: list[tuple[float, int, tuple[Any, ...]]] = []
         self.flows: list[tuple[tuple[Any, ...], Flow, float]] = []  # (owner, flow, bits left)
+        self.pairs: dict[int, tuple[int, int]] = {}  # id(flow) -> (source, destination)
         self.arrived: dict[tuple[int, int, str], float] = {}  # (src, dst, tag) -> when it arrived
         self.receiving: dict[tuple[int, int, str], tuple[int, int]] = {}
         self.rendezvous: dict[tuple[Any, ...], list[tuple[int, int]]] = defaultdict(list)
@@ -61,6 +70,7 @@ class _Dag:
         self._seq = 0
         self.sent_at: dict[tuple[int, int], float] = {}
         self.message_bps: dict[tuple[int, int, str], float] = {}  # (src, dst, tag) -> its average rate
+        self.replans = _LiveReplans(fabric, n, schedule) if replans_during_run(fabric) else None
 
     def at(self, time_s: float, event: tuple[Any, ...]) -> None:
         self._seq += 1
@@ -81,8 +91,7 @@ class _Dag:
             self.next_compute(g)
         elif kind == "send":
             self.sent_at[(g, i)] = self.now
-            flow = Flow(self.now, step["bytes"], self.model.resources(g, step["peer"]))
-            self.flows.append((("send", g, i), flow, bytes_to_bits(step["bytes"])))
+            self.add_flow(("send", g, i), g, step["peer"], step["bytes"])
         elif kind == "recv":
             key = (step["peer"], g, step["tag"])
             if self.arrived.get(key, math.inf) <= self.now:
@@ -116,11 +125,15 @@ class _Dag:
         block = collective_traffic(op, algorithm, n, size)
         edges = [(group[a], group[b], block[a][b]) for a in range(n) for b in range(n) if a != b and block[a][b]]
         for src, dst, bytes_ in edges:
-            self.flows.append((("collective", key), Flow(self.now, bytes_, self.model.resources(src, dst)),
-                               bytes_to_bits(bytes_)))
+            self.add_flow(("collective", key), src, dst, bytes_)
         self.flows_left[key] = len(edges)
         if not edges:
             self.at(self.now + self.alpha_part(key, step), ("collected", key))
+
+    def add_flow(self, owner: tuple[Any, ...], src: int, dst: int, size: float) -> None:
+        flow = Flow(self.now, size, self.model.resources(src, dst))
+        self.pairs[id(flow)] = (src, dst)
+        self.flows.append((owner, flow, bytes_to_bits(size)))
 
     def alpha_part(self, key: tuple[Any, ...], step: dict[str, Any]) -> float:
         return collective_cost(step["op"], step["algorithm"], len(key[1]), step["bytes"], math.inf, self.alpha).time_s
@@ -146,6 +159,7 @@ class _Dag:
         if event[0] == "computed":
             _, g, i = event
             self.computing[g] = False
+            self.last_compute_end_s = self.now
             self.finish(g, i)
             self.next_compute(g)
         elif event[0] == "arrived":
@@ -157,23 +171,58 @@ class _Dag:
             for g, i in self.rendezvous.pop(event[1]):
                 self.finish(g, i)
 
+    def rates(self) -> list[float]:
+        """Each flow's max-min rate now; during a retune, flows over a dark link carry nothing."""
+        if not self.flows:
+            return []
+        capacity = self.model.capacity_bps
+        if self.replans is not None and self.replans.dark_capacity_bps is not None:
+            capacity = self.replans.dark_capacity_bps
+            moving = [k for k, (_, f, _) in enumerate(self.flows) if all(capacity.get(r, 0.0) > 0 for r in f.resources)]
+            rates = [0.0] * len(self.flows)
+            for k, rate in zip(moving, max_min_rates([self.flows[k][1] for k in moving], capacity)):
+                rates[k] = rate
+            return rates
+        return max_min_rates([f for _, f, _ in self.flows], capacity)
+
+    def replan(self) -> None:
+        """A period's end or a retune's: the controller plans, or the new plan takes over."""
+        assert self.replans is not None
+        new = self.replans.step(self.now, self.model)
+        if new is None:
+            return
+        self.model = new
+        moved = []
+        for owner, flow, left in self.flows:
+            pair = self.pairs.pop(id(flow))
+            flow = Flow(flow.start_s, flow.bytes, new.resources(*pair))
+            self.pairs[id(flow)] = pair
+            moved.append((owner, flow, left))
+        self.flows = moved
+
     def run(self) -> float:
         for g, gpu in enumerate(self.steps):
             for i in range(len(gpu)):
                 if self.waiting[g][i] == 0:
                     self.start(g, i)
         while self.timers or self.flows:
-            rates = max_min_rates([f for _, f, _ in self.flows], self.model.capacity_bps) if self.flows else []
+            rates = self.rates()
             ends = [self.now + left / rate for (_, _, left), rate in zip(self.flows, rates) if rate > 0]
             then = min(([self.timers[0][0]] if self.timers else []) + ends, default=math.inf)
             if then == math.inf:
                 break
+            if self.replans is not None:
+                then = min(then, self.replans.next_event_s)
             finished: list[tuple[tuple[Any, ...], Flow, float]] = []
             still: list[tuple[tuple[Any, ...], Flow, float]] = []
             for (owner, flow, left), rate in zip(self.flows, rates):
                 left -= rate * (then - self.now)
+                if self.replans is not None and rate > 0:
+                    self.replans.moved(self.pairs[id(flow)], rate * (then - self.now))
                 (finished if left <= 1e-6 * max(1.0, flow.bytes) else still).append((owner, flow, left))
             self.flows, self.now = still, then
+            if self.replans is not None and self.now >= self.replans.next_event_s:
+                self.replan()
             for owner, _, _ in finished:
                 self.flow_done(owner)
             while self.timers and self.timers[0][0] <= self.now:
@@ -201,9 +250,17 @@ def simulate_with_message_rates(schedule: dict[str, Any], fabric: FabricSection
     dag = _Dag(schedule, fabric)
     total = dag.run()
     busiest = max(dag.compute_s)
-    prediction = Prediction(total, Breakdown(compute_s=busiest, communication_s=total - busiest),
-                            "schedule simulation: steps when their dependencies are done, one compute at a time "
-                            "per GPU, transfers and ring collectives as max-min fair flows")
+    formula = ("schedule simulation: steps when their dependencies are done, one compute at a time per GPU, "
+               "transfers and ring collectives as max-min fair flows")
+    dark = 0.0
+    if dag.replans is not None:
+        dark = min(dag.replans.dark_total_s, max(0.0, total - busiest))
+        formula += (f"; re-planned every {dag.replans.replanner.period_s * 1e6:g} µs as the controller does: "
+                    f"{dag.replans.retunes} of {dag.replans.plans} re-plans retuned links, "
+                    f"{dag.replans.dark_total_s * 1e3:.3f} ms dark")
+    exposed = total - dag.last_compute_end_s if busiest > 0 else 0.0
+    prediction = Prediction(total, Breakdown(compute_s=busiest, communication_s=total - busiest - dark,
+                                             reconfiguration_s=dark, exposed_dp_s=exposed), formula)
     return prediction, dag.message_bps
 
 
@@ -233,3 +290,58 @@ def _edges(model: FlowModel, group: tuple[int, ...], step: dict[str, Any]) -> li
         return ring
     block = collective_traffic(step["op"], step["algorithm"], len(group), step["bytes"])
     return [(group[i], group[j]) for i, row in enumerate(block) for j, size in enumerate(row) if size and i != j]
+
+
+# How many periods old the estimate a controller plans from at a period's end is: it asks the
+# switches for their counters then and waits for them, so it plans from the period just ended.
+COUNTER_LAG_PERIODS = 0
+
+
+class _LiveReplans:
+    """The controller's re-planning as the simulation meets it: bytes moved per period, the plan
+    it asks for at each period's end, and the retune's dark window."""
+
+    def __init__(self, fabric: FabricSection, n: int, schedule: dict[str, Any]) -> None:
+        recurring = tuple(sorted(traffic_pairs(schedule.get("traffic_matrix_bytes"))))
+        self.replanner = Replanner(fabric, n, 1, recurring)
+        self.period_s = self.replanner.period_s
+        self.next_event_s = self.period_s
+        self.current: dict[tuple[int, int], float] = {}
+        self.closed: list[dict[tuple[int, int], float]] = []
+        self.pending: FlowModel | None = None
+        self.dark_capacity_bps: dict[Any, float] | None = None
+        self.dark_end_s = math.inf
+        self.next_period_s = self.period_s
+        self.plans = self.retunes = 0
+        self.dark_total_s = 0.0
+
+    def moved(self, pair: tuple[int, int], bits: float) -> None:
+        self.current[pair] = self.current.get(pair, 0.0) + bits / 8
+
+    def step(self, now: float, model: FlowModel) -> FlowModel | None:
+        """At `now` (a period's end or a retune's): the plan that takes over now, if any."""
+        taken_over = None
+        if self.pending is not None and now >= self.dark_end_s - 1e-15:
+            taken_over, self.pending, self.dark_capacity_bps, self.dark_end_s = self.pending, None, None, math.inf
+        if now >= self.next_period_s - 1e-15:
+            self.closed.append(self.current)
+            self.current = {}
+            self.next_period_s += self.period_s
+            held = taken_over or model
+            if self.pending is None and len(self.closed) > COUNTER_LAG_PERIODS:
+                measured = {p: v for p, v in self.closed[-1 - COUNTER_LAG_PERIODS].items() if v > 0 and p[0] != p[1]}
+                new = self.replanner.next_plan(measured, held)
+                if new is not None:
+                    self.plans += 1
+                    changed = changed_resources(held, new)
+                    if changed:
+                        self.retunes += 1
+                        self.pending, self.dark_end_s = new, now + self.replanner.dark_s
+                        self.dark_capacity_bps = {r: min(c, new.capacity_bps.get(r, 0.0))
+                                                  for r, c in held.capacity_bps.items()}
+                        self.dark_total_s += self.replanner.dark_s
+                        if self.replanner.dark_s <= 0:
+                            taken_over, self.pending, self.dark_capacity_bps = new, None, None
+                            self.dark_end_s = math.inf
+        self.next_event_s = min(self.next_period_s, self.dark_end_s)
+        return taken_over

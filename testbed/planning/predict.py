@@ -62,10 +62,24 @@ def predict_ina_fabric(scenario: Scenario, schedule: Schedule, timing: InaRunTim
                                              retransmission_s=retransmission_s), formula)
 
 
+# Placed models up to this many GPUs (what a run can emulate) are predicted by simulating their
+# schedule step by step, re-planning where the fabric does; beyond, by the placer's estimate.
+SIMULATED_MODEL_HOSTS = 128
+
+
 def predict_scenario(scenario: Scenario) -> Prediction:
-    """The oracle for any scenario: placed models through the placer's plan, collectives directly."""
+    """The oracle for any scenario, the one a run is judged against: a placed model's schedule
+    simulated step by step (with the controller's re-plans), traces likewise, collectives directly."""
     if scenario.workload.kind == "model":
-        return predict_plan(model_plan(scenario), scenario.fabric)
+        estimate = predict_plan(model_plan(scenario), scenario.fabric)
+        if scenario.fabric.hosts > SIMULATED_MODEL_HOSTS:
+            return estimate
+        simulated = simulate_schedule(schedule_for(scenario).to_json(), scenario.fabric)
+        # The placer searches with its closed-form estimate (one MP group and its DP ring, fast
+        # enough for thousands of candidates); the prediction is the simulation of what runs.
+        return Prediction(simulated.iteration_time_s, simulated.breakdown,
+                          f"{simulated.formula}; the placer's estimate {estimate.iteration_time_s * 1e3:.3f} ms "
+                          f"({estimate.formula})")
     if scenario.workload.kind in ("trace", "chakra"):  # a user's schedule, simulated step by step
         return simulate_schedule(schedule_for(scenario).to_json(), scenario.fabric)
     return predict(scenario, schedule_for(scenario))

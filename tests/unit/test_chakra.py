@@ -285,14 +285,14 @@ def test_concurrent_receives_from_one_peer_each_get_their_message():
 
 
 def test_predict_shows_the_schedule_simulation_a_run_and_an_exported_trace_share(tmp_path, capsys):
-    """`testbed predict` of a placed model prints the simulation of its schedule beside the plan
-    oracle; its export, imported as a Chakra workload, predicts exactly that."""
+    """`testbed predict` of a placed model prints the simulation of its schedule (what a run is
+    judged against); its export, imported as a Chakra workload, predicts exactly that."""
     import json
 
     from testbed.interface.cli import main
 
     assert main(["predict", str(ROOT / "scenarios" / "placed-resnet.yaml"), "--json"]) == 0
-    simulated = json.loads(capsys.readouterr().out)["schedule_simulation_s"]
+    simulated = json.loads(capsys.readouterr().out)["predicted_iteration_time_s"]
     scenario = load_scenario(ROOT / "scenarios" / "placed-resnet.yaml")
     write(tmp_path / "trace", export_chakra(schedule_for(scenario)), "placed-resnet")
     chakra = tmp_path / "chakra.yaml"

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 
 from testbed.model.units import transfer_time_s
-from testbed.network.link_planner import longest_s, max_min_links, worth_retuning
+from testbed.network.link_planner import longest_s, max_min_links, quantised, worth_retuning
 
 Pair = tuple[int, int]  # (source GPU, destination GPU)
 Demand = dict[Pair, float]  # bytes per pair
@@ -184,7 +184,8 @@ def replan_circuits(traffic: Demand, nodes: int, switches: int, link_bps: float,
     """A multi-shot re-plan from a plan in force (`current`: the switches of each pair's circuits):
     it retunes only when worth the dark time (testbed.network.link_planner), and then keeps every circuit it can on
     its switch. Re-planning on each period's measured traffic made 42-49 retunes in one iteration
-    that a steady plan served as well."""
+    that a steady plan served as well. The measured `traffic` is planned as link_planner rounds it."""
+    traffic = quantised(traffic)
     fresh = plan_circuits(traffic, nodes, switches, link_bps)
     held = {pair: len(qs) for pair, qs in current.items() if qs and pair[0] != pair[1]}
     demand = _pair_demand(traffic)

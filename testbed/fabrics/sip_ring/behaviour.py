@@ -13,7 +13,7 @@ from testbed.fabrics.sip_ring.section import SipRingFabric
 from testbed.fabrics.sip_ring.wavelengths import WavelengthPlan, plan_wavelengths
 from testbed.model.units import gbps_to_bps, us_to_s
 from testbed.network.flow_model import FlowModel, Traffic, relay_paths, ring_allreduce_s
-from testbed.network.link_planner import worth_retuning
+from testbed.network.link_planner import quantised, worth_retuning
 
 
 def build(fabric: SipRingFabric, builder: TopologyBuilder) -> dict[str, Any]:
@@ -92,9 +92,10 @@ def retuned_ring_plan(fabric: SipRingFabric, nodes: int, traffic: Traffic, keep:
                       held: dict[tuple[int, int], int] | None, dark_s: float) -> WavelengthPlan | None:
     """The wavelength plan for a period's measured traffic, or None where the plan in force
     (`held`: wavelengths per pair) stays because retuning would not gain its `dark_s`."""
-    plan = ring_plan(fabric, nodes, traffic, keep)
     if held is None:
-        return plan
+        return ring_plan(fabric, nodes, traffic, keep)
+    traffic = quantised(traffic)  # a measured estimate, planned as link_planner rounds it
+    plan = ring_plan(fabric, nodes, traffic, keep)
     fresh = {pair: len(path.wavelengths) for pair, path in plan.lightpaths.items()}
     return plan if worth_retuning(traffic, held, fresh, gbps_to_bps(fabric.wavelength_gbps), dark_s) else None
 

@@ -1,0 +1,105 @@
+"""The schedule simulation re-plans as the controller does: stationary traffic keeps its plan (a
+closed form), the controller's and the oracle's plan for the same traffic are the same, and a
+retune that no period can pay for is never made."""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from controller.policy import plan_for
+from testbed.fabrics.scenario_file import make_fabric
+from testbed.fabrics.sip_ring.behaviour import replan
+from testbed.fabrics.topology import build_topology
+from testbed.oracle.replanning import Replanner
+from testbed.oracle.schedule_sim import simulate_schedule
+
+
+def ring(hosts: int = 8, wavelengths: int = 4, reconfig_us: float = 25.0, period_us: float = 100.0):
+    return make_fabric(kind="sip-ring", hosts=hosts, gpu_bandwidth_gbps=10.0 * wavelengths, latency_us=5.0,
+                       wavelengths=wavelengths, wavelength_gbps=10.0, neighbors=2, reconfig_us=reconfig_us,
+                       estimate_period_us=period_us)
+
+
+def allreduce_schedule(n: int, size: int) -> dict:
+    block = size * 2 * (n - 1) // n
+    matrix = [[block if j == (i + 1) % n else 0 for j in range(n)] for i in range(n)]
+    step = {"id": "ar", "kind": "collective", "deps": [], "op": "allreduce", "algorithm": "ring",
+            "group": list(range(n)), "bytes": size}
+    return {"format": "testbed-schedule/1", "name": "ar", "hosts": n, "iterations": 1,
+            "gpus": [{"rank": r, "steps": [dict(step)]} for r in range(n)], "traffic_matrix_bytes": matrix}
+
+
+def test_a_stationary_ring_allreduce_keeps_its_plan_and_the_closed_form():
+    """Hand value: each GPU's lightpath to its successor has W - 1 wavelengths (one stays towards
+    the other neighbour), so 2(n-1) steps of α + (M/n) / ((W-1)·10 Gb/s); no re-plan retunes."""
+    n, size, w = 8, 8_000_000, 4
+    expected = 2 * (n - 1) * (5e-6 + size / n * 8 / ((w - 1) * 10e9))
+    prediction = simulate_schedule(allreduce_schedule(n, size), ring(n, w))
+    assert prediction.iteration_time_s == pytest.approx(expected, rel=1e-6)
+    assert " 0 of " in prediction.formula and prediction.breakdown.reconfiguration_s == 0.0
+
+
+def test_the_oracle_plans_what_the_controller_plans():
+    """One code path: for the same measured traffic and plan in force, the oracle's re-plan has
+    the lightpaths the controller would tune."""
+    fabric = ring(8, 4, reconfig_us=0.0)
+    recurring = tuple(sorted({(i, (i + 1) % 8) for i in range(8)} | {(0, 2), (2, 0)}))
+    start = replan(fabric, 8, 1, dict.fromkeys(recurring, 1e6), recurring)
+    measured = {(0, 2): 5e6, (2, 0): 4e6, (3, 4): 1e5}
+    ours = Replanner(fabric, 8, 1, recurring).next_plan(measured, start)
+    assert ours is not None
+    topology = build_topology(fabric, "ab", 1e9, "user")
+    held = {(s, d): round(bps / 10e9) for (kind, s, d), bps in start.capacity_bps.items() if kind == "lightpath"}
+    controller = plan_for(topology, fabric, measured, recurring, held, 0.0)
+    assert {(s, d): round(bps / 10e9) for (_, s, d), bps in ours.capacity_bps.items()} == controller
+
+
+PAIRS = [(a, b) for a in range(4) for b in range(4) if a != b]
+
+
+@st.composite
+def phased_schedules(draw):
+    """Rounds of point-to-point transfers among 4 GPUs, each round's pairs and sizes drawn, with
+    compute between rounds: traffic whose shape changes from phase to phase."""
+    rounds = draw(st.lists(st.tuples(st.lists(st.sampled_from(PAIRS), min_size=1, max_size=4, unique=True),
+                                     st.integers(50_000, 2_000_000), st.floats(0.0, 300.0)),
+                           min_size=1, max_size=5))
+    steps: list[list[dict]] = [[] for _ in range(4)]
+    matrix = [[0] * 4 for _ in range(4)]
+    last: list[list[str]] = [[] for _ in range(4)]
+    for r, (pairs, size, compute_us) in enumerate(rounds):
+        for g in range(4):
+            steps[g].append({"id": f"c{r}", "kind": "compute", "deps": last[g], "compute_us": compute_us})
+            last[g] = [f"c{r}"]
+        done: list[list[str]] = [[f"c{r}"] for _ in range(4)]
+        for a, b in pairs:
+            tag = f"{r}:{a}>{b}"
+            steps[a].append({"id": f"s{tag}", "kind": "send", "deps": [f"c{r}"], "peer": b, "bytes": size, "tag": tag})
+            steps[b].append({"id": f"r{tag}", "kind": "recv", "deps": [f"c{r}"], "peer": a, "bytes": size, "tag": tag})
+            done[a].append(f"s{tag}")
+            done[b].append(f"r{tag}")
+            matrix[a][b] += size
+        last = done
+    return {"format": "testbed-schedule/1", "name": "phases", "hosts": 4, "iterations": 1, "execution": "dag",
+            "gpus": [{"rank": g, "steps": steps[g]} for g in range(4)], "traffic_matrix_bytes": matrix}
+
+
+@settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(phased_schedules(), st.floats(0.0, 200.0))
+def test_a_retune_no_period_can_pay_for_is_never_made(schedule, compute_us):
+    """Standing still is always open to the controller: with a dark time longer than any period's
+    transfers could gain (the whole schedule's bytes at one wavelength), the simulation re-plans
+    but never retunes, and predicts exactly the plan it started with."""
+    for gpu in schedule["gpus"]:
+        for step in gpu["steps"]:
+            if step["kind"] == "compute":
+                step["compute_us"] = compute_us
+    total_bits = 8 * sum(map(sum, schedule["traffic_matrix_bytes"]))
+    never_us = 2 * total_bits / 10e9 * 1e6
+    static = simulate_schedule(schedule, ring(4, 4, reconfig_us=never_us, period_us=1e9)).iteration_time_s
+    prediction = simulate_schedule(schedule, ring(4, 4, reconfig_us=never_us, period_us=50.0))
+    assert prediction.iteration_time_s == pytest.approx(static, rel=1e-9)
+    assert prediction.breakdown.reconfiguration_s == 0.0
+
