@@ -3,6 +3,7 @@ dependencies are done (in an in-order schedule, on its GPU's last blocking step 
 schedule.in_order_deps). A GPU runs one compute at a time, the lowest ready step first; transfers
 and collectives run beside it. Sends, and the data of ring collectives and all-to-alls, are flows
 sharing the fabric max-min fairly with everything else in flight, their α terms added at the end;
+a pair's messages share its one connection, so they move in the order they were sent;
 tree, halving-doubling and broadcast collectives take their alpha-beta time at the rate their
 group gets on the fabric's plan when every group running the same step sends at once.
 
@@ -62,6 +63,8 @@ class _Dag:
         self.timers: list[tuple[float, int, tuple[Any, ...]]] = []
         self.flows: list[tuple[tuple[Any, ...], Flow, float]] = []  # (owner, flow, bits left)
         self.pairs: dict[int, tuple[int, int]] = {}  # id(flow) -> (source, destination)
+        # Per pair, the messages on its connection: the first is moving, the rest wait behind it.
+        self.pair_queues: dict[tuple[int, int], list[tuple[tuple[Any, ...], float]]] = {}
         self.arrived: dict[tuple[int, int, str], float] = {}  # (src, dst, tag) -> when it arrived
         self.receiving: dict[tuple[int, int, str], tuple[int, int]] = {}
         self.rendezvous: dict[tuple[Any, ...], list[tuple[int, int]]] = defaultdict(list)
@@ -131,9 +134,25 @@ class _Dag:
             self.at(self.now + self.alpha_part(key, step), ("collected", key))
 
     def add_flow(self, owner: tuple[Any, ...], src: int, dst: int, size: float) -> None:
+        """A pair's messages share one connection: they move one after another, in the order they
+        were sent, and the pair takes one share of the fabric (not one per message in flight)."""
+        queue = self.pair_queues.setdefault((src, dst), [])
+        queue.append((owner, size))
+        if len(queue) == 1:
+            self.start_flow(src, dst)
+
+    def start_flow(self, src: int, dst: int) -> None:
+        owner, size = self.pair_queues[(src, dst)][0]
         flow = Flow(self.now, size, self.model.resources(src, dst))
         self.pairs[id(flow)] = (src, dst)
         self.flows.append((owner, flow, bytes_to_bits(size)))
+
+    def next_on_pair(self, flow: Flow) -> None:
+        pair = self.pairs.pop(id(flow))
+        queue = self.pair_queues[pair]
+        queue.pop(0)
+        if queue:
+            self.start_flow(*pair)
 
     def alpha_part(self, key: tuple[Any, ...], step: dict[str, Any]) -> float:
         return collective_cost(step["op"], step["algorithm"], len(key[1]), step["bytes"], math.inf, self.alpha).time_s
@@ -223,7 +242,8 @@ class _Dag:
             self.flows, self.now = still, then
             if self.replans is not None and self.now >= self.replans.next_event_s:
                 self.replan()
-            for owner, _, _ in finished:
+            for owner, flow, _ in finished:
+                self.next_on_pair(flow)
                 self.flow_done(owner)
             while self.timers and self.timers[0][0] <= self.now:
                 self.event(heapq.heappop(self.timers)[2])

@@ -1,0 +1,64 @@
+"""Prediction-only sweep of reconfiguration delay and estimation period on SiP-Ring, like SiP-ML's
+(§5): a placed model's schedule simulated with the controller's re-plans, its iteration time and
+the dark time's share of it, against standing still (no re-plan). No root.
+
+Run from the repository: `.venv/bin/python bench/replan_sweep.py [--model resnet50|transformer]
+[--hosts N]`. Prints a table and writes bench/results/replan_sweep.json and replan_sweep.md.
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+
+from bench_results import save_rows
+
+from testbed.fabrics.scenario_file import parse_scenario
+from testbed.oracle.schedule_sim import simulate_schedule
+from testbed.planning.workloads import schedule_for
+
+DELAYS_US = (0.0, 1.0, 10.0, 25.0, 100.0, 1_000.0, 10_000.0)
+PERIODS_US = (100.0, 1_000.0)
+MODELS = {"resnet50": {"name": "resnet50", "global_batch": 64, "mp": 4},
+          "transformer": {"name": "transformer", "global_batch": 16, "mp": 4, "degree": 3, "tau_us": 2000}}
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--model", choices=sorted(MODELS), default="resnet50")
+    parser.add_argument("--hosts", type=int, default=8)
+    args = parser.parse_args()
+    model = {**MODELS[args.model], "dp": args.hosts // MODELS[args.model]["mp"]}
+    fabric = {"kind": "sip-ring", "hosts": args.hosts, "gpu_bandwidth_gbps": 400, "latency_us": 5, "wavelengths": 16,
+              "wavelength_gbps": 25, "neighbors": 8}
+    scenario = parse_scenario({"name": f"{args.model}-{args.hosts}", "fabric": fabric,
+                               "workload": {"kind": "model", "model": model, "iterations": 1}}, "sweep")
+    schedule = schedule_for(scenario).to_json()
+    still = scenario.fabric.model_copy(update={"estimate_period_us": 1e12})
+    standing_s = simulate_schedule(schedule, still).iteration_time_s
+    rows = []
+    for period in PERIODS_US:
+        for delay in DELAYS_US:
+            started = time.monotonic()
+            section = scenario.fabric.model_copy(update={"reconfig_us": delay, "estimate_period_us": period})
+            prediction = simulate_schedule(schedule, section)
+            total = prediction.iteration_time_s
+            rows.append({"model": args.model, "hosts": args.hosts, "period_us": period, "reconfig_us": delay,
+                         "iteration_s": total, "standing_still_s": standing_s,
+                         "dark_share": prediction.breakdown.reconfiguration_s / total,
+                         "retunes": prediction.formula.split("controller does: ")[-1].split(" re-plans")[0],
+                         "seconds": time.monotonic() - started})
+            print(f"period {period:g} µs, retune {delay:g} µs: {total * 1e3:.2f} ms", flush=True)
+    header = [f"SiP-Ring (16 × 25 Gb/s, reach 8), placed {args.model} on {args.hosts} GPUs: predicted iteration "
+              f"with the controller's re-plans; standing still (no re-plan) {standing_s * 1e3:.2f} ms.", "",
+              "| period µs | retune µs | iteration ms | over standing still | dark share | retunes of re-plans | "
+              "simulated in s |", "| --- | --- | --- | --- | --- | --- | --- |"]
+    save_rows("replan_sweep", rows, header, lambda r: (
+        f"{r['period_us']:g} | {r['reconfig_us']:g} | {r['iteration_s'] * 1e3:.2f} | "
+        f"{r['iteration_s'] / r['standing_still_s']:.3f} | {r['dark_share']:.1%} | {r['retunes']} | "
+        f"{r['seconds']:.1f}"))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

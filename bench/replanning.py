@@ -1,0 +1,88 @@
+"""Benchmark of placed models on fabrics that re-plan during a run (SiP-Ring every estimation
+period, multi-shot SiP-OCS): each run's iterations against the one prediction (the schedule
+simulated with the controller's re-plans) and, for comparison, against the same schedule simulated
+on the plan it starts with (the yardstick before re-planning was simulated).
+
+Run as root from the repository: `.venv/bin/python bench/replanning.py [--only NAME,...]`. Prints
+a table and writes bench/results/replanning.json and replanning.md.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+
+from bench_results import ratio_cells, run_in_tempdir, run_summary, save_rows
+
+from testbed.emulation.run import prepare
+from testbed.fabrics.scenario_file import parse_scenario
+from testbed.oracle.schedule_sim import simulate_schedule
+
+RING = {"kind": "sip-ring", "gpu_bandwidth_gbps": 400, "latency_us": 5, "wavelengths": 16, "wavelength_gbps": 25,
+        "neighbors": 8, "reconfig_us": 25, "estimate_period_us": 100}
+OCS = {"kind": "sip-ocs", "gpu_bandwidth_gbps": 100, "latency_us": 5, "ocs_switches": 3, "reconfig_us": 200,
+       "multi_shot": True}
+RESNET = {"name": "resnet50", "global_batch": 64, "mp": 4, "dp": 2}
+TRANSFORMER = {"name": "transformer", "global_batch": 16, "mp": 4, "dp": 2, "degree": 3, "tau_us": 2000}
+CASES = {
+    "resnet-ring-8": (RING, 8, RESNET, 2),
+    "transformer-ring-8": (RING, 8, TRANSFORMER, 2),
+    "resnet-ring-16": (RING, 16, {**RESNET, "global_batch": 128, "dp": 4}, 1),
+    "transformer-ring-16": (RING, 16, {**TRANSFORMER, "global_batch": 32, "dp": 4}, 1),
+    "resnet-ocs-8": (OCS, 8, RESNET, 1),
+}
+
+
+def scenario_for(name: str):
+    fabric, hosts, model, iterations = CASES[name]
+    return parse_scenario({"name": name, "seed": 1, "fabric": {**fabric, "hosts": hosts},
+                           "workload": {"kind": "model", "model": model, "iterations": iterations},
+                           "emulation": {"dilation": "auto"}}, name)
+
+
+def bench(name: str) -> dict:
+    started = time.monotonic()
+    prepared = prepare(scenario_for(name))
+    static_fabric = prepared.scenario.fabric.model_copy(update={"estimate_period_us": 1e12})
+    static_s = simulate_schedule(prepared.schedule.to_json(), static_fabric).iteration_time_s
+    result = run_in_tempdir(prepared)
+    times = result["iteration_times_s"]
+    breakdown = prepared.prediction.breakdown
+    return {"scenario": name, "fabric": prepared.scenario.fabric.kind, "hosts": prepared.scenario.fabric.hosts,
+            **run_summary(result), "predicted_s": prepared.prediction.iteration_time_s, "static_s": static_s,
+            "over_static": [t / static_s for t in times], "predicted_dark_s": breakdown.reconfiguration_s,
+            "reconfigurations": result.get("reconfigurations"), "iterations": len(times),
+            "error": result.get("error"), "wall_s": time.monotonic() - started}
+
+
+def row_cells(row: dict) -> str:
+    over_static = "/".join(f"{r:.2f}" for r in row["over_static"]) or "n/a"
+    return (f"{row['scenario']} | {row['hosts']} | {row['predicted_s'] * 1e3:.1f} | {row['static_s'] * 1e3:.1f} | "
+            f"{ratio_cells(row)} | {over_static} | {row['predicted_dark_s'] * 1e3:.2f} | "
+            f"{row['reconfigurations']} | {row['dilation']:.0f} | {row['wall_s']:.0f}")
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--only", help="comma-separated case names: " + ", ".join(CASES))
+    args = parser.parse_args()
+    names = args.only.split(",") if args.only else list(CASES)
+    unknown = [n for n in names if n not in CASES]
+    if unknown:
+        print(f"unknown case {unknown[0]}; choose from {', '.join(CASES)}", file=sys.stderr)
+        return 2
+    rows = []
+    for name in names:
+        rows.append(bench(name))
+        print(row_cells(rows[-1]), flush=True)
+    header = ["Placed models on re-planning fabrics: emulated against the prediction that re-plans as the "
+              "controller does (min / mean / max), and against the same schedule on its starting plan.", "",
+              "| case | GPUs | predicted ms | starting plan ms | emulated/predicted | sums | faithful | "
+              "emulated/starting plan | predicted dark ms | reconfigurations (run) | dilation | wall s |",
+              "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
+    return save_rows("replanning", rows, header, row_cells)
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
