@@ -43,6 +43,7 @@ def run_one(path: Path) -> dict:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--only", help="comma-separated scenario names (default: every shipped scenario)")
+    parser.add_argument("--name", default="scenarios", help="results file name in bench/results")
     args = parser.parse_args()
     paths = sorted(SCENARIOS.glob("*.yaml"))
     if args.only:
@@ -57,7 +58,7 @@ def main() -> int:
     header = ["| scenario | fabric | GPUs | emulated/predicted (min / mean / max) | sums | faithful | dilation "
               "| wall (s) |",
               "| --- | --- | ---: | :---: | :---: | :---: | ---: | ---: |"]
-    save_rows("scenarios", emulated, header, lambda r: (
+    save_rows(args.name, emulated, header, lambda r: (
         f"{r['scenario']} | {r['fabric']} | {r['hosts']} | {ratio_cells(r)}"
         f"{' (' + r['flagged'] + ')' if r['flagged'] else ''} | {r['dilation']:.0f} | {r['wall_s']:.0f}"))
     skipped = [r["scenario"] for r in rows if r["status"] == "not emulated"]
