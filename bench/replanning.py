@@ -31,6 +31,8 @@ CASES = {
     "resnet-ring-16": (RING, 16, {**RESNET, "global_batch": 128, "dp": 4}, 1),
     "transformer-ring-16": (RING, 16, {**TRANSFORMER, "global_batch": 32, "dp": 4}, 1),
     "resnet-ocs-8": (OCS, 8, RESNET, 1),
+    # Every 1 ms the prediction picks a threshold above the dark time (256 µs): the controller's.
+    "resnet-ring-8-1ms": ({**RING, "estimate_period_us": 1000}, 8, RESNET, 2),
 }
 
 

@@ -21,7 +21,7 @@ from controller.optical_plan import FORWARD_TABLE, PlanError, count_rules, init_
 from controller.policy import POLICIES, default_policy, plan_for
 from controller.shim import CONFIG_ENV, clear_tables, fail_loudly, featured_datapath, guarded
 from testbed.fabrics.scenario_file import make_fabric
-from testbed.fabrics.topology import estimate_period_us, reconfig_us
+from testbed.fabrics.topology import estimate_period_us, reconfig_us, retune_threshold_us
 from testbed.model.contracts import ControllerConfig, ControllerReady, Topology
 from testbed.model.schedule import cut_pairs, traffic_pairs
 from testbed.model.units import us_to_s
@@ -56,6 +56,7 @@ class OpticalFabricApp(app_manager.OSKenApp):
         self.recurring = tuple(sorted(self.schedule_traffic))
         self.lock = threading.RLock()
         self.settings = {"policy": default_policy(self.fabric), "reconfig_us": reconfig_us(self.fabric),
+                         "retune_threshold_us": retune_threshold_us(self.fabric),
                          "estimate_period_us": estimate_period_us(self.fabric)}
         self.state = reconfig.normalise(plan_for(self.topology, self.fabric, self.schedule_traffic, self.recurring)
                                         if self.schedule_traffic else {})
@@ -235,7 +236,8 @@ class OpticalFabricApp(app_manager.OSKenApp):
             demand = traffic_pairs(self.last_period if policy == "multi-shot" else self.total)
             if demand:
                 wanted = reconfig.normalise(plan_for(self.topology, self.fabric, demand, self.recurring, self.state,
-                                                     us_to_s(self.settings["reconfig_us"])))
+                                                     us_to_s(max(self.settings["reconfig_us"],
+                                                                 self.settings["retune_threshold_us"]))))
                 if wanted == self.state:  # most periods: no re-plan is worth its dark time
                     continue
                 # A plan that leaves a pair the job needs without a path (the period's traffic gives
@@ -373,7 +375,7 @@ class OpticalFabricApp(app_manager.OSKenApp):
             raise PlanError(f"unknown setting '{unknown[0]}'; settings are {', '.join(sorted(self.settings))}")
         if "policy" in changes and changes["policy"] not in POLICIES:
             raise PlanError(f"policy must be one of {', '.join(POLICIES)}, not {changes['policy']!r}")
-        for key in ("reconfig_us", "estimate_period_us"):
+        for key in ("reconfig_us", "estimate_period_us", "retune_threshold_us"):
             if key in changes:
                 value = changes[key]
                 if not isinstance(value, (int, float)) or isinstance(value, bool) or value < 0 or \

@@ -22,7 +22,8 @@ from testbed.model.units import BITS_PER_BYTE, gbps_to_bps, transfer_time_s, us_
 from testbed.network.collectives import Prediction, collective_cost
 from testbed.oracle.fabrics import forwarding_load_factor, mp_flow_model
 from testbed.oracle.replanning import replans_during_run
-from testbed.oracle.schedule_sim import simulate_schedule, simulate_with_message_rates
+from testbed.oracle.retune_threshold import with_retune_threshold
+from testbed.oracle.schedule_sim import simulate_schedule
 from testbed.planning.byteps_schedule import instances
 from testbed.planning.predict import predict, predict_ina_fabric
 from testbed.planning.workloads import schedule_for
@@ -117,7 +118,10 @@ def _prepare_schedule(scenario: Scenario, calibration: Calibration) -> Prepared:
     the average step (overheads add up along the critical path) rather than the shortest one, and
     messages by the smallest of those that carry most of the bytes."""
     schedule = schedule_for(scenario)
-    prediction, message_bps = simulate_with_message_rates(schedule.to_json(), scenario.fabric)
+    # The controller runs with the retune threshold the prediction picked: the run carries it.
+    retuning = with_retune_threshold(schedule.to_json(), scenario.fabric)
+    scenario = scenario.model_copy(update={"fabric": retuning.fabric})
+    prediction, message_bps = retuning.prediction, retuning.message_bps
     per_gpu = [_gpu_messages(scenario, gpu.steps) for gpu in schedule.gpus]
     steps = max(timed for _, timed in per_gpu)
     sizes = sorted(size for gpu_sizes, _ in per_gpu for size in gpu_sizes)

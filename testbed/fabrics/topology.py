@@ -41,6 +41,15 @@ def reconfig_us(fabric: FabricSection) -> float:
     return behaviour(fabric.kind).default_reconfig_us
 
 
+def retune_threshold_us(fabric: FabricSection) -> float:
+    """The gain a re-plan must expect over the next period to retune: the scenario's threshold
+    (never below the dark time it costs), else the dark time."""
+    dark_us = reconfig_us(fabric)
+    if isinstance(fabric, ReconfigurableSection) and fabric.retune_threshold_us is not None:
+        return max(dark_us, fabric.retune_threshold_us)
+    return dark_us
+
+
 def estimate_period_us(fabric: FabricSection) -> float:
     """How often the controller re-plans: the scenario's period, else the kind's rule."""
     if not isinstance(fabric, ReconfigurableSection):

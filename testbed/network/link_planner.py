@@ -100,13 +100,14 @@ def max_min_links(demand: Mapping[Pair, float], pairs: Sequence[Pair], groups: S
 
 
 def worth_retuning(demand: dict[Pair, float], held: dict[Pair, int], fresh: dict[Pair, int],
-                   unit_bps: float, dark_s: float) -> bool:
+                   unit_bps: float, threshold_s: float) -> bool:
     """Whether the period's `demand` (bytes per pair) would finish sooner on the `fresh` plan than on
-    the `held` one (links per pair, each of `unit_bps`) by more than the `dark_s` the change costs.
+    the `held` one (links per pair, each of `unit_bps`) by more than `threshold_s` (at least the dark
+    time the change costs; testbed.oracle.retune_threshold picks it).
     A pair neither plan links relays either way and is left out; a pair only one plan links makes
     the other unbounded. Re-planning on every period's noise instead picks among equally good plans
     at random and darkens links for nothing."""
     if {p: c for p, c in held.items() if c} == {p: c for p, c in fresh.items() if c}:
         return False
     linked = {p: size for p, size in demand.items() if held.get(p) or fresh.get(p)}
-    return longest_s(linked, fresh, unit_bps) + dark_s < longest_s(linked, held, unit_bps)
+    return longest_s(linked, fresh, unit_bps) + threshold_s < longest_s(linked, held, unit_bps)

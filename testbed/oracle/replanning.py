@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from testbed.fabrics.all_kinds import behaviour
-from testbed.fabrics.topology import estimate_period_us, reconfig_us
+from testbed.fabrics.topology import estimate_period_us, reconfig_us, retune_threshold_us
 from testbed.model.fabric_section import FabricSection
 from testbed.model.units import us_to_s
 from testbed.network.flow_model import FlowModel, Traffic
@@ -69,6 +69,7 @@ class Replanner:
         self.fabric, self.k, self.l, self.recurring = fabric, k, l, recurring
         self.period_s = us_to_s(estimate_period_us(fabric))
         self.dark_s = us_to_s(reconfig_us(fabric))
+        self.threshold_s = us_to_s(retune_threshold_us(fabric))
         self._cache: dict[tuple[frozenset[Any], frozenset[Any]], FlowModel] = {}
 
     def next_plan(self, measured: Traffic, current: FlowModel) -> FlowModel | None:
@@ -80,7 +81,7 @@ class Replanner:
         model = self._cache.get((key, held))
         if model is None:
             model = self._cache[(key, held)] = self._replan(self.fabric, self.k, self.l, measured, self.recurring,
-                                                            current, self.dark_s)
+                                                            current, self.threshold_s)
         return model
 
 

@@ -18,6 +18,7 @@ from __future__ import annotations
 import heapq
 import math
 from collections import defaultdict
+from dataclasses import dataclass
 from typing import Any
 
 from testbed.model.errors import InputError
@@ -264,6 +265,18 @@ def simulate_with_message_rates(schedule: dict[str, Any], fabric: FabricSection
     """The schedule's prediction, and each point-to-point message's average rate in the same
     simulation by (sender, receiver, tag): what a message shares its path with (a DAG's concurrent
     transfers) is in it. One simulation for both: at hundreds of GPUs it takes seconds."""
+    simulated = simulate_counting_retunes(schedule, fabric)
+    return simulated.prediction, simulated.message_bps
+
+
+@dataclass(frozen=True)
+class Simulated:
+    prediction: Prediction
+    message_bps: dict[tuple[int, int, str], float]
+    retunes: int  # re-plans that changed links (0 where the fabric does not re-plan)
+
+
+def simulate_counting_retunes(schedule: dict[str, Any], fabric: FabricSection) -> Simulated:
     if int(schedule["hosts"]) != fabric.hosts:
         raise InputError(f"the schedule has {schedule['hosts']} GPUs but fabric.hosts is {fabric.hosts}; "
                          f"they must match")
@@ -281,7 +294,7 @@ def simulate_with_message_rates(schedule: dict[str, Any], fabric: FabricSection
     exposed = total - dag.last_compute_end_s if busiest > 0 else 0.0
     prediction = Prediction(total, Breakdown(compute_s=busiest, communication_s=total - busiest - dark,
                                              reconfiguration_s=dark, exposed_dp_s=exposed), formula)
-    return prediction, dag.message_bps
+    return Simulated(prediction, dag.message_bps, dag.replans.retunes if dag.replans is not None else 0)
 
 
 def collective_rates_bps(steps: list[list[dict[str, Any]]], model: FlowModel) -> dict[tuple[Any, ...], float]:

@@ -22,7 +22,7 @@ from testbed.network.flows import Flow, completion_times
 from testbed.oracle.byteps import byteps_time_s
 from testbed.oracle.fabrics import mp_flow_model
 from testbed.oracle.iteration import predict_plan
-from testbed.oracle.schedule_sim import simulate_schedule
+from testbed.oracle.retune_threshold import with_retune_threshold
 from testbed.planning.byteps_schedule import instances, local_steps_us
 from testbed.planning.workloads import model_plan, schedule_for
 
@@ -74,14 +74,14 @@ def predict_scenario(scenario: Scenario) -> Prediction:
         estimate = predict_plan(model_plan(scenario), scenario.fabric)
         if scenario.fabric.hosts > SIMULATED_MODEL_HOSTS:
             return estimate
-        simulated = simulate_schedule(schedule_for(scenario).to_json(), scenario.fabric)
+        simulated = with_retune_threshold(schedule_for(scenario).to_json(), scenario.fabric).prediction
         # The placer searches with its closed-form estimate (one MP group and its DP ring, fast
         # enough for thousands of candidates); the prediction is the simulation of what runs.
         return Prediction(simulated.iteration_time_s, simulated.breakdown,
                           f"{simulated.formula}; the placer's estimate {estimate.iteration_time_s * 1e3:.3f} ms "
                           f"({estimate.formula})")
     if scenario.workload.kind in ("trace", "chakra"):  # a user's schedule, simulated step by step
-        return simulate_schedule(schedule_for(scenario).to_json(), scenario.fabric)
+        return with_retune_threshold(schedule_for(scenario).to_json(), scenario.fabric).prediction
     return predict(scenario, schedule_for(scenario))
 
 

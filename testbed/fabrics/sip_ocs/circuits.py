@@ -153,7 +153,7 @@ def plan_circuits(traffic: Demand, nodes: int, switches: int, link_bps: float,
     return _plan_cached(tuple(sorted(traffic.items())), nodes, switches, link_bps, reserved_ports, rings)
 
 
-@lru_cache(maxsize=256)
+@lru_cache(maxsize=8192)  # as sip_ring.wavelengths: re-plans meet many estimates, again per threshold
 def _plan_cached(traffic_items: tuple[tuple[Pair, float], ...], nodes: int, switches: int, link_bps: float,
                  reserved_ports: int, rings: tuple[tuple[int, float], ...] = ()) -> CircuitPlan:
     traffic = dict(traffic_items)

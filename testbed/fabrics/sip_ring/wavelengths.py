@@ -65,7 +65,9 @@ def plan_wavelengths(traffic: dict[tuple[int, int], float], nodes: int, waveleng
                         tuple(keep))
 
 
-@lru_cache(maxsize=256)
+# Re-planning meets hundreds of distinct (rounded) estimates per iteration, and every candidate
+# retune threshold meets the same ones again.
+@lru_cache(maxsize=8192)
 def _plan_cached(traffic_items: tuple[tuple[tuple[int, int], float], ...], nodes: int, wavelengths: int,
                  wavelength_bps: float, reach: int, keep_ring: bool,
                  keep: tuple[tuple[int, int], ...]) -> WavelengthPlan:
