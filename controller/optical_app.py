@@ -25,6 +25,7 @@ from testbed.fabrics.topology import estimate_period_us, reconfig_us, retune_thr
 from testbed.model.contracts import ControllerConfig, ControllerReady, Topology
 from testbed.model.schedule import cut_pairs, traffic_pairs
 from testbed.model.units import us_to_s
+from testbed.network.link_planner import payload_demand
 
 BARRIER_TIMEOUT_S = 5.0
 COUNTER_WAIT_PERIODS = 0.5  # how long a period's end waits for the switches' counters, in periods
@@ -233,7 +234,7 @@ class OpticalFabricApp(app_manager.OSKenApp):
             policy = self.settings["policy"]
             if policy == "one-shot" or self.busy or not self.requests.empty():
                 continue
-            demand = traffic_pairs(self.last_period if policy == "multi-shot" else self.total)
+            demand = payload_demand(traffic_pairs(self.last_period if policy == "multi-shot" else self.total))
             if demand:
                 wanted = reconfig.normalise(plan_for(self.topology, self.fabric, demand, self.recurring, self.state,
                                                      us_to_s(max(self.settings["reconfig_us"],

@@ -30,12 +30,13 @@ from testbed.network.flow_model import FlowModel
 from testbed.network.flows import Flow, max_min_rates
 from testbed.oracle.fabrics import mp_flow_model
 from testbed.oracle.replanning import Replanner, changed_resources, replans_during_run
+from testbed.oracle.stepwise import STEPWISE, StepwiseCollective
 from testbed.shared.collective_plans import collective_traffic
 
 # Collectives whose alpha-beta bandwidth term is the busiest GPU's bytes over its rate: their data
 # is simulated as flows (exactly that time alone, and slowed by whatever else shares a link).
-FLUID = {("allreduce", "ring"), ("reducescatter", "ring"), ("allgather", "ring"), ("alltoall", "ring"),
-         ("gather", "direct"), ("scatter", "direct")}
+FLUID = {("allreduce", "ring"), ("reducescatter", "ring"), ("allgather", "ring"), ("gather", "direct"),
+         ("scatter", "direct")}
 
 
 class _Dag:
@@ -70,6 +71,7 @@ class _Dag:
         self.receiving: dict[tuple[int, int, str], tuple[int, int]] = {}
         self.rendezvous: dict[tuple[Any, ...], list[tuple[int, int]]] = defaultdict(list)
         self.flows_left: dict[tuple[Any, ...], int] = {}
+        self.stepwise: dict[tuple[Any, ...], StepwiseCollective] = {}
         self.now = 0.0
         self._seq = 0
         self.sent_at: dict[tuple[int, int], float] = {}
@@ -122,6 +124,12 @@ class _Dag:
     def launch(self, key: tuple[Any, ...], step: dict[str, Any]) -> None:
         group, op, algorithm, size = key[1], step["op"], step["algorithm"], step["bytes"]
         n = len(group)
+        if (op, algorithm) in STEPWISE and n > 1:
+            self.stepwise[key] = StepwiseCollective.of(op, algorithm, n, size)
+            self.stepwise_moved(key, self.stepwise[key].start())
+            for pos in range(n):
+                self.stepwise_check(key, pos)
+            return
         if (op, algorithm) not in FLUID:
             cost = collective_cost(op, algorithm, n, size, self.static_rate[key], self.alpha).time_s
             self.at(self.now + cost, ("collected", key))
@@ -155,6 +163,20 @@ class _Dag:
         if queue:
             self.start_flow(*pair)
 
+    def stepwise_moved(self, key: tuple[Any, ...], messages: list[tuple[int, int, float]]) -> None:
+        for src, dst, size in messages:
+            self.add_flow(("stepwise", key, src, dst), key[1][src], key[1][dst], size)
+
+    def stepwise_check(self, key: tuple[Any, ...], pos: int) -> None:
+        """A member whose exchanges are all done has finished its collective step."""
+        collective = self.stepwise[key]
+        if collective.ranks[pos].current() is None and pos not in collective.finished:
+            collective.finished.add(pos)
+            if len(collective.finished) == len(collective.ranks):
+                del self.stepwise[key]
+            g = key[1][pos]
+            self.finish(g, next(i for member, i in self.rendezvous[key] if member == g))
+
     def alpha_part(self, key: tuple[Any, ...], step: dict[str, Any]) -> float:
         return collective_cost(step["op"], step["algorithm"], len(key[1]), step["bytes"], math.inf, self.alpha).time_s
 
@@ -168,6 +190,11 @@ class _Dag:
             if self.now > self.sent_at[(g, i)]:
                 self.message_bps[key] = bytes_to_bits(step["bytes"]) / (self.now - self.sent_at[(g, i)])
             self.finish(g, i)
+            return
+        if owner[0] == "stepwise":
+            _, key, src, dst = owner
+            for pos in self.stepwise[key].delivered(src, dst):
+                self.at(self.now + self.alpha, ("advance", key, pos))
             return
         key = owner[1]
         self.flows_left[key] -= 1
@@ -187,6 +214,10 @@ class _Dag:
             self.arrived[key] = self.now
             if key in self.receiving:
                 self.finish(*self.receiving.pop(key))
+        elif event[0] == "advance":
+            _, key, pos = event
+            self.stepwise_moved(key, self.stepwise[key].advance(pos))
+            self.stepwise_check(key, pos)
         else:
             for g, i in self.rendezvous.pop(event[1]):
                 self.finish(g, i)
