@@ -68,13 +68,21 @@ def _model_at(loc: tuple[Any, ...]) -> type[BaseModel] | None:
 
 
 def describe_validation_error(error: ValidationError, source: str) -> str:
-    """Turn pydantic's report into one sentence naming the file and the field."""
+    """Turn pydantic's report into one sentence naming the file and the field, then every other
+    problem after it."""
     # A misspelt field also shows up as the missing real one: report the misspelling first.
     errors = sorted(error.errors(), key=lambda e: e["type"] != "extra_forbidden")
-    first = errors[0]
+    first = _describe(errors[0], source)
+    others = [_describe(e, source).removeprefix(f"{source}: ") for e in errors[1:]]
+    if not others:
+        return first
+    return f"{first}; {len(others)} more problem{'s' if len(others) > 1 else ''}: " + "; ".join(others)
+
+
+def _describe(first: Any, source: str) -> str:
     loc = tuple(first["loc"])
     where = _field_path(loc) or "(top level)"
-    more = f" (and {len(errors) - 1} more problem{'s' if len(errors) > 2 else ''})" if len(errors) > 1 else ""
+    more = ""
     if first["type"] == "extra_forbidden":
         field = str(loc[-1])
         kind = next((p for p in loc if isinstance(p, str) and p in SECTIONS), None)
@@ -120,13 +128,39 @@ def make_fabric(source: str = "<fabric>", **fields: Any) -> FabricSection:
         raise InputError(message.replace(f"{source}: field '", f"{source}: field 'fabric.")) from None
 
 
+class _DuplicateKey(Exception):
+    def __init__(self, key: Any, line: int) -> None:
+        super().__init__(key, line)
+        self.key, self.line = key, line
+
+
+class _UniqueKeyLoader(yaml.SafeLoader):
+    """YAML's own loader keeps the last of two equal keys; a scenario with both is a mistake."""
+
+
+def _unique_mapping(loader: yaml.SafeLoader, node: yaml.MappingNode, deep: bool = False) -> dict[Any, Any]:
+    seen: set[Any] = set()
+    for key_node, _ in node.value:
+        key = loader.construct_object(key_node, deep=deep)  # type: ignore[no-untyped-call]
+        if key in seen:
+            raise _DuplicateKey(key, key_node.start_mark.line + 1)
+        seen.add(key)
+    return dict(loader.construct_mapping(node, deep=deep))
+
+
+_UniqueKeyLoader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _unique_mapping)
+
+
 def load_scenario(path: str | Path) -> Scenario:
     """Read and validate a scenario file; every problem becomes an InputError."""
     path = Path(path)
     if not path.is_file():
         raise InputError(f"{path}: no such scenario file; check the path")
     try:
-        data = yaml.safe_load(path.read_text())
+        data = yaml.load(path.read_text(), Loader=_UniqueKeyLoader)  # noqa: S506 (a SafeLoader)
+    except _DuplicateKey as duplicate:
+        raise InputError(f"{path}: key '{duplicate.key}' appears twice in one mapping (line {duplicate.line}); "
+                         f"keep one") from None
     except yaml.YAMLError as error:
         mark = getattr(error, "problem_mark", None)
         line = f" at line {mark.line + 1}" if mark is not None else ""

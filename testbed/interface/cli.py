@@ -402,6 +402,7 @@ def cmd_report(args: argparse.Namespace) -> int:
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="testbed", description="Emulate ML-training interconnects with real packets.")
+    parser.add_argument("--version", action="version", version=f"testbed {_version()}")
     sub = parser.add_subparsers(dest="command", required=True)
     doctor = sub.add_parser("doctor", help="what this machine can emulate")
     doctor.add_argument("--calibrate", action="store_true", help="measure capacity, timers, INA node rate")
@@ -461,6 +462,14 @@ def build_parser() -> argparse.ArgumentParser:
     clean = sub.add_parser("clean", help="remove what dead runs of this tool left behind (and nothing else)")
     clean.set_defaults(func=cmd_clean)
     return parser
+
+
+def _version() -> str:
+    from importlib.metadata import PackageNotFoundError, version
+    try:
+        return version("testbed")
+    except PackageNotFoundError:  # run from a checkout without installing it
+        return "(not installed)"
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -11,9 +11,10 @@ from pydantic import BaseModel, ConfigDict, Field
 
 
 class Strict(BaseModel):
-    """Scenario models: unknown keys are errors, values are frozen once validated."""
+    """Scenario models: unknown keys are errors, values are frozen once validated, numbers finite
+    (`.inf` bandwidth predicted a 0.07 ms iteration)."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True, strict=False)
+    model_config = ConfigDict(extra="forbid", frozen=True, strict=False, allow_inf_nan=False)
 
 
 @dataclass(frozen=True)
@@ -72,4 +73,4 @@ class ReconfigurableSection(FabricSection):
     estimate_period_us: float = Field(default=100.0, gt=0)  # how often the controller re-plans
     # A re-plan retunes only when it expects to gain more than this over the next period (unset:
     # the prediction picks, from reconfig_us up, the threshold that does best, standing still included).
-    retune_threshold_us: float | None = Field(default=None, ge=0, allow_inf_nan=False)
+    retune_threshold_us: float | None = Field(default=None, ge=0)

@@ -147,3 +147,30 @@ def test_cli_check_refuses_a_combination_no_schedule_can_run(tmp_path):
         assert out.returncode == 2, (command, out.stderr)
         assert "Traceback" not in out.stderr + out.stdout and "cpu_servers" not in out.stdout
         assert "at most as many CPU machines" in out.stderr.replace("\n", " ")
+
+
+def test_a_key_given_twice_is_an_error_naming_its_line(tmp_path):
+    path = tmp_path / "twice.yaml"
+    path.write_text("name: twice\nfabric:\n  kind: elect-flat\n  hosts: 4\n  gpu_bandwidth_gbps: 100\n  hosts: 8\n"
+                    "workload: {kind: collective, collective: allreduce, algorithm: ring, bytes: 5000, iterations: 1}\n")
+    with pytest.raises(InputError, match=r"key 'hosts' appears twice in one mapping \(line 6\)"):
+        load_scenario(path)
+
+
+def test_non_finite_numbers_are_refused(tmp_path):
+    path = tmp_path / "inf.yaml"
+    path.write_text("name: inf\nfabric: {kind: elect-flat, hosts: 4, gpu_bandwidth_gbps: .inf}\n"
+                    "workload: {kind: collective, collective: allreduce, algorithm: ring, bytes: 5000, iterations: 1}\n")
+    with pytest.raises(InputError, match=r"fabric.gpu_bandwidth_gbps.*finite number"):
+        load_scenario(path)
+
+
+def test_every_problem_is_listed():
+    data = {"name": "many", "fabric": {"kind": "elect-flat", "hosts": 4, "gpu_bandwidth_gbps": 100, "bogus": 1},
+            "workload": {"kind": "collective", "collective": "allreduce", "algorithm": "ring", "bytes": -5,
+                         "iterations": 0}}
+    with pytest.raises(InputError) as raised:
+        parse_scenario(data, "many.yaml")
+    message = str(raised.value)
+    assert message.startswith("many.yaml: unknown field 'fabric.bogus'")
+    assert "2 more problems: " in message and "workload.bytes" in message and "workload.iterations" in message
