@@ -4,7 +4,7 @@ is given (or reads once): the schedule, the oracle's prediction, dilation and by
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 
 from testbed.core.calibration import DEFAULT_CALIBRATION, Calibration, load_calibration
 from testbed.core.dilation import MIN_MESSAGE_BYTES, EmulationPlan, message_floor_bytes, resolve_emulation
@@ -25,6 +25,7 @@ from testbed.oracle.replanning import replans_during_run
 from testbed.oracle.retune_threshold import with_retune_threshold
 from testbed.oracle.schedule_sim import simulate_schedule
 from testbed.planning.byteps_schedule import instances
+from testbed.planning.jobs import job_times
 from testbed.planning.predict import predict, predict_ina_fabric
 from testbed.planning.workloads import schedule_for
 from testbed.shared.ina_rules import FRAME_BYTES, PAYLOAD_BYTES
@@ -62,6 +63,8 @@ class Prepared:
     calibration: Calibration = DEFAULT_CALIBRATION
     # The fewest emulated bytes a message may have (INA: enough chunks per pass to stream).
     min_message_bytes: float = MIN_MESSAGE_BYTES
+    # Several jobs: each job's predicted iteration beside the others (its GPUs' last step).
+    job_predicted_s: dict[str, float] = field(default_factory=dict)
 
 
 
@@ -88,7 +91,7 @@ def _prepare(scenario: Scenario, calibration: Calibration) -> Prepared:
             f"{scenario.fabric.kind}); model workloads can be placed and predicted on every fabric with "
             f"`testbed place` and `testbed predict`"
         )
-    if scenario.workload.kind in ("model", "trace", "chakra"):
+    if scenario.workload.kind in ("model", "trace", "chakra", "jobs"):
         return _prepare_schedule(scenario, calibration)
     schedule = schedule_for(scenario)
     prediction = predict(scenario, schedule)
@@ -135,7 +138,8 @@ def _prepare_schedule(scenario: Scenario, calibration: Calibration) -> Prepared:
                            warmup_iteration_s=_warmup_iteration_s(scenario, schedule, prediction))
     return Prepared(scenario, schedule, prediction, plan, average_step, bulk,
                     pair_rate_frac=_pair_rate_fractions(scenario, schedule),
-                    message_rate_frac=_message_rate_fractions(scenario, schedule, message_bps))
+                    message_rate_frac=_message_rate_fractions(scenario, schedule, message_bps),
+                    job_predicted_s=job_times(scenario, retuning.gpu_end_s) if scenario.jobs else {})
 
 
 # A collective whose messages take less than this share of α on the wire (a barrier's token) is

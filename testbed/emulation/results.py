@@ -6,7 +6,7 @@ import json
 import re
 import subprocess
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from hosts import ops
 from hosts.data import digest
@@ -150,6 +150,24 @@ def _dark_per_iteration(reconfigurations: list[dict], iterations: int) -> float:
     """Real-world dark time per iteration, from the reconfigurations after the agents started."""
     dark = sum(e["real_measured_dark_s"] for e in reconfigurations if e["requested_s"] >= 0)
     return dark / iterations if iterations else 0.0
+
+
+def _per_job(prepared: "Prepared", per_host: list[dict], count: int) -> dict[str, dict[str, Any]]:
+    """Each job's iterations: from the round's start on its hosts to its hosts' last step (jobs
+    start each round together), against its own prediction beside the others."""
+    dilation = prepared.plan.dilation
+    by_rank = {h["rank"]: h for h in per_host}
+    out: dict[str, dict[str, Any]] = {}
+    for job, gpus in prepared.scenario.job_gpus():
+        times = []
+        for it in range(count):
+            rows = [by_rank[g]["iterations"][it] for g in gpus if g in by_rank]
+            if rows:
+                times.append(dilation.real_time_s(max(r["end_s"] for r in rows) - min(r["start_s"] for r in rows)))
+        predicted = prepared.job_predicted_s.get(job.name, 0.0)
+        out[job.name] = {"gpus": gpus, "iteration_times_s": times, "predicted_iteration_time_s": predicted,
+                         "emulated_over_predicted": [t / predicted for t in times] if predicted > 0 else []}
+    return out
 
 
 def assemble(prepared: "Prepared", run_dir: Path, measured: dict, outcome: dict) -> dict:
@@ -311,6 +329,8 @@ def assemble(prepared: "Prepared", run_dir: Path, measured: dict, outcome: dict)
         "notes": list(plan.notes),
         "timings_s": measured.get("timings_s") or {},
     }
+    if scenario.jobs:
+        result["jobs"] = _per_job(prepared, per_host, count)
     if prepared.schedule.skipped_nodes:  # a Chakra trace's nodes that move no data, by type
         result["skipped_trace_nodes"] = dict(prepared.schedule.skipped_nodes)
     if ina is not None:

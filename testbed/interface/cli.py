@@ -97,6 +97,22 @@ def cmd_predict(args: argparse.Namespace) -> int:
         # Checked as strictly as a `workload.kind: trace` file: the simulator trusts its input.
         schedule = load_trace(args.schedule, scenario.fabric.hosts, scenario.workload.iterations, given_as="--schedule")
         prediction = simulate_schedule(schedule.to_json(), scenario.fabric)
+    elif scenario.jobs:
+        from testbed.planning.predict import predict_jobs
+
+        prediction, jobs = predict_jobs(scenario)
+        if args.json:
+            print(json.dumps({**prediction.to_json(), "jobs": {
+                j.name: {"gpus": list(j.gpus), "predicted_iteration_time_s": j.together_s,
+                         "alone_iteration_time_s": j.alone_s} for j in jobs}}, indent=1))
+            return 0
+        table = Table(title=f"{scenario.name}: {len(jobs)} jobs on one {scenario.fabric.kind} fabric")
+        for column in ("job", "GPUs", "together (ms)", "alone (ms)", "together/alone"):
+            table.add_column(column, justify="right")
+        for j in jobs:
+            table.add_row(j.name, _host_ranges(j.gpus), f"{j.together_s * 1e3:.3f}", f"{j.alone_s * 1e3:.3f}",
+                          f"{j.together_s / j.alone_s:.3f}" if j.alone_s > 0 else "n/a")
+        console.print(table)
     else:
         prediction = predict_scenario(scenario)
     if args.json:
@@ -106,6 +122,17 @@ def cmd_predict(args: argparse.Namespace) -> int:
         console.print(f"  {prediction.breakdown.describe()}")
         console.print(f"  how: {prediction.formula}")
     return 0
+
+
+def _host_ranges(hosts: tuple[int, ...]) -> str:
+    """0-3, 8, 10-11: a job's hosts in short."""
+    parts: list[str] = []
+    for h in sorted(hosts):
+        if parts and parts[-1].split("-")[-1] == str(h - 1):
+            parts[-1] = f"{parts[-1].split('-')[0]}-{h}"
+        else:
+            parts.append(str(h))
+    return ", ".join(parts)
 
 
 def cmd_place(args: argparse.Namespace) -> int:

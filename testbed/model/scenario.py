@@ -35,7 +35,8 @@ class ModelWorkload(Strict):
 
 
 class Workload(Strict):
-    kind: Literal["collective", "model", "trace", "chakra"]
+    # jobs: the scenario's `jobs` list, run together (a scenario file writes `jobs:`, not this kind)
+    kind: Literal["collective", "model", "trace", "chakra", "jobs"]
     collective: CollectiveOp | None = None
     algorithm: Algorithm = "ring"
     bytes: int | None = Field(default=None, gt=0)
@@ -123,6 +124,29 @@ class Fault(Strict):
 F = TypeVar("F", bound=FabricSection, covariant=True)
 
 
+JOB_ALGORITHMS_REFUSED = ("ps", "byteps", "ina")  # their summation services or node are not per job
+
+
+class Job(Strict):
+    """One training job of several on the fabric: its GPUs (a count, taken in order from those the
+    jobs before it left, or host indices) and its workload."""
+
+    name: str = Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,31}$")
+    gpus: int | list[int]
+    workload: Workload
+
+    @model_validator(mode="after")
+    def _one_job(self) -> "Job":
+        if self.workload.kind == "jobs":
+            raise ValueError("a job's workload cannot itself be jobs")
+        if self.workload.kind == "collective" and self.workload.algorithm in JOB_ALGORITHMS_REFUSED:
+            raise ValueError(f"a job's collective cannot use algorithm {self.workload.algorithm} (its summation "
+                             f"services are shared, not the job's); use ring, halving-doubling or tree")
+        if isinstance(self.gpus, int) and self.gpus < 1:
+            raise ValueError("gpus must be a positive count or a list of host indices")
+        return self
+
+
 class ScenarioOf(Strict, Generic[F]):
     """A scenario file. Its `fabric` is one kind's section: testbed.fabrics.scenario_file parses a
     file into ScenarioOf[AnyFabric], the discriminated union of every registered kind's section."""
@@ -131,21 +155,87 @@ class ScenarioOf(Strict, Generic[F]):
     seed: int = 0
     fabric: F
     workload: Workload
+    jobs: list[Job] | None = None
     emulation: Emulation = Emulation()
     faults: list[Fault] = Field(default_factory=list)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _jobs_are_the_workload(cls, data: Any) -> Any:
+        """`jobs:` replaces `workload:`; inside, the workload is of kind jobs, iterating as the job
+        that asks most."""
+        if not isinstance(data, dict) or data.get("jobs") is None:
+            return data
+        if data.get("workload") not in (None, {"kind": "jobs"}) and not (
+                isinstance(data.get("workload"), dict) and data["workload"].get("kind") == "jobs"):
+            raise ValueError("give either workload (one job) or jobs (several), not both")
+        jobs = data["jobs"]
+        if not isinstance(jobs, list) or not jobs:
+            raise ValueError("jobs must be a non-empty list of {name, gpus, workload}")
+        iterations = [j.get("workload", {}).get("iterations", 3) for j in jobs
+                      if isinstance(j, dict) and isinstance(j.get("workload"), dict)]
+        return {**data, "workload": {"kind": "jobs", "iterations": max(iterations, default=3)}}
+
+    def job_gpus(self) -> list[tuple[Job, list[int]]]:
+        """Each job with its host indices: a count takes the lowest hosts the jobs before it left."""
+        taken: set[int] = set()
+        out = []
+        for job in self.jobs or []:
+            if isinstance(job.gpus, int):
+                free = [h for h in range(self.fabric.hosts) if h not in taken]
+                gpus = free[:job.gpus]
+            else:
+                gpus = list(job.gpus)
+            taken |= set(gpus)
+            out.append((job, gpus))
+        return out
 
     def warmups(self) -> int:
         """Unmeasured iterations before the measured ones (emulation.warmup_iterations, resolved)."""
         if self.emulation.warmup_iterations is not None:
             return self.emulation.warmup_iterations
-        return 1 if self.workload.kind == "model" else 2
+        kinds = [job.workload.kind for job in self.jobs or []] or [self.workload.kind]
+        return 1 if "model" in kinds else 2
 
     def loses_packets(self) -> bool:
         """Whether packets are lost on purpose, by the fabric or by an injected fault."""
         return self.fabric.loses_packets() or any(fault.loss_frac for fault in self.faults)
 
+    def _jobs_fit(self) -> None:
+        if self.workload.kind == "jobs" and not self.jobs:
+            raise ValueError("workload kind jobs is written as a top-level jobs: list")
+        if self.jobs is None:
+            return
+        names = [job.name for job in self.jobs]
+        if len(set(names)) != len(names):
+            twice = next(n for n in names if names.count(n) > 1)
+            raise ValueError(f"jobs: two jobs are named {twice!r}; name each job once")
+        owner: dict[int, str] = {}
+        for job in self.jobs:
+            if isinstance(job.gpus, int):
+                left = self.fabric.hosts - len(owner)
+                if job.gpus > left:
+                    raise ValueError(f"jobs: job {job.name!r} asks for {job.gpus} GPUs but only {left} of "
+                                     f"fabric.hosts ({self.fabric.hosts}) are left by the jobs before it")
+                gpus = [h for h in range(self.fabric.hosts) if h not in owner][:job.gpus]
+            else:
+                gpus = job.gpus
+                if not gpus or len(set(gpus)) != len(gpus) or any(not 0 <= g < self.fabric.hosts for g in gpus):
+                    raise ValueError(f"jobs: job {job.name!r} must list distinct hosts in "
+                                     f"0..{self.fabric.hosts - 1} (got {gpus})")
+            for g in gpus:
+                if g in owner:
+                    raise ValueError(f"jobs: jobs {owner[g]!r} and {job.name!r} both use GPU {g}; "
+                                     f"give each GPU to one job")
+                owner[g] = job.name
+            model = job.workload.model
+            if job.workload.kind == "model" and model is not None and model.mp * model.dp != len(gpus):
+                raise ValueError(f"jobs: job {job.name!r}: model mp×dp = {model.mp * model.dp} must equal its "
+                                 f"{len(gpus)} GPUs")
+
     @model_validator(mode="after")
     def _sizes_agree(self) -> "ScenarioOf[F]":
+        self._jobs_fit()
         model = self.workload.model
         if self.workload.kind == "model" and model is not None and model.mp * model.dp != self.fabric.hosts:
             raise ValueError(f"workload.model mp×dp = {model.mp}×{model.dp} = {model.mp * model.dp} must equal "

@@ -32,6 +32,7 @@ class Retuning:
     prediction: Prediction
     message_bps: dict[tuple[int, int, str], float]
     tried: int  # thresholds simulated
+    gpu_end_s: tuple[float, ...] = ()  # each GPU's last step's end in the prediction
 
 
 def candidates_us(dark_us: float) -> list[float]:
@@ -45,7 +46,7 @@ def with_retune_threshold(schedule: dict[str, Any], fabric: FabricSection) -> Re
     if (not isinstance(fabric, ReconfigurableSection) or fabric.retune_threshold_us is not None
             or not replans_during_run(fabric)):
         simulated = simulate_counting_retunes(schedule, fabric)
-        return Retuning(fabric, simulated.prediction, simulated.message_bps, 1)
+        return Retuning(fabric, simulated.prediction, simulated.message_bps, 1, simulated.gpu_end_s)
     best: tuple[ReconfigurableSection, Simulated] | None = None
     tried = 0
     for threshold_us in candidates_us(reconfig_us(fabric)):
@@ -64,4 +65,5 @@ def with_retune_threshold(schedule: dict[str, Any], fabric: FabricSection) -> Re
     said = ("never retunes: no threshold beat the plan it starts with" if threshold == NEVER_US else
             f"retunes when a re-plan expects to gain over {threshold:g} µs in the next period")
     formula = f"{prediction.formula}; {said} (the best of {tried} thresholds tried, standing still included)"
-    return Retuning(chosen, Prediction(prediction.iteration_time_s, prediction.breakdown, formula), rates, tried)
+    return Retuning(chosen, Prediction(prediction.iteration_time_s, prediction.breakdown, formula), rates, tried,
+                    simulated.gpu_end_s)

@@ -59,6 +59,7 @@ class _Dag:
                     self.dependants[g][index[g][dep]].append(i)
         self.done = [[False] * len(gpu) for gpu in self.steps]
         self.compute_s = [0.0] * n
+        self.gpu_end_s = [0.0] * n  # when each GPU's last step so far finished
         self.ready_computes: list[list[int]] = [[] for _ in range(n)]
         self.computing = [False] * n
         self.last_compute_end_s = 0.0
@@ -84,6 +85,7 @@ class _Dag:
 
     def finish(self, g: int, i: int) -> None:
         self.done[g][i] = True
+        self.gpu_end_s[g] = self.now
         for j in self.dependants[g][i]:
             self.waiting[g][j] -= 1
             if self.waiting[g][j] == 0:
@@ -305,6 +307,7 @@ class Simulated:
     prediction: Prediction
     message_bps: dict[tuple[int, int, str], float]
     retunes: int  # re-plans that changed links (0 where the fabric does not re-plan)
+    gpu_end_s: tuple[float, ...] = ()  # each GPU's last step's end
 
 
 def simulate_counting_retunes(schedule: dict[str, Any], fabric: FabricSection) -> Simulated:
@@ -325,7 +328,8 @@ def simulate_counting_retunes(schedule: dict[str, Any], fabric: FabricSection) -
     exposed = total - dag.last_compute_end_s if busiest > 0 else 0.0
     prediction = Prediction(total, Breakdown(compute_s=busiest, communication_s=total - busiest - dark,
                                              reconfiguration_s=dark, exposed_dp_s=exposed), formula)
-    return Simulated(prediction, dag.message_bps, dag.replans.retunes if dag.replans is not None else 0)
+    return Simulated(prediction, dag.message_bps, dag.replans.retunes if dag.replans is not None else 0,
+                     tuple(dag.gpu_end_s))
 
 
 def collective_rates_bps(steps: list[list[dict[str, Any]]], model: FlowModel) -> dict[tuple[Any, ...], float]:

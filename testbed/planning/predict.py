@@ -24,6 +24,7 @@ from testbed.oracle.fabrics import mp_flow_model
 from testbed.oracle.iteration import predict_plan
 from testbed.oracle.retune_threshold import with_retune_threshold
 from testbed.planning.byteps_schedule import instances, local_steps_us
+from testbed.planning.jobs import JobPrediction, combined_schedule, job_times
 from testbed.planning.workloads import model_plan, schedule_for
 
 
@@ -80,9 +81,28 @@ def predict_scenario(scenario: Scenario) -> Prediction:
         return Prediction(simulated.iteration_time_s, simulated.breakdown,
                           f"{simulated.formula}; the placer's estimate {estimate.iteration_time_s * 1e3:.3f} ms "
                           f"({estimate.formula})")
+    if scenario.workload.kind == "jobs":
+        return predict_jobs(scenario)[0]
     if scenario.workload.kind in ("trace", "chakra"):  # a user's schedule, simulated step by step
         return with_retune_threshold(schedule_for(scenario).to_json(), scenario.fabric).prediction
     return predict(scenario, schedule_for(scenario))
+
+
+def predict_jobs(scenario: Scenario) -> tuple[Prediction, list[JobPrediction]]:
+    """Several jobs simulated together (every job's iteration starts at once; the round ends with
+    the slowest), and each alone on the same fabric with the other jobs' GPUs idle."""
+    together = with_retune_threshold(schedule_for(scenario).to_json(), scenario.fabric)
+    times = job_times(scenario, together.gpu_end_s)
+    jobs = []
+    for job, gpus in scenario.job_gpus():
+        alone = with_retune_threshold(combined_schedule(scenario, schedule_for, only=job.name).to_json(),
+                                      scenario.fabric)
+        alone_s = job_times(scenario, alone.gpu_end_s)[job.name]
+        jobs.append(JobPrediction(job.name, tuple(gpus), times[job.name], alone_s))
+    said = ", ".join(f"{j.name} {j.together_s * 1e3:.3f} ms (alone {j.alone_s * 1e3:.3f})" for j in jobs)
+    prediction = together.prediction
+    return Prediction(prediction.iteration_time_s, prediction.breakdown,
+                      f"{prediction.formula}; jobs together: {said}"), jobs
 
 
 def predict(scenario: Scenario, schedule: Schedule) -> Prediction:

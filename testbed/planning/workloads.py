@@ -18,6 +18,7 @@ from testbed.placer.plan import Plan, make_plan
 from testbed.placer.profiles import device, load_user_profile
 from testbed.placer.zoo import MODELS
 from testbed.planning.byteps_schedule import byteps_schedule
+from testbed.planning.jobs import combined_schedule
 from testbed.shared import collective_plans as plans
 from testbed.shared.collective_plans import SUPPORTED_COLLECTIVES, collective_traffic
 
@@ -112,6 +113,8 @@ def model_plan(scenario: Scenario) -> Plan:
 
 
 def schedule_for(scenario: Scenario) -> Schedule:
+    if scenario.workload.kind == "jobs":
+        return combined_schedule(scenario, schedule_for)
     if scenario.workload.kind == "trace":
         assert scenario.workload.trace is not None
         return load_trace(scenario.workload.trace, scenario.fabric.hosts, scenario.workload.iterations)

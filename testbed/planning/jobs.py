@@ -1,0 +1,74 @@
+"""Several training jobs on one fabric: each job's schedule made as if it ran alone on its GPUs,
+then laid onto the fabric's hosts as one schedule (ids, tags and groups renamed per job) that the
+agents replay and the oracle simulates, every job's traffic sharing the links, circuits and
+wavelengths with the others'. Each job's predicted time together, and alone on the same fabric."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, replace
+
+from testbed.model.errors import InputError
+from testbed.model.scenario import Job, Scenario
+from testbed.model.schedule import GpuSchedule, Schedule, Step, in_order_deps, with_channels
+
+
+@dataclass(frozen=True)
+class JobPrediction:
+    name: str
+    gpus: tuple[int, ...]
+    together_s: float  # the job's iteration beside the others (its GPUs' last step)
+    alone_s: float  # the same schedule with the other jobs' GPUs idle
+
+
+def job_scenario(scenario: Scenario, job: Job, gpus: list[int]) -> Scenario:
+    """The job as a scenario of its own: the fabric's kind and rates with the job's GPU count (what
+    its schedule and placement are made for; the fabric itself is shared)."""
+    fabric = scenario.fabric.model_copy(update={"hosts": len(gpus)})
+    return scenario.model_copy(update={"name": f"{scenario.name}-{job.name}"[:64], "fabric": fabric,
+                                       "workload": job.workload, "jobs": None})
+
+
+def _renamed(job: str, step: Step, hosts: list[int], deps: tuple[str, ...]) -> Step:
+    return replace(step, id=f"{job}/{step.id}", deps=tuple(f"{job}/{d}" for d in deps),
+                   peer=None if step.peer is None else hosts[step.peer],
+                   tag=None if step.tag is None else f"{job}/{step.tag}",
+                   group=None if step.group is None else tuple(hosts[r] for r in step.group), channel=None)
+
+
+def combined_schedule(scenario: Scenario, make: Callable[[Scenario], Schedule],
+                      only: str | None = None) -> Schedule:
+    """Every job's schedule (`make` for one job's scenario) on its hosts; with `only`, that job's
+    alone (the others' GPUs idle). In-order jobs become explicit DAGs where jobs mix executions."""
+    placed = scenario.job_gpus()
+    schedules = []
+    for job, gpus in placed:
+        try:
+            schedules.append((job, gpus, make(job_scenario(scenario, job, gpus))))
+        except InputError as error:
+            raise InputError(f"{scenario.name}: jobs: job {job.name!r}: {error}") from None
+    executions = {s.execution for _, _, s in schedules}
+    execution = executions.pop() if len(executions) == 1 else "dag"
+    n = scenario.fabric.hosts
+    steps: list[tuple[Step, ...]] = [() for _ in range(n)]
+    matrix = [[0] * n for _ in range(n)]
+    for job, gpus, schedule in schedules:
+        if only is not None and job.name != only:
+            continue
+        for gpu in schedule.gpus:
+            explicit = [d + c for d, c in in_order_deps([(s.id, s.kind, s.deps) for s in gpu.steps])] \
+                if schedule.execution == "in-order" and execution == "dag" else [s.deps for s in gpu.steps]
+            steps[gpus[gpu.rank]] = tuple(_renamed(job.name, s, gpus, deps) for s, deps in zip(gpu.steps, explicit))
+        for i, row in enumerate(schedule.traffic_matrix_bytes):
+            for j, size in enumerate(row):
+                matrix[gpus[i]][gpus[j]] += size
+    gpus_out = tuple(GpuSchedule(h, s) for h, s in enumerate(steps))
+    if execution == "dag":
+        gpus_out = with_channels(gpus_out)
+    return Schedule(f"{scenario.name}" if only is None else f"{scenario.name}-{only}", n,
+                    scenario.workload.iterations, gpus_out, tuple(tuple(row) for row in matrix), execution)
+
+
+def job_times(scenario: Scenario, gpu_end_s: tuple[float, ...]) -> dict[str, float]:
+    """Each job's iteration from a simulation's per-GPU end times: its GPUs' last."""
+    return {job.name: max(gpu_end_s[g] for g in gpus) for job, gpus in scenario.job_gpus()}
