@@ -20,6 +20,7 @@ from testbed.model.scenario import Scenario
 from testbed.model.schedule import Schedule, Step
 from testbed.model.units import BITS_PER_BYTE, gbps_to_bps, transfer_time_s, us_to_s
 from testbed.network.collectives import Prediction, collective_cost
+from testbed.network.flows import Flow, max_min_rates
 from testbed.oracle.fabrics import forwarding_load_factor, mp_flow_model
 from testbed.oracle.replanning import replans_during_run
 from testbed.oracle.retune_threshold import with_retune_threshold
@@ -214,6 +215,12 @@ def _pair_rate_fractions(scenario: Scenario, schedule: Schedule) -> dict[tuple[i
             fractions[pair] = min(model.capacity_bps[r] for r in model.resources(*pair)) / rate
         except (KeyError, ValueError):
             continue
+    if scenario.jobs:
+        # Several jobs: a pair shares its path with the other jobs' pairs, all moving at once (two
+        # rings interleaved on a cluster's servers get half an uplink each).
+        pairs = sorted(fractions)
+        shared = max_min_rates([Flow(0.0, 1.0, tuple(model.resources(*p))) for p in pairs], model.capacity_bps)
+        fractions = {p: min(fractions[p], bps / rate) for p, bps in zip(pairs, shared)}
     return fractions
 
 

@@ -225,7 +225,7 @@ def assemble(prepared: "Prepared", run_dir: Path, measured: dict, outcome: dict)
         workers = len(prepared.schedule.gpus[0].steps[0].collective().group)
         expected_bps /= 1 + collided_share(ina) * (workers - 1)
     rates = [r / expected_bps for h in per_host for it in h["iterations"] for r in it["step_rates_bps"]]
-    if scenario.workload.kind in ("model", "trace", "chakra"):
+    if scenario.workload.kind in ("model", "trace", "chakra", "jobs"):
         # A schedule's steps include waiting for a peer's compute: time each message instead, against
         # what its path carries (a circuit or lightpath may be a share of B).
         fractions = prepared.pair_rate_frac or {}

@@ -99,3 +99,23 @@ def test_the_loopback_fabric_refuses_what_it_cannot_stand_in_for(tmp_path, regis
     with pytest.raises(RunFailed, match="switched fabrics only"):
         with LoopbackBackend().open(prepared.scenario.fabric, prepared.plan.host_rate_bps, tmp_path):
             pass
+
+
+def test_two_jobs_run_together_with_each_jobs_sums_and_times(tmp_path, registry):
+    """Two ring all-reduces on two pairs of one fabric: each job's iterations and prediction."""
+    ring = {"kind": "collective", "collective": "allreduce", "algorithm": "ring", "bytes": 400_000, "iterations": 2}
+    scenario = parse_scenario({
+        "name": "loopback-jobs", "seed": 3,
+        "fabric": {"kind": "elect-flat", "hosts": HOSTS, "gpu_bandwidth_gbps": 100, "latency_us": 5},
+        "jobs": [{"name": "a", "gpus": [0, 2], "workload": ring}, {"name": "b", "gpus": 2, "workload": ring}],
+        "emulation": {"dilation": 200, "byte_scale": 1, "warmup_iterations": 1}}, "loopback test")
+    runner, result = _run(scenario, tmp_path / "run")
+    assert result["status"] == "ok", result.get("error")
+    assert result["sums_correct"] is True
+    assert set(result["jobs"]) == {"a", "b"}
+    assert result["jobs"]["b"]["gpus"] == [1, 3]
+    for job in result["jobs"].values():
+        assert len(job["iteration_times_s"]) == 2
+        # Alone on Elect-Flat: 2(α + (M/2)/B) with M = 400 kB
+        assert job["predicted_iteration_time_s"] == pytest.approx(2 * (5e-6 + 200_000 * 8 / 100e9), rel=1e-6)
+    _nothing_left(runner, registry)

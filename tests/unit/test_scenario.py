@@ -149,10 +149,13 @@ def test_cli_check_refuses_a_combination_no_schedule_can_run(tmp_path):
         assert "at most as many CPU machines" in out.stderr.replace("\n", " ")
 
 
+ONE_RING = "workload: {kind: collective, collective: allreduce, algorithm: ring, bytes: 5000, iterations: 1}\n"
+
+
 def test_a_key_given_twice_is_an_error_naming_its_line(tmp_path):
     path = tmp_path / "twice.yaml"
     path.write_text("name: twice\nfabric:\n  kind: elect-flat\n  hosts: 4\n  gpu_bandwidth_gbps: 100\n  hosts: 8\n"
-                    "workload: {kind: collective, collective: allreduce, algorithm: ring, bytes: 5000, iterations: 1}\n")
+                    + ONE_RING)
     with pytest.raises(InputError, match=r"key 'hosts' appears twice in one mapping \(line 6\)"):
         load_scenario(path)
 
@@ -160,7 +163,7 @@ def test_a_key_given_twice_is_an_error_naming_its_line(tmp_path):
 def test_non_finite_numbers_are_refused(tmp_path):
     path = tmp_path / "inf.yaml"
     path.write_text("name: inf\nfabric: {kind: elect-flat, hosts: 4, gpu_bandwidth_gbps: .inf}\n"
-                    "workload: {kind: collective, collective: allreduce, algorithm: ring, bytes: 5000, iterations: 1}\n")
+                    + ONE_RING)
     with pytest.raises(InputError, match=r"fabric.gpu_bandwidth_gbps.*finite number"):
         load_scenario(path)
 
