@@ -11,12 +11,21 @@ import time
 from pathlib import Path
 
 import pytest
+import yaml
 
 from testbed.emulation.run import Runner, prepare
-from testbed.fabrics.scenario_file import apply_overrides, load_scenario
+from testbed.fabrics.scenario_file import apply_overrides, load_scenario, parse_scenario
 
 from ..conftest import ROOT
-from .conftest import assert_faithful, assert_iterations_match_the_oracle, assert_monitor_ok, assert_ratio_in_band
+from .conftest import (
+    RATIO_BAND,
+    assert_faithful,
+    assert_faithful_but_for_machine_loss,
+    assert_iterations_match_the_oracle,
+    assert_monitor_ok,
+    assert_ratio_in_band,
+    disturbed_iterations,
+)
 
 pytestmark = pytest.mark.root
 
@@ -132,3 +141,23 @@ def test_placed_model_schedule_replays_on_elect_flat(tmp_path, machine_state):
     assert_monitor_ok(result, "compute_timing")
     kinds = {json.loads(line)["kind"] for line in (tmp_path / "run" / "events.jsonl").read_text().splitlines()}
     assert {"compute", "send", "recv", "collective"} <= kinds
+
+
+def test_two_jobs_sharing_every_uplink_each_match_their_prediction(tmp_path, machine_state):
+    """scenarios/two-jobs-cluster.yaml: two rings interleaved on a 16-GPU Elect-Cluster; each job
+    takes twice its time alone (hand: 14.07 ms against 7.07 ms) and emulates within the band."""
+    data = yaml.safe_load((ROOT / "scenarios" / "two-jobs-cluster.yaml").read_text())
+    for job in data["jobs"]:
+        job["workload"]["iterations"] = 2
+    scenario = parse_scenario(data, "two-jobs-cluster.yaml")
+    result = Runner(prepare(scenario), tmp_path / "run").execute()
+    assert result["status"] == "ok", result["error"]
+    assert result["sums_correct"]
+    assert_faithful_but_for_machine_loss(result)
+    assert set(result["jobs"]) == {"a", "b"}
+    for job in result["jobs"].values():
+        assert job["predicted_iteration_time_s"] == pytest.approx(14 * (5e-6 + 6.25e6 * 8 / 50e9), rel=1e-6)
+        assert len(job["iteration_times_s"]) == 2
+        disturbed = disturbed_iterations(result)
+        for i, ratio in enumerate(job["emulated_over_predicted"]):
+            assert RATIO_BAND[0] <= ratio and (ratio <= RATIO_BAND[1] or i in disturbed), job
