@@ -177,11 +177,24 @@ def apply_overrides(scenario: Scenario, overrides: dict[str, Any]) -> Scenario:
     """Return a copy with dotted-path overrides applied (e.g. {'fabric.hosts': 4}), re-validated."""
     data = scenario.model_dump(mode="python", exclude_unset=True)
     for dotted, value in overrides.items():
-        node = data
+        node: Any = data
         parts = dotted.split(".")
-        for part in parts[:-1]:
-            node = node.setdefault(part, {})
-        node[parts[-1]] = value
+        for depth, part in enumerate(parts):
+            last = depth == len(parts) - 1
+            if isinstance(node, list):  # a list's items by index: jobs.1.gpus
+                if not part.isdigit() or int(part) >= len(node):
+                    raise InputError(f"override {dotted}: {'.'.join(parts[:depth])} has items 0..{len(node) - 1}, "
+                                     f"not {part!r}")
+                if last:
+                    node[int(part)] = value
+                else:
+                    node = node[int(part)]
+            elif not isinstance(node, dict):
+                raise InputError(f"override {dotted}: {'.'.join(parts[:depth])} is a value, not a section")
+            elif last:
+                node[part] = value
+            else:
+                node = node.setdefault(part, {})
     return parse_scenario(data, f"{scenario.name} (with overrides)")
 
 

@@ -77,3 +77,15 @@ def test_workload_and_jobs_together_are_refused():
     with pytest.raises(InputError, match="either workload .* or jobs"):
         parse_scenario({"name": "x", "fabric": CLUSTER, "workload": ring(),
                         "jobs": [{"name": "a", "gpus": 2, "workload": ring()}]}, "x.yaml")
+
+
+def test_sweeps_override_a_jobs_field_by_index():
+    from testbed.fabrics.scenario_file import apply_overrides
+
+    s = scenario([{"name": "a", "gpus": [0, 1, 4, 5, 8, 9, 12, 13], "workload": ring()},
+                  {"name": "b", "gpus": 8, "workload": ring()}])
+    changed = apply_overrides(s, {"jobs.1.gpus": 4, "jobs.0.workload.bytes": 1_000_000})
+    assert [gpus for _, gpus in changed.job_gpus()] == [[0, 1, 4, 5, 8, 9, 12, 13], [2, 3, 6, 7]]
+    assert changed.jobs[0].workload.bytes == 1_000_000
+    with pytest.raises(InputError, match="jobs has items 0..1, not '5'"):
+        apply_overrides(s, {"jobs.5.gpus": 4})
