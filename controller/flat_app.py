@@ -22,7 +22,7 @@ class FlatFabricApp(app_manager.OSKenApp):
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
         config = ControllerConfig.loads(Path(os.environ[CONFIG_ENV]).read_text(), where=os.environ[CONFIG_ENV])
-        topology = Topology.loads(Path(config.topology).read_text(), where=config.topology).as_dict()
+        topology = Topology.loads(Path(config.topology).read_text(), where=config.topology)
         self.ready_path = Path(config.ready)
         self.plan = plan_flat_flows(topology)
         self.programmed: set[int] = set()

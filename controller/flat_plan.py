@@ -11,6 +11,7 @@ import networkx as nx
 
 from testbed.fabrics.all_kinds import KINDS
 from testbed.fabrics.leaf_spine import ecmp_spine
+from testbed.model.contracts import Topology
 
 ETH_TYPE_ARP = 0x0806
 PRIORITY_FORWARD = 100
@@ -30,51 +31,49 @@ class FlowRule:
         return dict(self.match)
 
 
-def _switch_graph(topology: dict[str, Any]) -> nx.Graph:
+def _switch_graph(topology: Topology) -> nx.Graph:
     graph = nx.Graph()
-    graph.add_nodes_from(sw["name"] for sw in topology["switches"])
-    for link in topology.get("links", []):
-        if "peer_switch" in link:
-            graph.add_edge(link["switch"], link["peer_switch"],
-                           ports={link["switch"]: link["port"], link["peer_switch"]: link["peer_port"]})
+    graph.add_nodes_from(sw.name for sw in topology.switches)
+    for link in topology.links:
+        if link.peer_switch is not None:
+            graph.add_edge(link.switch, link.peer_switch,
+                           ports={link.switch: link.port, link.peer_switch: link.peer_port})
     return graph
 
 
-def plan_flat_flows(topology: dict[str, Any]) -> dict[int, list[FlowRule]]:
+def plan_flat_flows(topology: Topology) -> dict[int, list[FlowRule]]:
     """Rules per datapath id: unicast by MAC and ARP by target IP, each towards the host's switch.
 
     There is no table-miss rule, so anything else is dropped (switches are fail-secure): GPUs reach
     each other only through these rules, never by flooding.
     """
     graph = _switch_graph(topology)
-    rules: dict[int, list[FlowRule]] = {int(sw["dpid"]): [] for sw in topology["switches"]}
-    for sw in topology["switches"]:
-        paths = nx.single_source_shortest_path(graph, sw["name"])
-        for host in topology["hosts"]:
-            path = paths.get(host["switch"])
-            if path is None:
+    rules: dict[int, list[FlowRule]] = {sw.dpid: [] for sw in topology.switches}
+    for sw in topology.switches:
+        paths = nx.single_source_shortest_path(graph, sw.name)
+        for host in topology.hosts:
+            path = paths.get(host.switch)
+            if path is None or host.port is None:
                 continue
-            port = int(host["port"]) if len(path) == 1 else graph.edges[path[0], path[1]]["ports"][sw["name"]]
-            rules[int(sw["dpid"])].append(FlowRule(PRIORITY_FORWARD, (("eth_dst", host["mac"]),), port))
-            rules[int(sw["dpid"])].append(
-                FlowRule(PRIORITY_FORWARD, (("eth_type", ETH_TYPE_ARP), ("arp_tpa", host["ip"])), port))
-    if KINDS[topology["fabric"]].multipath:
+            port = host.port if len(path) == 1 else graph.edges[path[0], path[1]]["ports"][sw.name]
+            rules[sw.dpid].append(FlowRule(PRIORITY_FORWARD, (("eth_dst", host.mac),), port))
+            rules[sw.dpid].append(FlowRule(PRIORITY_FORWARD, (("eth_type", ETH_TYPE_ARP), ("arp_tpa", host.ip)), port))
+    if KINDS[topology.fabric].multipath:
         for dpid, pair_rules in ecmp_rules(topology, graph).items():
             rules[dpid].extend(pair_rules)
     return rules
 
 
-def ecmp_rules(topology: dict[str, Any], graph: nx.Graph) -> dict[int, list[FlowRule]]:
+def ecmp_rules(topology: Topology, graph: nx.Graph) -> dict[int, list[FlowRule]]:
     """Per leaf, a rule for each local source and remote destination: out of the uplink to the
     spine `ecmp_spine` picks for the pair (the spines forward by destination alone)."""
-    spines = [sw["name"] for sw in topology["switches"] if sw["role"] == "spine"]
+    spines = [sw.name for sw in topology.switches if sw.role == "spine"]
     rules: dict[int, list[FlowRule]] = {}
-    for leaf in (sw for sw in topology["switches"] if sw["role"] == "leaf"):
-        local = [h for h in topology["hosts"] if h["switch"] == leaf["name"]]
-        remote = [h for h in topology["hosts"] if h["switch"] != leaf["name"]]
-        rules[int(leaf["dpid"])] = [
-            FlowRule(PRIORITY_ECMP, (("eth_src", src["mac"]), ("eth_dst", dst["mac"])),
-                     graph.edges[leaf["name"], spines[ecmp_spine(src["rank"], dst["rank"], len(spines))]]["ports"][
-                         leaf["name"]])
+    for leaf in (sw for sw in topology.switches if sw.role == "leaf"):
+        local = [h for h in topology.hosts if h.switch == leaf.name]
+        remote = [h for h in topology.hosts if h.switch != leaf.name]
+        rules[leaf.dpid] = [
+            FlowRule(PRIORITY_ECMP, (("eth_src", src.mac), ("eth_dst", dst.mac)),
+                     graph.edges[leaf.name, spines[ecmp_spine(src.rank, dst.rank, len(spines))]]["ports"][leaf.name])
             for src in local for dst in remote]
     return rules

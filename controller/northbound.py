@@ -81,7 +81,7 @@ class _Handler(BaseHTTPRequestHandler):
         url = urlparse(self.path)
         try:
             if method == "GET" and url.path == "/topology":
-                return self._reply(200, app.topology)
+                return self._reply(200, app.topology.as_dict())
             if method == "GET" and url.path == "/plan":
                 return self._reply(200, app.snapshot())
             if method == "GET" and url.path == "/traffic":

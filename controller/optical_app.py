@@ -42,7 +42,7 @@ class OpticalFabricApp(app_manager.OSKenApp):
         if config.dilation is None or config.schedule is None or config.events is None:
             raise ValueError("a reconfigurable fabric's controller needs the dilation, the schedule and an events file")
         self.run_config = config
-        self.topology = Topology.loads(Path(config.topology).read_text(), where=config.topology).as_dict()
+        self.topology = Topology.loads(Path(config.topology).read_text(), where=config.topology)
         self.fabric = make_fabric(os.environ[CONFIG_ENV], **config.fabric)
         self.dilation = config.dilation
         self.byte_scale = config.byte_scale
@@ -51,7 +51,7 @@ class OpticalFabricApp(app_manager.OSKenApp):
         self.host_report_timeout_s = HOST_REPORT_TIMEOUT_S * config.slowness
         self.ready_path = Path(config.ready)
         self.events_path = Path(config.events)
-        self.n = len(self.topology["hosts"])
+        self.n = len(self.topology.hosts)
         schedule = json.loads(Path(config.schedule).read_text())
         self.schedule_traffic = traffic_pairs(schedule.get("traffic_matrix_bytes"))
         self.recurring = tuple(sorted(self.schedule_traffic))
@@ -69,7 +69,7 @@ class OpticalFabricApp(app_manager.OSKenApp):
         self.counters: dict[tuple[int, str, str], int] = {}
         self.stats_pending: set[int] = set()  # switches whose flow counters were asked for and not yet sent
         self.stats_answered = threading.Event()  # every switch asked has sent its counters
-        self.ip_rank = {h["ip"]: h["rank"] for h in self.topology["hosts"]}
+        self.ip_rank = {h.ip: h.rank for h in self.topology.hosts}
         self.total = [[0.0] * self.n for _ in range(self.n)]
         self.last_period = [[0.0] * self.n for _ in range(self.n)]
         self.reconfig_events: list[dict] = []

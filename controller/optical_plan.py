@@ -18,7 +18,6 @@ from __future__ import annotations
 import ipaddress
 import math
 from dataclasses import dataclass, field
-from typing import Any
 
 from controller.flat_plan import FlowRule
 from testbed.core.shaping import (
@@ -29,6 +28,8 @@ from testbed.core.shaping import (
     line_rate_bps,
 )
 from testbed.fabrics.all_kinds import KINDS
+from testbed.model.contracts import Topology
+from testbed.model.topology import OcsLayout, RingLayout
 from testbed.network.relay import adjacency, relay_path
 
 PRIORITY_LINK = 100
@@ -76,12 +77,24 @@ class Hold:
     forget: dict[int, tuple[str, ...]]
 
 
+def _ring(topology: Topology) -> RingLayout:
+    if topology.ring is None:
+        raise PlanError(f"fabric {topology.fabric} has no lightpaths")
+    return topology.ring
+
+
+def _ocs(topology: Topology) -> OcsLayout:
+    if topology.ocs is None:
+        raise PlanError(f"fabric {topology.fabric} has no circuits")
+    return topology.ocs
+
+
 def hold_address(next_hop: int) -> str:
     return str(HOLD_BASE + next_hop)
 
 
-def hold(topology: dict[str, Any], dark: Rendering, new: Rendering, rto_ms: int = LINUX_RTO_MIN_MS) -> Hold:
-    hosts = topology["hosts"]
+def hold(topology: Topology, dark: Rendering, new: Rendering, rto_ms: int = LINUX_RTO_MIN_MS) -> Hold:
+    hosts = topology.hosts
     lines = {rank: dict(own) for rank, own in dark.host_lines.items()}
     release: dict[int, list[str]] = {}
     forget: dict[int, list[str]] = {}
@@ -89,9 +102,9 @@ def hold(topology: dict[str, Any], dark: Rendering, new: Rendering, rto_ms: int 
         if dst not in new.next_hops.get(src, {}):
             continue  # cut in the new state too: nothing will come to send it
         hop, port = new.next_hops[src][dst]
-        dev, via = hosts[src]["interfaces"][port]["name"], hold_address(hop)
-        lines.setdefault(src, {})[f"route {dst}"] = _route(hosts[dst]["ip"], via, dev, rto_ms)
-        resolve = f"ip neigh replace {via} lladdr {hosts[hop]['interfaces'][port]['mac']} dev {dev} nud permanent"
+        dev, via = hosts[src].interfaces[port].name, hold_address(hop)
+        lines.setdefault(src, {})[f"route {dst}"] = _route(hosts[dst].ip, via, dev, rto_ms)
+        resolve = f"ip neigh replace {via} lladdr {hosts[hop].interfaces[port].mac} dev {dev} nud permanent"
         if resolve not in release.get(src, []):
             release.setdefault(src, []).append(resolve)
             forget.setdefault(src, []).append(f"ip neigh del {via} dev {dev}")
@@ -99,40 +112,40 @@ def hold(topology: dict[str, Any], dark: Rendering, new: Rendering, rto_ms: int 
     return Hold(held, {r: tuple(v) for r, v in release.items()}, {r: tuple(v) for r, v in forget.items()})
 
 
-def count_rules(topology: dict[str, Any]) -> dict[int, list[FlowRule]]:
+def count_rules(topology: Topology) -> dict[int, list[FlowRule]]:
     """Table 0 of every switch: one counting rule per ordered GPU pair, matched where the source
     enters the fabric (so relayed packets are not counted twice), then on to table 1."""
     rules: dict[int, list[FlowRule]] = {}
-    for sw in topology["switches"]:
+    for sw in topology.switches:
         own = []
-        for host in topology["hosts"]:
-            port = next((i["port"] for i in host["interfaces"] if i["switch"] == sw["name"]), None)
+        for host in topology.hosts:
+            port = next((i.port for i in host.interfaces if i.switch == sw.name), None)
             if port is None:
                 continue
-            for peer in topology["hosts"]:
+            for peer in topology.hosts:
                 if peer is not host:
                     own.append(FlowRule(PRIORITY_COUNT, (("in_port", port), ("eth_type", ETH_TYPE_IPV4),
-                                                         ("ipv4_src", host["ip"]), ("ipv4_dst", peer["ip"])),
+                                                         ("ipv4_src", host.ip), ("ipv4_dst", peer.ip)),
                                         out_port=-1, table=0))
-        rules[int(sw["dpid"])] = own
+        rules[sw.dpid] = own
     return rules
 
 
-def init_lines(topology: dict[str, Any]) -> dict[int, list[str]]:
+def init_lines(topology: Topology) -> dict[int, list[str]]:
     """Host configuration applied once: neighbour entries for every peer on every interface, the
     striping rules (OCS) or the per-lightpath HTB classes and their filters (ring)."""
-    hosts = topology["hosts"]
+    hosts = topology.hosts
     lines: dict[int, list[str]] = {}
     for host in hosts:
         own = []
-        for index, intf in enumerate(host["interfaces"]):
+        for index, intf in enumerate(host.interfaces):
             for peer in hosts:
                 if peer is not host:
-                    own.append(f"ip neigh replace {peer['ip']} lladdr {peer['interfaces'][index]['mac']} "
-                               f"dev {intf['name']} nud permanent")
+                    own.append(f"ip neigh replace {peer.ip} lladdr {peer.interfaces[index].mac} "
+                               f"dev {intf.name} nud permanent")
         if link_state(topology) == "lightpaths":
-            dev = host["interfaces"][0]["name"]
-            rate = int(line_rate_bps(topology["host_rate_bps"]))
+            dev = host.interfaces[0].name
+            rate = int(line_rate_bps(topology.host_rate_bps))
             small = ack_allowance_bps(relayed_payload_bps(topology))
             burst = burst_bytes(rate)
             # Lightpath classes hold data to their wavelengths; small packets ride on top of B.
@@ -145,17 +158,17 @@ def init_lines(topology: dict[str, Any]) -> dict[int, list[str]]:
             own.append(f"tc filter add dev {dev} parent 1: protocol ip prio 1 {SMALL_PACKET_FILTER} classid 1:ffff")
             for peer in hosts:
                 if peer is not host:
-                    own.append(_ring_class(dev, peer["rank"], topology["ring"]["wavelength_rate_bps"]))
+                    own.append(_ring_class(dev, peer.rank, _ring(topology).wavelength_rate_bps))
                     own.append(f"tc filter add dev {dev} parent 1: protocol all prio 2 u32 match ether dst "
-                               f"{peer['mac']} classid 1:{peer['rank'] + 2:x}")
-        lines[host["rank"]] = own
+                               f"{peer.mac} classid 1:{peer.rank + 2:x}")
+        lines[host.rank] = own
     return lines
 
 
-def relayed_payload_bps(topology: dict[str, Any]) -> float:
+def relayed_payload_bps(topology: Topology) -> float:
     """Received payload whose acknowledgements a port of a relaying fabric may carry: what every
     GPU receives (a 16-GPU ring on one-way circuits relays 15 flows' acknowledgements through each)."""
-    return len(topology["hosts"]) * topology["host_rate_bps"]
+    return len(topology.hosts) * topology.host_rate_bps
 
 
 def _ring_class(dev: str, peer: int, payload_bps: float) -> str:
@@ -165,9 +178,9 @@ def _ring_class(dev: str, peer: int, payload_bps: float) -> str:
             f"burst {burst} cburst {burst}")
 
 
-def _routes(topology: dict[str, Any], pairs: list[tuple[int, int]]) -> tuple[dict[int, dict[int, int]], list]:
+def _routes(topology: Topology, pairs: list[tuple[int, int]]) -> tuple[dict[int, dict[int, int]], list]:
     """Next hop from every host to every other one over `pairs` (None-free: unreachable listed apart)."""
-    n = len(topology["hosts"])
+    n = len(topology.hosts)
     neighbours = adjacency(n, sorted(pairs))
     hops: dict[int, dict[int, int]] = {g: {} for g in range(n)}
     unreachable = []
@@ -183,9 +196,9 @@ def _routes(topology: dict[str, Any], pairs: list[tuple[int, int]]) -> tuple[dic
     return hops, unreachable
 
 
-def validate_circuits(topology: dict[str, Any], circuits: frozenset[tuple[int, int, int]]) -> None:
+def validate_circuits(topology: Topology, circuits: frozenset[tuple[int, int, int]]) -> None:
     """Each OCS joins a transmit port to at most one receive port and back: a partial permutation."""
-    n, q = len(topology["hosts"]), topology["ocs"]["switches"]
+    n, q = len(topology.hosts), _ocs(topology).switches
     tx, rx = set(), set()
     for switch, src, dst in sorted(circuits):
         if not (0 <= switch < q):
@@ -200,49 +213,49 @@ def validate_circuits(topology: dict[str, Any], circuits: frozenset[tuple[int, i
         rx.add((switch, dst))
 
 
-def render_ocs(topology: dict[str, Any], circuits: frozenset[tuple[int, int, int]],
+def render_ocs(topology: Topology, circuits: frozenset[tuple[int, int, int]],
                rto_ms: int = LINUX_RTO_MIN_MS) -> Rendering:
-    hosts = topology["hosts"]
-    dpids = [int(sw["dpid"]) for sw in topology["switches"]]
+    hosts = topology.hosts
+    dpids = [sw.dpid for sw in topology.switches]
     rules: dict[int, set[FlowRule]] = {dpid: set() for dpid in dpids}
     via: dict[tuple[int, int], list[int]] = {}
     for switch, src, dst in sorted(circuits):
         rules[dpids[switch]].add(FlowRule(PRIORITY_LINK, (("in_port", src + 1),), dst + 1, table=FORWARD_TABLE))
         via.setdefault((src, dst), []).append(switch)
     hops, unreachable = _routes(topology, list(via))
-    circuit_bps = topology["ocs"]["circuit_rate_bps"]
+    circuit_bps = _ocs(topology).circuit_rate_bps
     host_lines: dict[int, dict[str, str]] = {}
     for host in hosts:
-        src = host["rank"]
+        src = host.rank
         lines = {}
-        carried = [0] * len(host["interfaces"])  # circuits whose traffic leaves by each port
+        carried = [0] * len(host.interfaces)  # circuits whose traffic leaves by each port
         for (a, _), switches in via.items():
             if a == src:
                 carried[switches[0]] += len(switches)
-        for q, intf in enumerate(host["interfaces"]):
+        for q, intf in enumerate(host.interfaces):
             # An unused port keeps one circuit's rate: nothing is routed to it.
-            shaping = htb_commands_small_first(intf["name"], max(1, carried[q]) * circuit_bps,
+            shaping = htb_commands_small_first(intf.name, max(1, carried[q]) * circuit_bps,
                                                relayed_payload_bps(topology))[1:4]
             lines[f"rate {q}"] = "\n".join(shaping)
         for dst, nh in sorted(hops[src].items()):
-            port = host["interfaces"][via[(src, nh)][0]]["name"]
-            lines[f"route {dst}"] = _route(hosts[dst]["ip"], hosts[nh]["ip"], port, rto_ms)
+            port = host.interfaces[via[(src, nh)][0]].name
+            lines[f"route {dst}"] = _route(hosts[dst].ip, hosts[nh].ip, port, rto_ms)
         for s, d in unreachable:
             if s == src:
-                lines[f"route {d}"] = f"ip route replace unreachable {hosts[d]['ip']}/32"
+                lines[f"route {d}"] = f"ip route replace unreachable {hosts[d].ip}/32"
         host_lines[src] = lines
     next_hops = {src: {dst: (nh, via[(src, nh)][0]) for dst, nh in own.items()} for src, own in hops.items()}
     return Rendering({d: frozenset(r) for d, r in rules.items()}, host_lines, tuple(unreachable), next_hops)
 
 
-def validate_lightpaths(topology: dict[str, Any], lightpaths: dict[tuple[int, int], int]) -> None:
+def validate_lightpaths(topology: Topology, lightpaths: dict[tuple[int, int], int]) -> None:
     """Within reach, at most W wavelengths sent and received per node, and the wavelengths fit on
     every ring segment in the shorter direction (the planner's own constraints)."""
     from testbed.fabrics.sip_ring.wavelengths import segments
 
-    n = len(topology["hosts"])
-    ring = topology["ring"]
-    w, reach = ring["wavelengths"], ring["reach"]
+    n = len(topology.hosts)
+    ring = _ring(topology)
+    w, reach = ring.wavelengths, ring.reach
     tx, rx = [0] * n, [0] * n
     load: dict[tuple[int, int], int] = {}
     for (src, dst), count in sorted(lightpaths.items()):
@@ -266,51 +279,51 @@ def validate_lightpaths(topology: dict[str, Any], lightpaths: dict[tuple[int, in
         raise PlanError(f"ring segment {over[0][1]} would carry more than {w} wavelengths in one direction")
 
 
-def render_ring(topology: dict[str, Any], lightpaths: dict[tuple[int, int], int],
+def render_ring(topology: Topology, lightpaths: dict[tuple[int, int], int],
                 rto_ms: int = LINUX_RTO_MIN_MS) -> Rendering:
-    hosts = topology["hosts"]
-    dpid = int(topology["switches"][0]["dpid"])
-    wave_bps = topology["ring"]["wavelength_rate_bps"]
+    hosts = topology.hosts
+    dpid = int(topology.switches[0].dpid)
+    wave_bps = _ring(topology).wavelength_rate_bps
     live = {pair: c for pair, c in lightpaths.items() if c > 0}
-    rules = frozenset(FlowRule(PRIORITY_LINK, (("in_port", s + 1), ("eth_dst", hosts[d]["mac"])), d + 1,
+    rules = frozenset(FlowRule(PRIORITY_LINK, (("in_port", s + 1), ("eth_dst", hosts[d].mac)), d + 1,
                                table=FORWARD_TABLE) for (s, d) in live)
     hops, unreachable = _routes(topology, list(live))
     host_lines: dict[int, dict[str, str]] = {}
     for host in hosts:
-        src, dev = host["rank"], host["interfaces"][0]["name"]
+        src, dev = host.rank, host.interfaces[0].name
         lines = {}
         for peer in hosts:
             if peer is not host:
                 # A class without a lightpath carries nothing (no route leads to it and the switch has no
                 # rule for it) but keeps one wavelength's rate: HTB then has no token debt to pay off
                 # when a lightpath appears.
-                lines[f"class {peer['rank']}"] = _ring_class(dev, peer["rank"],
-                                                            max(1, live.get((src, peer["rank"]), 0)) * wave_bps)
+                lines[f"class {peer.rank}"] = _ring_class(dev, peer.rank,
+                                                            max(1, live.get((src, peer.rank), 0)) * wave_bps)
         for dst, nh in sorted(hops[src].items()):
-            lines[f"route {dst}"] = _route(hosts[dst]["ip"], hosts[nh]["ip"], dev, rto_ms)
+            lines[f"route {dst}"] = _route(hosts[dst].ip, hosts[nh].ip, dev, rto_ms)
         for s, d in unreachable:
             if s == src:
-                lines[f"route {d}"] = f"ip route replace unreachable {hosts[d]['ip']}/32"
+                lines[f"route {d}"] = f"ip route replace unreachable {hosts[d].ip}/32"
         host_lines[src] = lines
     next_hops = {src: {dst: (nh, 0) for dst, nh in own.items()} for src, own in hops.items()}
     return Rendering({dpid: rules}, host_lines, tuple(unreachable), next_hops)
 
 
-def link_state(topology: dict[str, Any]) -> str:
+def link_state(topology: Topology) -> str:
     """What the fabric's controller sets: "circuits" or "lightpaths" (the registry says)."""
-    kind = KINDS[topology["fabric"]].link_state
+    kind = KINDS[topology.fabric].link_state
     if kind is None:
-        raise PlanError(f"fabric {topology['fabric']} has no circuits or lightpaths to plan")
+        raise PlanError(f"fabric {topology.fabric} has no circuits or lightpaths to plan")
     return kind
 
 
-def render(topology: dict[str, Any], state: dict, rto_ms: int = LINUX_RTO_MIN_MS) -> Rendering:
+def render(topology: Topology, state: dict, rto_ms: int = LINUX_RTO_MIN_MS) -> Rendering:
     if link_state(topology) == "circuits":
         return render_ocs(topology, frozenset(key for key, c in state.items() if c > 0), rto_ms)
     return render_ring(topology, state, rto_ms)
 
 
-def validate(topology: dict[str, Any], state: dict) -> None:
+def validate(topology: Topology, state: dict) -> None:
     if link_state(topology) == "circuits":
         validate_circuits(topology, frozenset(key for key, c in state.items() if c > 0))
     else:

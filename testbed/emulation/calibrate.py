@@ -121,7 +121,7 @@ def _iperf_pairs(fabric) -> float:
         for pair in range(PAIRS):
             _wait_listening(fabric.host(2 * pair + 1), 5201)
         for pair in range(PAIRS):
-            client, server_ip = fabric.host(2 * pair), fabric.topology["hosts"][2 * pair + 1]["ip"]
+            client, server_ip = fabric.host(2 * pair), fabric.topology.hosts[2 * pair + 1].ip
             clients.append(client.popen(["iperf3", "-c", server_ip, "-p", "5201", "-t", str(IPERF_SECONDS),
                                          "-J", "--connect-timeout", "5000"], stdout=-1, stderr=-1, text=True))
         total = 0.0
@@ -142,9 +142,9 @@ def _iperf_pairs(fabric) -> float:
 def _agent_ring(fabric) -> tuple[float, float]:
     """What every host's agent together sent per second in ring all-reduces (bit/s), and the time
     one ring step of a tiny message took them (s)."""
-    hosts = fabric.topology["hosts"]
+    hosts = fabric.topology.hosts
     n = len(hosts)
-    addresses = ",".join(h["ip"] for h in hosts)
+    addresses = ",".join(h.ip for h in hosts)
     agents = []
     try:
         for rank in range(n):
@@ -180,9 +180,9 @@ def _timer_probe(fabric) -> dict:
 
 def _ina_node_rate(fabric, work: Path) -> float:
     """Packets per second the node program received and answered, all workers together."""
-    hosts = fabric.topology["hosts"]
+    hosts = fabric.topology.hosts
     config = work / "ina_node_config.json"
-    config.write_text(InaNodeConfig(pool_slots=DEFAULT_POOL_SLOTS, sharing="reserved", address=hosts[0]["ip"],
+    config.write_text(InaNodeConfig(pool_slots=DEFAULT_POOL_SLOTS, sharing="reserved", address=hosts[0].ip,
                                     ready=str(work / "ina_node.ready"), counters=str(work / "ina_node.json")).dumps())
     node = fabric.host(0).popen([sys.executable, "-m", "hosts.ina.node", "--config", str(config)],
                                 stdout=-1, stderr=-1, text=True)
@@ -193,9 +193,9 @@ def _ina_node_rate(fabric, work: Path) -> float:
         except RunFailed as failed:
             detail = node.communicate()[1][-200:] if node.poll() is not None else ""
             raise RunFailed(f"{failed} {detail}".strip()) from None
-        addresses = ",".join(hosts[w]["ip"] for w in range(1, INA_WORKERS + 1))
+        addresses = ",".join(hosts[w].ip for w in range(1, INA_WORKERS + 1))
         for worker in range(INA_WORKERS):
-            args = [hosts[worker + 1]["ip"], hosts[0]["ip"], str(worker), addresses, str(MAX_WINDOW),
+            args = [hosts[worker + 1].ip, hosts[0].ip, str(worker), addresses, str(MAX_WINDOW),
                     str(INA_PACKETS), str(INA_ROUNDS)]
             workers.append(fabric.host(worker + 1).popen([sys.executable, "-c", INA_PROBE, *args],
                                                          stdout=-1, stderr=-1, text=True))

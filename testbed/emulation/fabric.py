@@ -19,7 +19,7 @@ from testbed.core.shaping import (
 from testbed.emulation.registry import RunRecord, process_start_ticks
 from testbed.fabrics.all_kinds import KINDS, ROUTED_FABRICS
 from testbed.fabrics.ina.node_links import ina_host_commands
-from testbed.fabrics.topology import switch_interfaces
+from testbed.model.contracts import Topology
 from testbed.model.errors import RunFailed
 
 # Hosts of fabrics with relaying (GPUs forward for each other) route by the controller's plan only.
@@ -109,7 +109,7 @@ class VerifiedController(RemoteController):
 class MininetFabric:
     """Builds the network of a topology; records what it creates in the run's record."""
 
-    topology: dict[str, Any]
+    topology: Topology
     controller_port: int
     record: RunRecord
     link_loss_frac: float = 0.0  # ina: INA packets dropped on every link (loss injection)
@@ -117,88 +117,89 @@ class MininetFabric:
 
     @property
     def switch_names(self) -> list[str]:
-        return [switch["name"] for switch in self.topology["switches"]]
+        return [switch.name for switch in self.topology.switches]
 
     def start(self) -> None:
         setLogLevel("error")
         topo = self.topology
-        switch_cls = KernelOVS if topo["datapath"] == "kernel" else UserspaceOVS
+        switch_cls = KernelOVS if topo.datapath == "kernel" else UserspaceOVS
         # Recorded before creation: a crash half-way still leaves a record naming them.
         self.record.bridges.extend(self.switch_names)
-        self.record.links.extend(switch_interfaces(topo))
+        self.record.links.extend(topo.switch_interfaces())
         self.record.save()
         net = Mininet(topo=None, switch=switch_cls, controller=None, build=False, autoSetMacs=False,
                       autoStaticArp=False, waitConnected=False, ipBase="10.0.0.0/8")
         self.net = net
-        if topo["switches"]:
+        if topo.switches:
             net.addController(VerifiedController("c0", ip="127.0.0.1", port=self.controller_port))
-        switches = {sw["name"]: net.addSwitch(sw["name"], dpid="%016x" % sw["dpid"]) for sw in topo["switches"]}
+        switches = {sw.name: net.addSwitch(sw.name, dpid="%016x" % sw.dpid) for sw in topo.switches}
         nodes = {}
-        for host in topo["hosts"]:
-            node = nodes[host["name"]] = net.addHost(host["name"], ip=f"{host['ip']}/8", mac=host["mac"])
-            for intf in host["interfaces"]:
-                if "switch" in intf:
-                    net.addLink(node, switches[intf["switch"]], port2=intf["port"], intfName1=intf["name"],
-                                addr1=intf["mac"])
-        macs = {intf["name"]: intf["mac"] for host in topo["hosts"] for intf in host["interfaces"]}
-        for link in topo["links"]:
-            if "peer_switch" in link:
-                net.addLink(switches[link["switch"]], switches[link["peer_switch"]], port1=link["port"],
-                            port2=link["peer_port"])
-            elif "peer_host" in link:  # a direct host-to-host link (the ina fabric's node ports)
-                net.addLink(nodes[link["host"]], nodes[link["peer_host"]], intfName1=link["interface"],
-                            intfName2=link["peer_interface"], addr1=macs[link["interface"]],
-                            addr2=macs[link["peer_interface"]])
+        for host in topo.hosts:
+            node = nodes[host.name] = net.addHost(host.name, ip=f"{host.ip}/8", mac=host.mac)
+            for intf in host.interfaces:
+                if intf.switch is not None:
+                    net.addLink(node, switches[intf.switch], port2=intf.port, intfName1=intf.name,
+                                addr1=intf.mac)
+        macs = {intf.name: intf.mac for host in topo.hosts for intf in host.interfaces}
+        for link in topo.links:
+            if link.switch is not None and link.peer_switch is not None:
+                net.addLink(switches[link.switch], switches[link.peer_switch], port1=link.port,
+                            port2=link.peer_port)
+            elif (link.host is not None and link.peer_host is not None  # a direct host-to-host link (INA's node)
+                  and link.interface is not None and link.peer_interface is not None):
+                net.addLink(nodes[link.host], nodes[link.peer_host], intfName1=link.interface,
+                            intfName2=link.peer_interface, addr1=macs[link.interface],
+                            addr2=macs[link.peer_interface])
         net.build()
         for node in net.hosts:
             self.record.processes.append((node.pid, process_start_ticks(node.pid)))
         self.record.save()
         net.start()
-        if KINDS[topo["fabric"]].aggregation_node:
+        if KINDS[topo.fabric].aggregation_node:
             self._configure_ina()
             return
-        routed = topo["fabric"] in ROUTED_FABRICS
+        routed = topo.fabric in ROUTED_FABRICS
         if not routed:
             net.staticArp()
-        for host, node in zip(topo["hosts"], net.hosts):
+        for host, node in zip(topo.hosts, net.hosts):
             # The alpha-beta model has no slow start: a connection idle since the last iteration
             # (every all-to-all peer, every pipeline stage) would start each message in it.
             commands = ["sysctl -qw net.ipv4.tcp_slow_start_after_idle=0"]
             if routed:
                 commands.append("sysctl -qw " + " ".join(RELAY_SYSCTLS))
-            for intf in host["interfaces"]:
-                commands.append(offload_command(intf["name"]))
+            for intf in host.interfaces:
+                commands.append(offload_command(intf.name))
                 # Acknowledgements of the flows this host receives leave through the same queue as
                 # its own data: small packets first, or a host that sends and receives at once
                 # (every collective but a broadcast) throttles what it receives.
-                commands += htb_commands_small_first(intf["name"], intf["payload_rate_bps"])
+                commands += htb_commands_small_first(intf.name, intf.payload_rate_bps)
                 if routed:
-                    dev = intf['name'].replace('.', '/')
+                    dev = intf.name.replace('.', '/')
                     commands.append(f"sysctl -qw net.ipv4.conf.{dev}.rp_filter=0 "
                                     + " ".join(f"net.ipv4.neigh.{dev}.{s}" for s in HOLD_SYSCTLS))
-                    if intf is not host["interfaces"][0]:
-                        commands.append(f"ip addr add {host['ip']}/32 dev {intf['name']}")
+                    if intf is not host.interfaces[0]:
+                        commands.append(f"ip addr add {host.ip}/32 dev {intf.name}")
             if routed:  # no path until the controller plans one: drop the subnet route
-                commands.append(f"ip route del 10.0.0.0/8 dev {host['interfaces'][0]['name']}")
+                commands.append(f"ip route del 10.0.0.0/8 dev {host.interfaces[0].name}")
             run_all_checked(node, commands, f"configuring {node.name}")
         shaping: list[str] = []
-        for link in topo["links"]:
+        for link in topo.links:
             into_host = False
-            if "peer_switch" in link:  # switch-to-switch links are shaped at both switch ports
-                ends = [f"{link['switch']}-eth{link['port']}", f"{link['peer_switch']}-eth{link['peer_port']}"]
-            elif "switch" in link and KINDS[topo["fabric"]].shaped_into_hosts:
+            if link.peer_switch is not None:  # switch-to-switch links are shaped at both switch ports
+                ends = [f"{link.switch}-eth{link.port}", f"{link.peer_switch}-eth{link.peer_port}"]
+            elif link.switch is not None and KINDS[topo.fabric].shaped_into_hosts:
                 # A host's link on a switched fabric is also shaped where the switch sends into it:
                 # what arrives at a NIC is bounded by B however many peers send to it at once (a
                 # gather, a parameter server's push), as on the fabric; the host side bounds what
                 # it sends (KindSpec.shaped_into_hosts says on which kinds).
-                ends = [f"{link['switch']}-eth{link['port']}"]
+                ends = [f"{link.switch}-eth{link.port}"]
                 into_host = True
             else:
                 ends = []
             for end in ends:
                 # Acknowledgements of the other direction's flow share this queue: small first.
                 shaping += [offload_command(end) + " >/dev/null 2>&1"] + htb_commands_small_first(
-                    end, link["payload_rate_bps"], burst=INTO_HOST_BURST_BYTES if into_host else None)
+                    end, link.payload_rate_bps, burst=INTO_HOST_BURST_BYTES if into_host else None)
         # Switch ports whose offloads cannot change are left as they are (hence `|| true`).
         shaping += [offload_command(intf.name) + " >/dev/null 2>&1 || true"
                     for switch in switches.values() for intf in switch.intfList() if intf.name != "lo"]

@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any
 from testbed.core.faults import FaultStep, leaf_classes, netem_commands
 from testbed.emulation.fabric import run_checked
 from testbed.model.errors import RunFailed
+from testbed.model.topology import InterfaceSpec
 
 if TYPE_CHECKING:
     from testbed.emulation.live import LiveFabric
@@ -30,17 +31,17 @@ class FaultActions:
                  netem: bool) -> None:
         self.live, self.agents, self.sides, self.netem = live, agents, sides, netem
 
-    def _far_end(self, intf: dict) -> tuple[Any, str, bool]:
+    def _far_end(self, intf: InterfaceSpec) -> tuple[Any, str, bool]:
         """(node, interface, shaped) at the other end of a GPU's interface: a switch port, which
         nothing shapes, in the root namespace; or a shaped port of another host (the ina node's)."""
         fabric = self.live.fabric
-        if "switch" in intf:
-            return fabric.root_node(), f"{intf['switch']}-eth{intf['port']}", False  # Mininet's port name
-        for rank, host in enumerate(fabric.topology["hosts"]):
-            for other in host["interfaces"]:
-                if other["name"] == intf.get("peer"):
-                    return fabric.host(rank), other["name"], True
-        raise RunFailed(f"interface {intf['name']} has no other end in the topology")
+        if intf.switch is not None:
+            return fabric.root_node(), f"{intf.switch}-eth{intf.port}", False  # Mininet's port name
+        for rank, host in enumerate(fabric.topology.hosts):
+            for other in host.interfaces:
+                if other.name == intf.peer:
+                    return fabric.host(rank), other.name, True
+        raise RunFailed(f"interface {intf.name} has no other end in the topology")
 
     def apply(self, step: FaultStep) -> str | None:
         """Does what `step` says; for a link fault, says how ('netem' or 'iptables')."""
@@ -53,8 +54,8 @@ class FaultActions:
                 for command in link_rules(step):
                     run_checked(host, command, doing)
                 return "iptables"
-            for intf in self.live.fabric.topology["hosts"][rank]["interfaces"]:
-                for node, interface, shaped in ((host, intf["name"], True), self._far_end(intf)):
+            for intf in self.live.fabric.topology.hosts[rank].interfaces:
+                for node, interface, shaped in ((host, intf.name, True), self._far_end(intf)):
                     # An interface without shaping classes takes netem as its root qdisc.
                     leaves = (leaf_classes(node.cmd(f"tc class show dev {interface}")) or None) if shaped else None
                     for command in netem_commands(step, interface, leaves):

@@ -107,7 +107,7 @@ class HostNode(Protocol):
 class FabricNetwork(Protocol):
     """What the runner asks of a built network: its topology, its hosts and switches."""
 
-    topology: dict
+    topology: Topology
 
     @property
     def switch_names(self) -> list[str]: ...
@@ -185,7 +185,7 @@ def live_fabric(fabric_spec: "FabricSection", host_rate_bps: float, work_dir: Pa
     topology = build_topology(fabric_spec, tag, host_rate_bps, datapath())
     fabric = MininetFabric(topology=topology, controller_port=0, record=record,
                            link_loss_frac=fabric_spec.link_loss_frac if isinstance(fabric_spec, InaFabric) else 0.0)
-    switched = bool(topology["switches"])  # an ina fabric has no switch, so no controller either
+    switched = bool(topology.switches)  # an ina fabric has no switch, so no controller either
     try:
         topology_path = work_dir / "topology.json"
         ready_path = work_dir / "controller.ready"
@@ -193,7 +193,7 @@ def live_fabric(fabric_spec: "FabricSection", host_rate_bps: float, work_dir: Pa
         for stale in (ready_path, pids_path, work_dir / "controller_events.jsonl"):
             stale.unlink(missing_ok=True)
         # The topology is known before the network exists: the controller reads it when it starts.
-        topology_path.write_text(Topology(**topology).dumps())
+        topology_path.write_text(topology.dumps())
         config = ControllerConfig(topology=str(topology_path.resolve()), ready=str(ready_path.resolve()),
                                   host_pids=str(pids_path.resolve()),
                                   host_logs=str((work_dir / "host_config").resolve()),
@@ -210,7 +210,7 @@ def live_fabric(fabric_spec: "FabricSection", host_rate_bps: float, work_dir: Pa
         partial = pids_path.with_suffix(".tmp")
         partial.write_text(json.dumps(fabric.host_pids()))
         partial.replace(pids_path)
-        timeout_s = ready_timeout_s(len(topology["hosts"]), slowness)
+        timeout_s = ready_timeout_s(len(topology.hosts), slowness)
         ready = _wait_ready(controller, ready_path, timeout_s) if switched else {}
         timings["fabric_programmed_s"] = round(time.monotonic() - started, 3)
         yield LiveFabric(fabric, controller, record, ready, timings)

@@ -44,7 +44,7 @@ class LoopbackHost:
 
 
 class LoopbackNetwork:
-    def __init__(self, topology: dict) -> None:
+    def __init__(self, topology: Topology) -> None:
         self.topology = topology
 
     @property
@@ -90,12 +90,12 @@ class LoopbackBackend:
         started = time.monotonic()
         tag = secrets.token_hex(2)
         prefix = (1 + secrets.randbelow(254), 1 + secrets.randbelow(254))
-        topology = build_topology(fabric_spec, tag, host_rate_bps, "user")  # no datapath: a label only
-        for rank, host in enumerate(topology["hosts"]):
-            host["ip"] = loopback_address(prefix, rank)
+        built = build_topology(fabric_spec, tag, host_rate_bps, "user")  # no datapath: a label only
+        topology = built.model_copy(update={"hosts": tuple(
+            host.model_copy(update={"ip": loopback_address(prefix, rank)}) for rank, host in enumerate(built.hosts))})
         record = RunRecord.new(f"loopback-{tag}", str(work_dir.resolve()))
         try:
-            (work_dir / "topology.json").write_text(Topology(**topology).dumps())
+            (work_dir / "topology.json").write_text(topology.dumps())
             timings = {"network_built_s": round(time.monotonic() - started, 3)}
             timings["fabric_programmed_s"] = timings["network_built_s"]
             yield LiveFabric(LoopbackNetwork(topology), NoController(), record, {}, timings)

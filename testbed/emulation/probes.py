@@ -79,7 +79,7 @@ def probe(live: LiveFabric, src: int, dst: int, work_dir: Path, duration_s: floa
             receiver.kill()
             raise RunFailed(f"the probe receiver in h{dst + 1} did not start")
         time.sleep(0.01)
-    dst_ip = live.fabric.topology["hosts"][dst]["ip"]
+    dst_ip = live.fabric.topology.hosts[dst].ip
     sender = live.fabric.host(src).popen([sys.executable, "-m", "hosts.probe", "send", dst_ip, str(PROBE_PORT),
                                           "--interval-s", str(interval_s), "--duration-s", str(duration_s)])
     try:

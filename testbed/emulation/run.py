@@ -127,7 +127,7 @@ class Runner:
         epoch = time.monotonic()
         self.measured["epoch_monotonic_s"] = epoch
         config = AgentConfig(
-            rank_addresses=[h["ip"] for h in fabric.topology["hosts"]],
+            rank_addresses=[h.ip for h in fabric.topology.hosts],
             port=AGENT_PORT,
             dilation=plan.dilation.dilation,
             byte_scale=plan.dilation.byte_scale,

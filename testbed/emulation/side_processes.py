@@ -51,8 +51,7 @@ class SideProcesses:
         scenario, plan = prepared.scenario, prepared.plan
         fabric = scenario.fabric
         assert isinstance(fabric, InaFabric), "an aggregation node's fabric is an ina fabric"
-        topology = self.live.fabric.topology
-        node_host = topology["hosts"][topology["ina"]["node_rank"]]
+        node_host = self.live.fabric.topology.hosts[self._node_rank()]
         aggregation_bps = (plan.dilation.emulated_rate_bps(gbps_to_bps(fabric.aggregation_gbps))
                            if fabric.aggregation_gbps else None)
         per_job = len(prepared.schedule.gpus[0].steps[0].collective().group)
@@ -61,18 +60,22 @@ class SideProcesses:
         node_config, agent_config = ina_settings(fabric, per_job, plan.host_rate_bps, aggregation_bps,
                                                  scenario.seed, str(self.run_dir.resolve()), node_rate)
         self._node_config_path = self.run_dir / "ina_node_config.json"
-        self._node_config_path.write_text(InaNodeConfig(**node_config, address=node_host["ip"]).dumps())
+        self._node_config_path.write_text(InaNodeConfig(**node_config, address=node_host.ip).dumps())
         self._launch_node()
-        return InaAgentSettings(**agent_config, node=node_host["ip"])
+        return InaAgentSettings(**agent_config, node=node_host.ip)
+
+    def _node_rank(self) -> int:
+        layout = self.live.fabric.topology.ina
+        assert layout is not None, "only an ina fabric has an aggregation node"
+        return layout.node_rank
 
     def _launch_node(self) -> None:
         assert self._node_config_path is not None
         config = InaNodeConfig.loads(self._node_config_path.read_text())
         ready = Path(config.ready)
         ready.unlink(missing_ok=True)
-        topology = self.live.fabric.topology
         log = open(self.run_dir / "ina_node.log", "ab")
-        process = self.live.fabric.host(topology["ina"]["node_rank"]).popen(
+        process = self.live.fabric.host(self._node_rank()).popen(
             [sys.executable, "-m", "hosts.ina.node", "--config", str(self._node_config_path.resolve())],
             stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env=self.env)
         log.close()
@@ -119,13 +122,13 @@ class SideProcesses:
     def start_capture(self, packets: int) -> None:
         """tcpdump in the aggregation node's host (every port) or GPU 0's; stopped with the agents."""
         topology = self.live.fabric.topology
-        rank = topology["ina"]["node_rank"] if "ina" in topology else 0
+        rank = topology.ina.node_rank if topology.ina is not None else 0
         out = (self.run_dir / "capture.pcap").resolve()
         log_path = self.run_dir / "capture.log"
         log = open(log_path, "wb")
         process = self.live.fabric.host(rank).popen(
             ["tcpdump", "-i", "any", "-y", "LINUX_SLL", "-U", "-c", str(packets), "-w", str(out)]
-            + (["udp", "portrange", f"{DATA_PORT}-{FALLBACK_PORT}"] if "ina" in topology else ["ip"]),
+            + (["udp", "portrange", f"{DATA_PORT}-{FALLBACK_PORT}"] if topology.ina is not None else ["ip"]),
             stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env=self.env)
         log.close()
         self.live.record.add_process(process.pid)

@@ -9,6 +9,7 @@ from typing import Any, Generic, TypeVar
 
 from testbed.core.shaping import line_rate_bps
 from testbed.model.fabric_section import FabricSection
+from testbed.model.topology import InterfaceSpec, KindLayout, LinkSpec, SwitchSpec
 from testbed.network.flow_model import FlowModel, Traffic, relayed_forwarding_factor
 
 S = TypeVar("S", bound=FabricSection)  # the kind's own section
@@ -33,45 +34,59 @@ def switch_dpid(tag: str, index: int) -> int:
 
 
 @dataclass
+class PendingHost:
+    """A host as a kind's `build` adds it: its interfaces and, where the kind sets one, its role;
+    build_topology gives it its name, rank and address."""
+
+    interfaces: list[InterfaceSpec]
+    role: str | None = None
+
+
+@dataclass
 class TopologyBuilder:
     """The switches, hosts and links of one topology.json as a kind's `build` adds them."""
 
     tag: str
     host_rate_bps: float  # the dilated B: each GPU's emulated rate
-    switches: list[dict[str, Any]] = field(default_factory=list)
-    hosts: list[dict[str, Any]] = field(default_factory=list)
-    links: list[dict[str, Any]] = field(default_factory=list)
+    switches: list[SwitchSpec] = field(default_factory=list)
+    hosts: list[PendingHost] = field(default_factory=list)
+    links: list[LinkSpec] = field(default_factory=list)
 
-    def add_switch(self, role: str, ports: int) -> dict[str, Any]:
+    def add_switch(self, role: str, ports: int) -> SwitchSpec:
         index = len(self.switches)
-        switch = {"name": switch_name(self.tag, index), "dpid": switch_dpid(self.tag, index), "ports": ports,
-                  "role": role}
+        switch = SwitchSpec(name=switch_name(self.tag, index), dpid=switch_dpid(self.tag, index), ports=ports,
+                            role=role)
         self.switches.append(switch)
         return switch
 
-    def host_link(self, rank: int, interface: int, switch: dict[str, Any], port: int,
-                  rate_bps: float) -> dict[str, Any]:
+    def add_host(self, *interfaces: InterfaceSpec, role: str | None = None) -> PendingHost:
+        host = PendingHost(list(interfaces), role)
+        self.hosts.append(host)
+        return host
+
+    def host_link(self, rank: int, interface: int, switch: SwitchSpec, port: int,
+                  rate_bps: float) -> InterfaceSpec:
         """A host interface on a switch port, shaped on the host side (and, on a switched fabric,
         where the switch port sends into the host: see emulation.fabric); returns the interface."""
         name = f"h{rank + 1}-eth{interface}"
-        self.links.append({"host": f"h{rank + 1}", "interface": name, "switch": switch["name"], "port": port,
-                           "payload_rate_bps": rate_bps, "line_rate_bps": line_rate_bps(rate_bps),
-                           "shaped_on": "host"})
-        return {"name": name, "mac": host_mac(rank, interface), "switch": switch["name"], "port": port,
-                "payload_rate_bps": rate_bps}
+        self.links.append(LinkSpec(host=f"h{rank + 1}", interface=name, switch=switch.name, port=port,
+                                   payload_rate_bps=rate_bps, line_rate_bps=line_rate_bps(rate_bps),
+                                   shaped_on="host"))
+        return InterfaceSpec(name=name, mac=host_mac(rank, interface), switch=switch.name, port=port,
+                             payload_rate_bps=rate_bps)
 
-    def switch_link(self, switch: dict[str, Any], port: int, peer: dict[str, Any], peer_port: int,
+    def switch_link(self, switch: SwitchSpec, port: int, peer: SwitchSpec, peer_port: int,
                     rate_bps: float) -> None:
         """A link between two switches, shaped on the switch side (no host owns it)."""
-        self.links.append({"switch": switch["name"], "port": port, "peer_switch": peer["name"],
-                           "peer_port": peer_port, "payload_rate_bps": rate_bps,
-                           "line_rate_bps": line_rate_bps(rate_bps), "shaped_on": "switch"})
+        self.links.append(LinkSpec(switch=switch.name, port=port, peer_switch=peer.name, peer_port=peer_port,
+                                   payload_rate_bps=rate_bps, line_rate_bps=line_rate_bps(rate_bps),
+                                   shaped_on="switch"))
 
-    def one_switch(self, role: str, ranks: int) -> dict[str, Any]:
+    def one_switch(self, role: str, ranks: int) -> SwitchSpec:
         """Every rank on one switch at the host rate (port = rank + 1)."""
         switch = self.add_switch(role, ranks)
         for rank in range(ranks):
-            self.hosts.append({"interfaces": [self.host_link(rank, 0, switch, rank + 1, self.host_rate_bps)]})
+            self.add_host(self.host_link(rank, 0, switch, rank + 1, self.host_rate_bps))
         return switch
 
 
@@ -89,7 +104,7 @@ class FabricBehaviour(Generic[S]):
     topology.json; flow_model(fabric, k, l, traffic, dp_bytes); dp_allreduce_s(fabric, k, l,
     grad_bytes, planned_rate_bps); forwarding_load_factor(fabric, traffic)."""
 
-    build: Callable[[S, TopologyBuilder], dict[str, Any]]
+    build: Callable[[S, TopologyBuilder], dict[str, KindLayout]]
     flow_model: Callable[[S, int, int, Traffic, float], FlowModel]
     dp_allreduce_s: Callable[[S, int, int, float, float | None], float]
     forwarding_load_factor: Callable[[S, Traffic], float] = forwarded_once
@@ -108,7 +123,7 @@ class FabricBehaviour(Generic[S]):
                      FlowModel] | None = None
 
 
-def relayed(build: Callable[[S, TopologyBuilder], dict[str, Any]],
+def relayed(build: Callable[[S, TopologyBuilder], dict[str, KindLayout]],
             flow_model: Callable[[S, int, int, Traffic, float], FlowModel],
             dp_allreduce_s: Callable[[S, int, int, float, float | None], float],
             link_kind: str, degree: Callable[[S], int | None],

@@ -8,10 +8,10 @@ import math
 import zlib
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
 
 from testbed.fabrics.base import FabricBehaviour, S, TopologyBuilder
 from testbed.model.fabric_section import FabricSection
+from testbed.model.topology import KindLayout
 from testbed.model.units import gbps_to_bps, us_to_s
 from testbed.network.flow_model import FlowModel, Traffic, nic_capacities, ring_allreduce_s
 from testbed.network.flows import Resource
@@ -45,7 +45,7 @@ def build_two_tier(builder: TopologyBuilder, ranks: int, tiers: TwoTier, roles: 
         members = range(leaf * tiers.per_leaf, min(ranks, (leaf + 1) * tiers.per_leaf))
         switch = builder.add_switch(leaf_role, len(members) + tiers.spines)
         for local, rank in enumerate(members):
-            builder.hosts.append({"interfaces": [builder.host_link(rank, 0, switch, local + 1, builder.host_rate_bps)]})
+            builder.add_host(builder.host_link(rank, 0, switch, local + 1, builder.host_rate_bps))
         for index, spine in enumerate(spines):
             builder.switch_link(switch, len(members) + 1 + index, spine, leaf + 1, uplink_bps)
     return uplink_bps
@@ -88,7 +88,7 @@ def forwarding_load_factor(tiers: TwoTier, traffic: Traffic) -> float:
 
 
 def behaviour(tiers_of: Callable[[S], TwoTier],
-              build: Callable[[S, TopologyBuilder], dict[str, Any]]) -> FabricBehaviour[S]:
+              build: Callable[[S, TopologyBuilder], dict[str, KindLayout]]) -> FabricBehaviour[S]:
     """A two-tier kind's behaviour from how it reads its tiers off the scenario and its topology."""
     return FabricBehaviour(
         build=build,

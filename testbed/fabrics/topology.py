@@ -3,35 +3,29 @@ emulated rates, built by each kind's module. Pure: the Mininet shim builds it, t
 
 from __future__ import annotations
 
-from typing import Any
-
 from testbed.fabrics.all_kinds import behaviour
 from testbed.fabrics.base import TopologyBuilder, host_ip
+from testbed.model.contracts import Topology
 from testbed.model.fabric_section import FabricSection, ReconfigurableSection
+from testbed.model.topology import HostSpec
 
 
-def build_topology(fabric: FabricSection, tag: str, host_rate_bps: float, datapath: str) -> dict[str, Any]:
+def build_topology(fabric: FabricSection, tag: str, host_rate_bps: float, datapath: str) -> Topology:
     """Topology of `fabric` with each GPU's emulated rate `host_rate_bps` (the dilated B): the
-    kind's module (testbed/fabrics) adds its switches, hosts and links and its own sections; every
+    kind's module (testbed/fabrics) adds its switches, hosts and links and its own layout; every
     host then gets its name, rank, address and role (gpu, cpu for a ps fabric's CPU machines, or
     the one its kind gave it)."""
     builder = TopologyBuilder(tag, host_rate_bps)
-    extra = behaviour(fabric.kind).build(fabric, builder)
-    for rank, host in enumerate(builder.hosts):
-        first = host["interfaces"][0]
-        role = host.pop("role", None) or ("gpu" if rank < fabric.hosts else "cpu")
-        host.update({"name": f"h{rank + 1}", "rank": rank, "ip": host_ip(rank), "mac": first["mac"], "role": role})
-        if "switch" in first:
-            host.update({"switch": first["switch"], "port": first["port"]})
-    return {"fabric": fabric.kind, "datapath": datapath, "host_rate_bps": host_rate_bps,
-            "switches": builder.switches, "hosts": builder.hosts, "links": builder.links, **extra}
-
-
-def switch_interfaces(topology: dict[str, Any]) -> list[str]:
-    """Root-namespace interface names the fabric creates (what cleanup must remove)."""
-    names = [f"{link['switch']}-eth{link['port']}" for link in topology["links"] if "switch" in link]
-    names += [f"{link['peer_switch']}-eth{link['peer_port']}" for link in topology["links"] if "peer_switch" in link]
-    return names
+    layout = behaviour(fabric.kind).build(fabric, builder)
+    hosts = []
+    for rank, pending in enumerate(builder.hosts):
+        first = pending.interfaces[0]
+        hosts.append(HostSpec(name=f"h{rank + 1}", rank=rank, ip=host_ip(rank), mac=first.mac,
+                              role=pending.role or ("gpu" if rank < fabric.hosts else "cpu"),
+                              interfaces=tuple(pending.interfaces), switch=first.switch, port=first.port))
+    return Topology.model_validate({"fabric": fabric.kind, "datapath": datapath, "host_rate_bps": host_rate_bps,
+                                    "switches": builder.switches, "hosts": hosts, "links": builder.links,
+                                    **layout})
 
 
 def reconfig_us(fabric: FabricSection) -> float:

@@ -11,6 +11,17 @@ from typing import Any, Literal, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from testbed.model.topology import (
+    ClusterLayout,
+    FattreeLayout,
+    HostSpec,
+    InaLayout,
+    LinkSpec,
+    OcsLayout,
+    RingLayout,
+    SwitchSpec,
+)
+
 VERSION: Literal[1] = 1
 
 C = TypeVar("C", bound="Contract")
@@ -114,19 +125,23 @@ class ControllerReady(Contract):
 
 
 class Topology(Contract):
-    """topology.json: the emulated network, built before it exists (kind-specific sections aside)."""
+    """topology.json: the emulated network, built before it exists, with its kind's own layout."""
 
     fabric: str
     datapath: Literal["user", "kernel"]
     host_rate_bps: float = Field(gt=0)
-    switches: list[dict[str, Any]]
-    hosts: list[dict[str, Any]] = Field(min_length=1)
-    links: list[dict[str, Any]] = []
-    cluster: dict[str, Any] | None = None  # elect-cluster and ps
-    fattree: dict[str, Any] | None = None  # elect-fattree
-    ring: dict[str, Any] | None = None  # sip-ring
-    ocs: dict[str, Any] | None = None  # sip-ocs
-    ina: dict[str, Any] | None = None  # ina
+    switches: tuple[SwitchSpec, ...]
+    hosts: tuple[HostSpec, ...] = Field(min_length=1)
+    links: tuple[LinkSpec, ...] = ()
+    cluster: ClusterLayout | None = None  # elect-cluster
+    fattree: FattreeLayout | None = None  # elect-fattree
+    ring: RingLayout | None = None  # sip-ring
+    ocs: OcsLayout | None = None  # sip-ocs
+    ina: InaLayout | None = None  # ina
+
+    def switch_interfaces(self) -> list[str]:
+        """Root-namespace interface names the fabric creates (what cleanup must remove)."""
+        return [end for link in self.links for end in link.switch_ends()]
 
 
 class Event(BaseModel):

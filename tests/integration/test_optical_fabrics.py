@@ -70,7 +70,7 @@ def _tcp_rate_bps(live, src: int, dst: int, seconds: float = 3.0) -> float:
         while ":5302 " not in live.fabric.host(dst).cmd("ss -ltnH 'sport = :5302'") + " ":
             assert time.monotonic() < deadline, "iperf3 did not start"
             time.sleep(0.02)
-        ip = live.fabric.topology["hosts"][dst]["ip"]
+        ip = live.fabric.topology.hosts[dst].ip
         out = live.fabric.host(src).cmd(f"iperf3 -c {ip} -p 5302 -t {seconds} -J")
     finally:
         server.wait(timeout=20)

@@ -25,25 +25,25 @@ def fabric(oversubscription: float = 4.0, hosts: int = 16) -> FabricSection:
 
 def test_leaves_of_four_gpus_wired_to_both_spines_at_the_oversubscribed_rate():
     topology = build_topology(fabric(4.0), "ab12", B_EMULATED, "user")
-    roles = [sw["role"] for sw in topology["switches"]]
+    roles = [sw.role for sw in topology.switches]
     assert roles.count("spine") == 2 and roles.count("leaf") == 4
-    uplinks = [link for link in topology["links"] if "peer_switch" in link]
+    uplinks = [link for link in topology.links if link.peer_switch is not None]
     # 4 leaves × 2 spines; each link B·4/4/2 = B/2 of the emulated rate.
-    assert len(uplinks) == 8 and {link["payload_rate_bps"] for link in uplinks} == {B_EMULATED / 2}
-    assert [h["switch"] for h in topology["hosts"][:5]] == [topology["hosts"][0]["switch"]] * 4 + \
-        [topology["hosts"][4]["switch"]] and topology["hosts"][4]["switch"] != topology["hosts"][0]["switch"]
+    assert len(uplinks) == 8 and {link.payload_rate_bps for link in uplinks} == {B_EMULATED / 2}
+    assert [h.switch for h in topology.hosts[:5]] == [topology.hosts[0].switch] * 4 + \
+        [topology.hosts[4].switch] and topology.hosts[4].switch != topology.hosts[0].switch
 
 
 def test_each_pair_across_leaves_leaves_by_the_uplink_to_its_hashed_spine():
     topology = build_topology(fabric(1.0), "ab12", B_EMULATED, "user")
     rules = plan_flat_flows(topology)
-    spines = [sw["name"] for sw in topology["switches"] if sw["role"] == "spine"]
-    leaf = next(sw for sw in topology["switches"] if sw["role"] == "leaf")
-    uplink_port = {link["peer_switch"]: link["port"] for link in topology["links"]
-                   if link.get("switch") == leaf["name"] and "peer_switch" in link}
-    ecmp = [r for r in rules[int(leaf["dpid"])] if r.priority == PRIORITY_ECMP]
+    spines = [sw.name for sw in topology.switches if sw.role == "spine"]
+    leaf = next(sw for sw in topology.switches if sw.role == "leaf")
+    uplink_port = {link.peer_switch: link.port for link in topology.links
+                   if link.switch == leaf.name and link.peer_switch is not None}
+    ecmp = [r for r in rules[int(leaf.dpid)] if r.priority == PRIORITY_ECMP]
     assert len(ecmp) == 4 * 12  # every local GPU to every GPU of the other three leaves
-    macs = {h["mac"]: h["rank"] for h in topology["hosts"]}
+    macs = {h.mac: h.rank for h in topology.hosts}
     for rule in ecmp:
         src, dst = macs[rule.match_dict()["eth_src"]], macs[rule.match_dict()["eth_dst"]]
         assert rule.out_port == uplink_port[spines[ecmp_spine(src, dst, 2)]]

@@ -5,15 +5,17 @@ import sys
 from controller.flat_plan import plan_flat_flows
 from testbed.emulation.controller_proc import listening_inodes, socket_inodes_of
 from testbed.emulation.registry import RunRecord, orphan_records, process_alive, process_start_ticks, remove_resources
+from testbed.model.contracts import Topology
 
 
 def topology(n):
-    return {
-        "fabric": "elect-flat",
-        "switches": [{"name": "s", "dpid": 7}],
-        "hosts": [{"name": f"h{i}", "ip": f"10.0.0.{i}", "mac": f"02:00:00:00:00:{i:02x}", "switch": "s", "port": i}
-                  for i in range(1, n + 1)],
-    }
+    hosts = [{"name": f"h{i}", "rank": i - 1, "ip": f"10.0.0.{i}", "mac": f"02:00:00:00:00:{i:02x}", "role": "gpu",
+              "switch": "s", "port": i, "interfaces": [{"name": f"h{i}-eth0", "mac": f"02:00:00:00:00:{i:02x}",
+                                                        "switch": "s", "port": i, "payload_rate_bps": 1e9}]}
+             for i in range(1, n + 1)]
+    return Topology.model_validate({"fabric": "elect-flat", "datapath": "user", "host_rate_bps": 1e9,
+                                    "switches": [{"name": "s", "dpid": 7, "ports": n, "role": "flat"}],
+                                    "hosts": hosts})
 
 
 def test_flat_plan_forwards_each_host_to_its_port_only():

@@ -386,8 +386,8 @@ def test_jobs_are_groups_and_the_node_owns_a_port_per_gpu():
     assert {tuple(g.steps[0].group) for g in schedule.gpus} == {(0, 1, 2, 3), (4, 5, 6, 7)}
     assert not any(any(row) for row in schedule.traffic_matrix_bytes)  # nothing flows GPU to GPU
     topology = build_topology(scenario.fabric, "abcd", 1e8, "user")
-    assert topology["switches"] == [] and topology["hosts"][-1]["role"] == "aggregator"
-    assert len(topology["hosts"][-1]["interfaces"]) == 8
+    assert topology.switches == () and topology.hosts[-1].role == "aggregator"
+    assert len(topology.hosts[-1].interfaces) == 8
     commands = ina_host_commands(topology, 0.02)
     assert any("statistic --mode random --probability 0.020000" in c for c in commands["h9"])
     assert any(c.startswith("ip neigh replace 10.0.0.2") for c in commands["h1"])

@@ -107,7 +107,7 @@ def ocs_app(tmp_path, monkeypatch):
 
 def _app(tmp_path, monkeypatch, fabric: FabricSection, schedule, byte_scale: float = 1.0):
     topology = build_topology(fabric, "ab12", 40e6, "user")
-    (tmp_path / "topology.json").write_text(Topology(**topology).dumps())
+    (tmp_path / "topology.json").write_text(topology.dumps())
     (tmp_path / "schedule.json").write_text(json.dumps(schedule.to_json()))
     config = ControllerConfig(topology=str(tmp_path / "topology.json"), schedule=str(tmp_path / "schedule.json"),
                               ready=str(tmp_path / "controller.ready"), events=str(tmp_path / "events.jsonl"),
@@ -120,8 +120,8 @@ def _app(tmp_path, monkeypatch, fabric: FabricSection, schedule, byte_scale: flo
     app = optical_app.OpticalFabricApp()  # its host start-up thread waits for PIDs that never come
     app.timer = FakeTimer()
     app.datapaths_fake = {}
-    for switch in topology["switches"]:
-        dp = FakeDatapath(int(switch["dpid"]))
+    for switch in topology.switches:
+        dp = FakeDatapath(int(switch.dpid))
         dp.app = app
         app.datapaths_fake[dp.id] = dp
         app.on_features(_Event(_Msg(dp)))
@@ -133,7 +133,7 @@ def test_the_traffic_matrix_counts_emulated_bytes(tmp_path, monkeypatch):
     switches are 6,000 emulated bytes; the next period adds 250 wall bytes, 1,000 emulated."""
     scenario = apply_overrides(load_scenario(ROOT / "scenarios" / "ocs-allreduce.yaml"), {"fabric.hosts": 4})
     app = _app(tmp_path, monkeypatch, scenario.fabric, schedule_for(scenario), byte_scale=0.25)
-    ip = {h["rank"]: h["ip"] for h in app.topology["hosts"]}
+    ip = {h.rank: h.ip for h in app.topology.hosts}
     app.counters = {(1, ip[0], ip[1]): 1000, (2, ip[0], ip[1]): 500, (1, "10.9.9.9", ip[1]): 700}
     app._close_period()
     assert app.last_period[0][1] == 6000.0 and app.total[0][1] == 6000.0
@@ -264,7 +264,7 @@ def _flat_app(tmp_path, monkeypatch, fabric: FabricSection):
     from controller import flat_app
 
     topology = build_topology(fabric, "ab12", 40e6, "user")
-    (tmp_path / "topology.json").write_text(Topology(**topology).dumps())
+    (tmp_path / "topology.json").write_text(topology.dumps())
     (tmp_path / "config.json").write_text(ControllerConfig(
         topology=str(tmp_path / "topology.json"), ready=str(tmp_path / "controller.ready"),
         host_pids=str(tmp_path / "never-written.json"), host_logs=str(tmp_path / "logs"),
@@ -278,7 +278,7 @@ def test_the_flat_app_clears_a_reconnecting_switch_and_is_ready_once_every_switc
     fabric = make_fabric(kind="elect-cluster", hosts=4, gpu_bandwidth_gbps=100, gpus_per_server=2,
                          server_uplink_gbps=100)
     app, topology = _flat_app(tmp_path, monkeypatch, fabric)
-    switches = [FakeDatapath(int(s["dpid"])) for s in topology["switches"]]
+    switches = [FakeDatapath(int(s.dpid)) for s in topology.switches]
     assert len(switches) > 1
     for dp in switches:
         dp.app = app
@@ -301,7 +301,7 @@ def test_a_switch_is_programmed_when_our_handler_runs_before_os_kens_sets_its_id
     app's handler ran first, saw None and ignored the switch, and the fabric never became ready."""
     fabric = make_fabric(kind="elect-flat", hosts=2, gpu_bandwidth_gbps=100)
     app, topology = _flat_app(tmp_path, monkeypatch, fabric)
-    dpid = int(topology["switches"][0]["dpid"])
+    dpid = int(topology.switches[0].dpid)
     dp = FakeDatapath(dpid)
     dp.id = None
     dp.app = app

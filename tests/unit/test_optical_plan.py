@@ -30,7 +30,7 @@ def test_circuits_are_port_to_port_rules_and_hosts_relay_the_rest():
     topo = ocs(4, 1)
     state = {(0, i, (i + 1) % 4): 1 for i in range(4)}
     rendering = render(topo, state)
-    rules = rendering.rules[topo["switches"][0]["dpid"]]
+    rules = rendering.rules[topo.switches[0].dpid]
     assert {(r.match_dict()["in_port"], r.out_port) for r in rules} == {(1, 2), (2, 3), (3, 4), (4, 1)}
     routes = rendering.host_lines[0]
     assert "via 10.0.0.2 dev h1-eth0" in routes["route 1"]  # direct
@@ -41,7 +41,7 @@ def test_circuits_are_port_to_port_rules_and_hosts_relay_the_rest():
 def test_parallel_circuits_shape_one_port_to_their_summed_rate():
     topo = ocs(2, 2)
     rendering = render(topo, {(0, 0, 1): 1, (1, 0, 1): 1, (0, 1, 0): 1})
-    rate = topo["ocs"]["circuit_rate_bps"]
+    rate = topo.ocs.circuit_rate_bps
     assert "dev h1-eth0" in rendering.host_lines[0]["route 1"]
     assert f"rate {int(round(2 * rate * 1514 / 1448))}bit" in rendering.host_lines[0]["rate 0"]
 
@@ -80,7 +80,7 @@ def test_lightpaths_beyond_reach_or_wavelengths_are_refused():
         validate(topo, {(0, 1): 2, (0, 2): 1})
     with pytest.raises(PlanError, match="ring segment"):
         validate(topo, {(0, 2): 1, (1, 2): 1, (1, 3): 1})
-    topo["ring"]["reach"] = 1
+    topo = topo.model_copy(update={"ring": topo.ring.model_copy(update={"reach": 1})})
     with pytest.raises(PlanError, match="beyond the reach"):
         validate(topo, {(0, 3): 1})
 
@@ -88,7 +88,7 @@ def test_lightpaths_beyond_reach_or_wavelengths_are_refused():
 def test_lightpath_classes_follow_wavelength_counts():
     topo = ring(4, 4)
     rendering = render(topo, {(0, 1): 3, (1, 0): 1})
-    wave = topo["ring"]["wavelength_rate_bps"]
+    wave = topo.ring.wavelength_rate_bps
     assert f"rate {int(3 * wave * 1514 / 1448)}bit" in rendering.host_lines[0]["class 1"]
     (rules,) = rendering.rules.values()
     assert {(r.match_dict()["in_port"], r.out_port) for r in rules} == {(1, 2), (2, 1)}
@@ -210,7 +210,7 @@ def test_pairs_the_dark_cuts_wait_on_the_port_of_their_new_link_and_are_released
     # Held on h1-eth1 (the new circuit's port) behind a neighbour no one answers ...
     assert held.dark.host_lines[0]["route 2"] == "ip route replace 10.0.0.3/32 via 198.18.0.2 dev h1-eth1 onlink"
     # ... which the restore resolves to GPU 2's MAC on OCS 1 before routing onto the circuit.
-    mac = topo["hosts"][2]["interfaces"][1]["mac"]
+    mac = topo.hosts[2].interfaces[1].mac
     restore = reconfig.steps(old, held, new).restore.host_lines[0]
     assert restore[0] == f"ip neigh replace 198.18.0.2 lladdr {mac} dev h1-eth1 nud permanent"
     assert "ip route replace 10.0.0.3/32 via 10.0.0.3 dev h1-eth1 onlink" in restore

@@ -3,22 +3,21 @@ of `spines` spines, uplinks B·leaf_hosts/oversubscription per leaf, flows hashe
 
 from __future__ import annotations
 
-from typing import Any
-
 import testbed.fabrics.leaf_spine as leaf_spine
 from testbed.fabrics.base import TopologyBuilder
 from testbed.fabrics.elect_fattree.section import ElectFattreeFabric
+from testbed.model.topology import FattreeLayout, KindLayout
 
 
 def tiers(fabric: ElectFattreeFabric) -> leaf_spine.TwoTier:
     return leaf_spine.TwoTier(fabric.leaf_hosts, fabric.leaf_hosts / fabric.oversubscription, fabric.spines)
 
 
-def build(fabric: ElectFattreeFabric, builder: TopologyBuilder) -> dict[str, Any]:
+def build(fabric: ElectFattreeFabric, builder: TopologyBuilder) -> dict[str, KindLayout]:
     uplink_bps = leaf_spine.build_two_tier(builder, fabric.hosts, tiers(fabric), ("spine", "leaf"))
-    return {"fattree": {"leaf_hosts": fabric.leaf_hosts, "leaves": fabric.hosts // fabric.leaf_hosts,
-                        "spines": fabric.spines, "oversubscription": fabric.oversubscription,
-                        "uplink_rate_bps": uplink_bps}}
+    return {"fattree": FattreeLayout(leaf_hosts=fabric.leaf_hosts, leaves=fabric.hosts // fabric.leaf_hosts,
+                                     spines=fabric.spines, oversubscription=fabric.oversubscription,
+                                     uplink_rate_bps=uplink_bps)}
 
 
 BEHAVIOUR = leaf_spine.behaviour(tiers, build)

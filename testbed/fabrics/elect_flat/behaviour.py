@@ -2,15 +2,14 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 from testbed.fabrics.base import FabricBehaviour, TopologyBuilder
 from testbed.fabrics.elect_flat.section import ElectFlatFabric
+from testbed.model.topology import KindLayout
 from testbed.model.units import gbps_to_bps, us_to_s
 from testbed.network.flow_model import FlowModel, Traffic, nic_flow_model, ring_allreduce_s
 
 
-def build(fabric: ElectFlatFabric, builder: TopologyBuilder) -> dict[str, Any]:
+def build(fabric: ElectFlatFabric, builder: TopologyBuilder) -> dict[str, KindLayout]:
     builder.one_switch("flat", fabric.hosts)
     return {}
 

@@ -3,30 +3,27 @@ ends), sums INA packets in its pipeline and forwards all other traffic in its ke
 
 from __future__ import annotations
 
-from typing import Any
-
 from testbed.core.shaping import line_rate_bps
 from testbed.fabrics.base import FabricBehaviour, TopologyBuilder, host_mac
 from testbed.fabrics.ina.section import InaFabric
+from testbed.model.topology import InaLayout, InterfaceSpec, KindLayout, LinkSpec
 from testbed.model.units import gbps_to_bps, transfer_time_s, us_to_s
 from testbed.network.flow_model import FlowModel, Traffic, nic_flow_model
 
 
-def build(fabric: InaFabric, builder: TopologyBuilder) -> dict[str, Any]:
+def build(fabric: InaFabric, builder: TopologyBuilder) -> dict[str, KindLayout]:
     n, rate = fabric.hosts, builder.host_rate_bps
-    node: dict[str, Any] = {"name": f"h{n + 1}", "interfaces": [], "role": "aggregator"}
+    node_name = f"h{n + 1}"
+    node_interfaces = []
     for rank in range(n):
         name = f"h{rank + 1}-eth0"
         peer = f"h{n + 1}-eth{rank}"
-        builder.links.append({"host": f"h{rank + 1}", "interface": name, "peer_host": node["name"],
-                              "peer_interface": peer, "payload_rate_bps": rate,
-                              "line_rate_bps": line_rate_bps(rate), "shaped_on": "both"})
-        builder.hosts.append({"interfaces": [{"name": name, "mac": host_mac(rank), "peer": peer,
-                                              "payload_rate_bps": rate}]})
-        node["interfaces"].append({"name": peer, "mac": host_mac(n, rank + 1), "peer": name,
-                                   "payload_rate_bps": rate})
-    builder.hosts.append(node)
-    return {"ina": {"node": node["name"], "node_rank": n}}
+        builder.links.append(LinkSpec(host=f"h{rank + 1}", interface=name, peer_host=node_name, peer_interface=peer,
+                                      payload_rate_bps=rate, line_rate_bps=line_rate_bps(rate), shaped_on="both"))
+        builder.add_host(InterfaceSpec(name=name, mac=host_mac(rank), peer=peer, payload_rate_bps=rate))
+        node_interfaces.append(InterfaceSpec(name=peer, mac=host_mac(n, rank + 1), peer=name, payload_rate_bps=rate))
+    builder.add_host(*node_interfaces, role="aggregator")
+    return {"ina": InaLayout(node=node_name, node_rank=n)}
 
 
 def flow_model(fabric: InaFabric, k: int, l: int, traffic: Traffic, dp_bytes: float) -> FlowModel:

@@ -19,6 +19,7 @@ from testbed.core.shaping import (
 from testbed.fabrics.ina.loss import InaProtocol, lossy_allreduce_s
 from testbed.fabrics.ina.section import InaFabric
 from testbed.fabrics.ina.shared_slots import SharedPool, shared_allreduce_s
+from testbed.model.contracts import Topology
 from testbed.model.errors import InputError
 from testbed.model.units import bytes_to_bits, transfer_time_s
 from testbed.network.collectives import ina_packets
@@ -42,36 +43,36 @@ def _loss_rule(chain: str, loss_frac: float, port: int = DATA_PORT) -> str:
             f"--probability {loss_frac:.6f} -j DROP")
 
 
-def ina_host_commands(topology: dict[str, Any], link_loss_frac: float = 0.0) -> dict[str, list[str]]:
+def ina_host_commands(topology: Topology, link_loss_frac: float = 0.0) -> dict[str, list[str]]:
     """Per host name, the commands to run inside it (after Mininet has created the links)."""
-    hosts = topology["hosts"]
-    node = next(h for h in hosts if h["role"] == "aggregator")
-    workers = [h for h in hosts if h["role"] != "aggregator"]
+    hosts = topology.hosts
+    node = next(h for h in hosts if h.role == "aggregator")
+    workers = [h for h in hosts if h.role != "aggregator"]
     commands: dict[str, list[str]] = {}
-    for worker, port in zip(workers, node["interfaces"]):
-        intf = worker["interfaces"][0]["name"]
+    for worker, port in zip(workers, node.interfaces):
+        intf = worker.interfaces[0].name
         cmds = ["sysctl -qw net.ipv4.tcp_slow_start_after_idle=0", offload_command(intf)]
-        cmds += htb_commands_small_first(intf, worker["interfaces"][0]["payload_rate_bps"], burst=MTU_FRAME_BYTES)
+        cmds += htb_commands_small_first(intf, worker.interfaces[0].payload_rate_bps, burst=MTU_FRAME_BYTES)
         # Everything a worker sends goes to the node's port facing it (the node routes it on).
-        cmds += [f"ip neigh replace {other['ip']} lladdr {port['mac']} dev {intf} nud permanent"
+        cmds += [f"ip neigh replace {other.ip} lladdr {port.mac} dev {intf} nud permanent"
                  for other in hosts if other is not worker]
         if link_loss_frac > 0:  # results (and fallback pieces) arriving over the link
             cmds += [_loss_rule("INPUT", link_loss_frac), _loss_rule("INPUT", link_loss_frac, FALLBACK_PORT)]
-        commands[worker["name"]] = cmds
-    first = node["interfaces"][0]["name"]
+        commands[worker.name] = cmds
+    first = node.interfaces[0].name
     cmds = ["sysctl -qw " + " ".join(NODE_SYSCTLS), f"ip route del 10.0.0.0/8 dev {first}"]
-    for worker, port in zip(workers, node["interfaces"]):
-        intf = port["name"]
+    for worker, port in zip(workers, node.interfaces):
+        intf = port.name
         cmds += [offload_command(intf), f"sysctl -qw net.ipv4.conf.{intf}.rp_filter=0"]
-        cmds += htb_commands_small_first(intf, port["payload_rate_bps"], burst=MTU_FRAME_BYTES)
+        cmds += htb_commands_small_first(intf, port.payload_rate_bps, burst=MTU_FRAME_BYTES)
         if intf != first:
-            cmds.append(f"ip addr add {node['ip']}/32 dev {intf}")
-        cmds += [f"ip route replace {worker['ip']}/32 dev {intf}",
-                 f"ip neigh replace {worker['ip']} lladdr {worker['interfaces'][0]['mac']} dev {intf} nud permanent"]
+            cmds.append(f"ip addr add {node.ip}/32 dev {intf}")
+        cmds += [f"ip route replace {worker.ip}/32 dev {intf}",
+                 f"ip neigh replace {worker.ip} lladdr {worker.interfaces[0].mac} dev {intf} nud permanent"]
     if link_loss_frac > 0:  # workers' packets arriving at the node, and fallback traffic it forwards
         cmds += [_loss_rule("INPUT", link_loss_frac), _loss_rule("FORWARD", link_loss_frac),
                  _loss_rule("FORWARD", link_loss_frac, FALLBACK_PORT)]
-    commands[node["name"]] = cmds
+    commands[node.name] = cmds
     return commands
 
 

@@ -3,15 +3,14 @@ all at B."""
 
 from __future__ import annotations
 
-from typing import Any
-
 from testbed.fabrics.base import FabricBehaviour, TopologyBuilder
 from testbed.fabrics.ps.section import PsFabric
+from testbed.model.topology import KindLayout
 from testbed.model.units import gbps_to_bps, transfer_time_s, us_to_s
 from testbed.network.flow_model import FlowModel, Traffic, nic_flow_model
 
 
-def build(fabric: PsFabric, builder: TopologyBuilder) -> dict[str, Any]:
+def build(fabric: PsFabric, builder: TopologyBuilder) -> dict[str, KindLayout]:
     # The CPU machines are the ranks after the GPUs (role "cpu").
     builder.one_switch("flat", fabric.hosts + fabric.cpu_servers)
     return {}

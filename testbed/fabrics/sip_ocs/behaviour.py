@@ -4,11 +4,10 @@ and pairs without a circuit relay through GPUs."""
 
 from __future__ import annotations
 
-from typing import Any
-
 from testbed.fabrics.base import TopologyBuilder, relayed
 from testbed.fabrics.sip_ocs.circuits import CircuitPlan, plan_circuits, replan_circuits
 from testbed.fabrics.sip_ocs.section import SipOcsFabric
+from testbed.model.topology import KindLayout, OcsLayout
 from testbed.model.units import gbps_to_bps, us_to_s
 from testbed.network.flow_model import FlowModel, Traffic, relay_paths, ring_allreduce_s
 
@@ -19,14 +18,13 @@ def ocs_switches(fabric: SipOcsFabric) -> int:
     return fabric.ocs_switches or DEFAULT_OCS_SWITCHES
 
 
-def build(fabric: SipOcsFabric, builder: TopologyBuilder) -> dict[str, Any]:
+def build(fabric: SipOcsFabric, builder: TopologyBuilder) -> dict[str, KindLayout]:
     q = ocs_switches(fabric)
     ocs = [builder.add_switch("ocs", fabric.hosts) for _ in range(q)]
     per_circuit = builder.host_rate_bps / q
     for rank in range(fabric.hosts):
-        builder.hosts.append({"interfaces": [builder.host_link(rank, i, ocs[i], rank + 1, per_circuit)
-                                             for i in range(q)]})
-    return {"ocs": {"switches": q, "circuit_rate_bps": per_circuit}}
+        builder.add_host(*(builder.host_link(rank, i, ocs[i], rank + 1, per_circuit) for i in range(q)))
+    return {"ocs": OcsLayout(switches=q, circuit_rate_bps=per_circuit)}
 
 
 def flow_model(fabric: SipOcsFabric, k: int, l: int, traffic: Traffic, dp_bytes: float) -> FlowModel:

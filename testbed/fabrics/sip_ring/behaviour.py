@@ -6,22 +6,22 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterable
-from typing import Any
 
 from testbed.fabrics.base import TopologyBuilder, relayed
 from testbed.fabrics.sip_ring.section import SipRingFabric
 from testbed.fabrics.sip_ring.wavelengths import WavelengthPlan, plan_wavelengths
+from testbed.model.topology import KindLayout, RingLayout
 from testbed.model.units import gbps_to_bps, us_to_s
 from testbed.network.flow_model import FlowModel, Traffic, relay_paths, ring_allreduce_s
 from testbed.network.link_planner import quantised, worth_retuning
 
 
-def build(fabric: SipRingFabric, builder: TopologyBuilder) -> dict[str, Any]:
+def build(fabric: SipRingFabric, builder: TopologyBuilder) -> dict[str, KindLayout]:
     assert fabric.wavelengths is not None  # a sip-ring fabric's validation requires it
     builder.one_switch("ring", fabric.hosts)
-    return {"ring": {"wavelengths": fabric.wavelengths,
-                     "wavelength_rate_bps": builder.host_rate_bps / fabric.wavelengths,
-                     "reach": fabric.neighbors}}
+    return {"ring": RingLayout(wavelengths=fabric.wavelengths,
+                               wavelength_rate_bps=builder.host_rate_bps / fabric.wavelengths,
+                               reach=fabric.neighbors)}
 
 
 def ring_plan(fabric: SipRingFabric, k: int, traffic: Traffic,
