@@ -11,8 +11,8 @@ from os_ken.controller import ofp_event
 from os_ken.controller.handler import CONFIG_DISPATCHER, MAIN_DISPATCHER, set_ev_cls
 from os_ken.ofproto import ofproto_v1_3
 
-from controller.flat_plan import plan_flat_flows
 from controller.shim import CONFIG_ENV, clear_tables, fail_loudly, featured_datapath
+from testbed.fabrics.programming import switch_rules
 from testbed.model.contracts import ControllerConfig, ControllerReady, Topology
 
 
@@ -24,7 +24,7 @@ class FlatFabricApp(app_manager.OSKenApp):
         config = ControllerConfig.loads(Path(os.environ[CONFIG_ENV]).read_text(), where=os.environ[CONFIG_ENV])
         topology = Topology.loads(Path(config.topology).read_text(), where=config.topology)
         self.ready_path = Path(config.ready)
-        self.plan = plan_flat_flows(topology)
+        self.plan = switch_rules(topology)
         self.programmed: set[int] = set()
 
     @set_ev_cls(ofp_event.EventOFPSwitchFeatures, CONFIG_DISPATCHER)

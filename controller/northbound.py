@@ -11,7 +11,8 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 from urllib.parse import parse_qs, urlparse
 
-from controller.optical_plan import PlanError, link_state
+from testbed.fabrics.programming import link_state
+from testbed.fabrics.rendering import PlanError
 
 MAX_BODY_BYTES = 1 << 20
 MAX_WAIT_S = 30.0

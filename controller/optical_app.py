@@ -16,10 +16,12 @@ from os_ken.controller import ofp_event
 from os_ken.controller.handler import CONFIG_DISPATCHER, MAIN_DISPATCHER, set_ev_cls
 from os_ken.ofproto import ofproto_v1_3
 
-from controller import host_shell, optical_plan, reconfig
-from controller.optical_plan import FORWARD_TABLE, PlanError, count_rules, init_lines
-from controller.policy import POLICIES, default_policy, plan_for
+from controller import host_shell, reconfig
+from controller.policy import POLICIES, default_policy
 from controller.shim import CONFIG_ENV, clear_tables, fail_loudly, featured_datapath, guarded
+from testbed.fabrics import programming
+from testbed.fabrics.programming import init_lines, plan_for
+from testbed.fabrics.rendering import FORWARD_TABLE, PlanError, Rendering, count_rules, hold, rto_min_ms
 from testbed.fabrics.scenario_file import make_fabric
 from testbed.fabrics.topology import estimate_period_us, reconfig_us, retune_threshold_us
 from testbed.model.contracts import ControllerConfig, ControllerReady, Topology
@@ -253,7 +255,7 @@ class OpticalFabricApp(app_manager.OSKenApp):
     def submit(self, wanted: dict, source: str = "api") -> int | None:
         """Validate and queue a link state; returns the id its reconfiguration event will carry, or
         None when it equals the current state."""
-        optical_plan.validate(self.topology, wanted)
+        programming.validate(self.topology, wanted)
         # A plan that cuts a path the job needs would stall the agents' TCP until the run is stopped.
         cut = cut_pairs(self._render(reconfig.normalise(wanted)).unreachable,
                         self.schedule_traffic)
@@ -292,7 +294,7 @@ class OpticalFabricApp(app_manager.OSKenApp):
                 self.reconfig_events.append({"kind": "unchanged", "id": ident, "source": source})
                 return
         dark_rendering, new_rendering = self._render(change.dark), self._render(change.new)
-        held = optical_plan.hold(self.topology, dark_rendering, new_rendering, self._rto_ms())
+        held = hold(self.topology, dark_rendering, new_rendering, self._rto_ms())
         batches = reconfig.steps(self.rendering, held, new_rendering)
         assert self.timer is not None
         self._barrier(self._send_rules(batches.ahead))
@@ -336,10 +338,10 @@ class OpticalFabricApp(app_manager.OSKenApp):
                 out.write(json.dumps(event) + "\n")
 
     def _rto_ms(self) -> int:
-        return optical_plan.rto_min_ms(us_to_s(self.settings["reconfig_us"]) * self.dilation)
+        return rto_min_ms(us_to_s(self.settings["reconfig_us"]) * self.dilation)
 
-    def _render(self, state: dict) -> optical_plan.Rendering:
-        return optical_plan.render(self.topology, state, self._rto_ms())
+    def _render(self, state: dict) -> Rendering:
+        return programming.render(self.topology, state, self._rto_ms())
 
     def _send_rules(self, ops: reconfig.Operations) -> set[int]:
         """Deletions, then additions; returns the switches touched (confirm with `_barrier`)."""
@@ -357,7 +359,7 @@ class OpticalFabricApp(app_manager.OSKenApp):
     # ---- northbound -----------------------------------------------------------------------------
     def snapshot(self) -> dict:
         with self.lock:
-            kind = optical_plan.link_state(self.topology)
+            kind = programming.link_state(self.topology)
             if kind == "circuits":
                 links = [list(key) for key in sorted(self.state)]
             else:

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from controller.flat_plan import FlowRule
-from controller.optical_plan import Hold, Rendering
+from testbed.fabrics.rendering import Hold, Rendering
+from testbed.model.openflow import FlowRule
 
 
 @dataclass(frozen=True)

@@ -27,7 +27,7 @@ RELAY_SYSCTLS = ("net.ipv4.ip_forward=1", "net.ipv4.conf.all.rp_filter=0", "net.
                  "net.ipv4.conf.all.send_redirects=0", "net.ipv4.conf.all.accept_redirects=0",
                  "net.ipv4.conf.default.send_redirects=0", "net.ipv4.conf.default.accept_redirects=0")
 
-# Packets held while a link retunes wait on an unresolved neighbour (controller/optical_plan.py):
+# Packets held while a link retunes wait on an unresolved neighbour (testbed/fabrics/rendering.py):
 # room for every flow's window, and probes that outlast any dark time (100 s; no one answers).
 HOLD_SYSCTLS = ("unres_qlen_bytes=33554432", "mcast_solicit=100", "retrans_time_ms=1000")
 

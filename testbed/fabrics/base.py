@@ -8,7 +8,11 @@ from dataclasses import dataclass, field
 from typing import Any, Generic, TypeVar
 
 from testbed.core.shaping import line_rate_bps
+from testbed.fabrics.rendering import LinkRules
+from testbed.fabrics.switched import forward_by_destination
+from testbed.model.contracts import Topology
 from testbed.model.fabric_section import FabricSection
+from testbed.model.openflow import FlowRule
 from testbed.model.topology import InterfaceSpec, KindLayout, LinkSpec, SwitchSpec
 from testbed.network.flow_model import FlowModel, Traffic, relayed_forwarding_factor
 
@@ -121,6 +125,11 @@ class FabricBehaviour(Generic[S]):
     replans: Callable[[S], bool] = lambda fabric: False
     replan: Callable[[S, int, int, Traffic, tuple[tuple[int, int], ...], FlowModel, float],
                      FlowModel] | None = None
+    # The controller's rules for a switched kind's switches (forward by destination, or with ECMP)
+    switch_rules: Callable[[Topology], dict[int, list[FlowRule]]] = forward_by_destination
+    # A reconfigurable kind's rule plan (its link state, checked, planned and rendered); None: the
+    # kind's links never change and switch_rules program it
+    link_rules: LinkRules | None = None
 
 
 def relayed(build: Callable[[S, TopologyBuilder], dict[str, KindLayout]],

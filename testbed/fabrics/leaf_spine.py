@@ -9,8 +9,13 @@ import zlib
 from collections.abc import Callable
 from dataclasses import dataclass
 
+import networkx as nx
+
 from testbed.fabrics.base import FabricBehaviour, S, TopologyBuilder
+from testbed.fabrics.switched import forward_by_destination, switch_graph
+from testbed.model.contracts import Topology
 from testbed.model.fabric_section import FabricSection
+from testbed.model.openflow import FlowRule
 from testbed.model.topology import KindLayout
 from testbed.model.units import gbps_to_bps, us_to_s
 from testbed.network.flow_model import FlowModel, Traffic, nic_capacities, ring_allreduce_s
@@ -87,8 +92,34 @@ def forwarding_load_factor(tiers: TwoTier, traffic: Traffic) -> float:
     return crossings / sum(pairs.values())
 
 
-def behaviour(tiers_of: Callable[[S], TwoTier],
-              build: Callable[[S, TopologyBuilder], dict[str, KindLayout]]) -> FabricBehaviour[S]:
+PRIORITY_ECMP = 110  # a pair's uplink over its destination's default path
+
+
+def ecmp_rules(topology: Topology, graph: nx.Graph) -> dict[int, list[FlowRule]]:
+    """Per leaf, a rule for each local source and remote destination: out of the uplink to the
+    spine `ecmp_spine` picks for the pair (the spines forward by destination alone)."""
+    spines = [sw.name for sw in topology.switches if sw.role == "spine"]
+    rules: dict[int, list[FlowRule]] = {}
+    for leaf in (sw for sw in topology.switches if sw.role == "leaf"):
+        local = [h for h in topology.hosts if h.switch == leaf.name]
+        remote = [h for h in topology.hosts if h.switch != leaf.name]
+        rules[leaf.dpid] = [
+            FlowRule(PRIORITY_ECMP, (("eth_src", src.mac), ("eth_dst", dst.mac)),
+                     graph.edges[leaf.name, spines[ecmp_spine(src.rank, dst.rank, len(spines))]]["ports"][leaf.name])
+            for src in local for dst in remote]
+    return rules
+
+
+def forward_with_ecmp(topology: Topology) -> dict[int, list[FlowRule]]:
+    """Forwarding by destination, and on each leaf a pair's uplink to its hashed spine (ECMP)."""
+    rules = forward_by_destination(topology)
+    for dpid, pair_rules in ecmp_rules(topology, switch_graph(topology)).items():
+        rules[dpid].extend(pair_rules)
+    return rules
+
+
+def behaviour(tiers_of: Callable[[S], TwoTier], build: Callable[[S, TopologyBuilder], dict[str, KindLayout]],
+              multipath: bool = False) -> FabricBehaviour[S]:
     """A two-tier kind's behaviour from how it reads its tiers off the scenario and its topology."""
     return FabricBehaviour(
         build=build,
@@ -97,4 +128,5 @@ def behaviour(tiers_of: Callable[[S], TwoTier],
         dp_allreduce_s=lambda fabric, k, l, grad_bytes, planned: dp_allreduce_s(
             fabric, tiers_of(fabric), k, l, grad_bytes),
         forwarding_load_factor=lambda fabric, traffic: forwarding_load_factor(tiers_of(fabric), traffic),
+        switch_rules=forward_with_ecmp if multipath else forward_by_destination,
     )

@@ -5,7 +5,7 @@ which the runner, the Mininet shim and the controller's launcher read instead of
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import ClassVar, Literal
+from typing import ClassVar
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -31,10 +31,6 @@ class KindSpec:
     # packets are dropped by that node (its own loss), not by a switch.
     aggregation_node: bool = False
     cpu_machines: bool = False  # ranks after the GPUs are CPU machines (cpu_servers) that sum for BytePS
-    # What the controller sets and the northbound API takes: circuits `(switch, src, dst)` or
-    # lightpaths `(src, dst) -> wavelengths`; None for fabrics whose links never change.
-    link_state: Literal["circuits", "lightpaths"] | None = None
-    multipath: bool = False  # several equal-cost switch paths: the controller hashes flows over them (ECMP)
     # GPUs sit in servers of `gpus_per_server` on a fast local switch: collectives that use CPU
     # machines (BytePS) sum within a server first.
     servers: bool = False

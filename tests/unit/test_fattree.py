@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from controller.flat_plan import PRIORITY_ECMP, plan_flat_flows
-from testbed.fabrics.leaf_spine import ecmp_spine
+from testbed.fabrics.leaf_spine import PRIORITY_ECMP, ecmp_spine
+from testbed.fabrics.programming import switch_rules
 from testbed.fabrics.scenario_file import apply_overrides, load_scenario, make_fabric
 from testbed.fabrics.topology import build_topology
 from testbed.model.errors import InputError
@@ -36,7 +36,7 @@ def test_leaves_of_four_gpus_wired_to_both_spines_at_the_oversubscribed_rate():
 
 def test_each_pair_across_leaves_leaves_by_the_uplink_to_its_hashed_spine():
     topology = build_topology(fabric(1.0), "ab12", B_EMULATED, "user")
-    rules = plan_flat_flows(topology)
+    rules = switch_rules(topology)
     spines = [sw.name for sw in topology.switches if sw.role == "spine"]
     leaf = next(sw for sw in topology.switches if sw.role == "leaf")
     uplink_port = {link.peer_switch: link.port for link in topology.links

@@ -2,9 +2,9 @@ import os
 import subprocess
 import sys
 
-from controller.flat_plan import plan_flat_flows
 from testbed.emulation.controller_proc import listening_inodes, socket_inodes_of
 from testbed.emulation.registry import RunRecord, orphan_records, process_alive, process_start_ticks, remove_resources
+from testbed.fabrics.programming import switch_rules
 from testbed.model.contracts import Topology
 
 
@@ -19,7 +19,7 @@ def topology(n):
 
 
 def test_flat_plan_forwards_each_host_to_its_port_only():
-    rules = plan_flat_flows(topology(4))[7]
+    rules = switch_rules(topology(4))[7]
     assert len(rules) == 8
     for rule in rules:
         match = rule.match_dict()

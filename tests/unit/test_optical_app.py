@@ -14,11 +14,12 @@ from dataclasses import dataclass
 import pytest
 from os_ken.ofproto import ofproto_v1_3, ofproto_v1_3_parser
 
-from controller import optical_app, optical_plan
-from controller.optical_plan import PlanError
+from controller import optical_app
+from testbed.fabrics import programming
+from testbed.fabrics.rendering import PlanError
 from testbed.fabrics.scenario_file import apply_overrides, load_scenario, make_fabric
 from testbed.fabrics.topology import build_topology
-from testbed.model.contracts import ControllerConfig, Topology
+from testbed.model.contracts import ControllerConfig
 from testbed.model.fabric_section import FabricSection
 from testbed.model.schedule import cut_pairs
 from testbed.planning.workloads import schedule_for
@@ -186,7 +187,7 @@ def _moved(app) -> dict:
             continue
         state = {key: 1 for key in circuits if key not in ((sw1, a, b), (sw2, c, d))}
         state.update({(sw1, a, d): 1, (sw1, c, b): 1})
-        rendering = optical_plan.render(app.topology, state)
+        rendering = programming.render(app.topology, state)
         if not cut_pairs(rendering.unreachable, app.schedule_traffic):
             return state
     raise AssertionError("no swap keeps the job connected")

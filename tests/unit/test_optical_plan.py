@@ -9,7 +9,8 @@ from hypothesis import strategies as st
 
 from controller import reconfig
 from controller.northbound import BadRequest, parse_links
-from controller.optical_plan import PlanError, hold, render, validate
+from testbed.fabrics.programming import render, validate
+from testbed.fabrics.rendering import PlanError, hold
 from testbed.fabrics.scenario_file import make_fabric
 from testbed.fabrics.topology import build_topology
 from testbed.model.schedule import cut_pairs
@@ -268,7 +269,7 @@ def test_ring_restores_need_no_switch_and_end_at_the_new_rules(old_state, new_st
 
 
 def test_multi_shot_circuits_keep_every_recurring_pair_reachable():
-    from controller.policy import plan_for
+    from testbed.fabrics.programming import plan_for
 
     topo = ocs(4, 3)
     fabric = make_fabric(kind="sip-ocs", hosts=4, gpu_bandwidth_gbps=100, ocs_switches=3, multi_shot=True)
@@ -279,7 +280,7 @@ def test_multi_shot_circuits_keep_every_recurring_pair_reachable():
 
 
 def test_a_ring_re_plan_retunes_only_when_it_gains_more_than_the_dark_time():
-    from controller.policy import plan_for
+    from testbed.fabrics.programming import plan_for
 
     # 6 GPUs, 4 wavelengths of 25 Gb/s, 1 MB to each clockwise neighbour. The fresh plan gives each
     # 3 wavelengths (one stays with the counter-clockwise neighbour): 8 Mbit / 75 Gb/s = 106.7 µs.

@@ -9,7 +9,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from controller.policy import plan_for
+from testbed.fabrics.programming import plan_for
 from testbed.fabrics.scenario_file import make_fabric
 from testbed.fabrics.sip_ring.behaviour import replan
 from testbed.fabrics.topology import build_topology

@@ -20,4 +20,4 @@ def build(fabric: ElectFattreeFabric, builder: TopologyBuilder) -> dict[str, Kin
                                      uplink_rate_bps=uplink_bps)}
 
 
-BEHAVIOUR = leaf_spine.behaviour(tiers, build)
+BEHAVIOUR = leaf_spine.behaviour(tiers, build, multipath=True)  # flows hashed over the spines (ECMP)

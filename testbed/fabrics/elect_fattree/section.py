@@ -17,7 +17,7 @@ class ElectFattreeFabric(FabricSection):
     oversubscription: float = Field(default=1.0, ge=1.0)
 
     spec: ClassVar[KindSpec] = KindSpec("a two-tier leaf-spine: leaf switches of GPUs, each wired to every spine, "
-                                        "flows hashed over the spines (ECMP)", multipath=True,
+                                        "flows hashed over the spines (ECMP)",
                                         shaped_into_hosts=True)
 
     @model_validator(mode="after")

@@ -4,9 +4,14 @@ and pairs without a circuit relay through GPUs."""
 
 from __future__ import annotations
 
+from typing import Any
+
 from testbed.fabrics.base import TopologyBuilder, relayed
+from testbed.fabrics.rendering import LinkRules
 from testbed.fabrics.sip_ocs.circuits import CircuitPlan, plan_circuits, replan_circuits
+from testbed.fabrics.sip_ocs.rules import live_circuits, render_circuits, validate_circuits
 from testbed.fabrics.sip_ocs.section import SipOcsFabric
+from testbed.model.contracts import Topology
 from testbed.model.topology import KindLayout, OcsLayout
 from testbed.model.units import gbps_to_bps, us_to_s
 from testbed.network.flow_model import FlowModel, Traffic, relay_paths, ring_allreduce_s
@@ -89,6 +94,30 @@ def dp_allreduce_s(fabric: SipOcsFabric, k: int, l: int, grad_bytes: float, plan
 # Multi-shot re-plans at most this many reconfiguration times apart, so dark time stays a small
 # share of the period unless the scenario sets estimate_period_us.
 OCS_PERIOD_PER_RECONFIG = 10
+def controller_plan(topology: Topology, fabric: SipOcsFabric, traffic: Traffic, recurring: tuple[tuple[int, int], ...],
+                    current: dict[Any, int] | None = None, dark_s: float = 0.0) -> dict[Any, int]:
+    """Circuits `(switch, src, dst) -> 1` for a traffic matrix, as the oracle's multi-shot re-plans
+    choose them: the job's recurring pairs keep a circuit (or a relay), and with `current` (the
+    state in force) circuits keep their switches and change only for a gain over `dark_s`."""
+    n, q = len(topology.hosts), ocs_switches(fabric)
+    link_bps = gbps_to_bps(fabric.gpu_bandwidth_gbps) / q
+    demand = multi_shot_demand(traffic, recurring)
+    if current is None:
+        circuits = plan_circuits(demand, n, q, link_bps)
+    else:
+        held: dict[tuple[int, int], list[int]] = {}
+        for switch, i, j in live_circuits(current):
+            held.setdefault((i, j), []).append(switch)
+        circuits = replan_circuits(demand, n, q, link_bps, {p: tuple(sorted(qs)) for p, qs in held.items()}, dark_s)
+    return {(switch, i, j): 1 for (i, j), switches in circuits.switch_of.items() for switch in switches}
+
+
+RULES = LinkRules(
+    link_state="circuits",
+    validate=lambda topology, state: validate_circuits(topology, live_circuits(state)),
+    render=lambda topology, state, rto_ms: render_circuits(topology, live_circuits(state), rto_ms),
+    plan=controller_plan,
+)
 BEHAVIOUR = relayed(build, flow_model, dp_allreduce_s, "circuit", ocs_switches, default_reconfig_us=10000.0,
                     period_per_reconfig=OCS_PERIOD_PER_RECONFIG, replan=replan,
-                    replans=lambda fabric: fabric.multi_shot)
+                    replans=lambda fabric: fabric.multi_shot, link_rules=RULES)

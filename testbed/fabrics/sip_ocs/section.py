@@ -15,5 +15,4 @@ class SipOcsFabric(ReconfigurableSection):
     multi_shot: bool = False  # re-plan circuits every estimation period
 
     spec: ClassVar[KindSpec] = KindSpec("silicon-photonic interfaces into optical circuit switches",
-                                        controller_app="controller.optical_app", routed=True, reconfigurable=True,
-                                        link_state="circuits")
+                                        controller_app="controller.optical_app", routed=True, reconfigurable=True)

@@ -6,10 +6,14 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterable
+from typing import Any
 
 from testbed.fabrics.base import TopologyBuilder, relayed
+from testbed.fabrics.rendering import LinkRules
+from testbed.fabrics.sip_ring.rules import init_lines, render_lightpaths, validate_lightpaths
 from testbed.fabrics.sip_ring.section import SipRingFabric
 from testbed.fabrics.sip_ring.wavelengths import WavelengthPlan, plan_wavelengths
+from testbed.model.contracts import Topology
 from testbed.model.topology import KindLayout, RingLayout
 from testbed.model.units import gbps_to_bps, us_to_s
 from testbed.network.flow_model import FlowModel, Traffic, relay_paths, ring_allreduce_s
@@ -115,5 +119,18 @@ def replan(fabric: SipRingFabric, k: int, l: int, traffic: Traffic, recurring: t
     return ring_flow_model(fabric, nodes, plan)
 
 
+def controller_plan(topology: Topology, fabric: SipRingFabric, traffic: Traffic,
+                    recurring: tuple[tuple[int, int], ...], current: dict[Any, int] | None = None,
+                    dark_s: float = 0.0) -> dict[Any, int]:
+    """Lightpaths `(src, dst) -> wavelengths` for a traffic matrix: the plan in force (`current`)
+    stays unless retuning gains its `dark_s`, the same rule as the oracle's re-plans."""
+    lightpaths = retuned_ring_plan(fabric, len(topology.hosts), traffic, recurring, current, dark_s)
+    if lightpaths is None:
+        return dict(current or {})
+    return {pair: len(path.wavelengths) for pair, path in lightpaths.lightpaths.items()}
+
+
+RULES = LinkRules(link_state="lightpaths", validate=validate_lightpaths, render=render_lightpaths,
+                  plan=controller_plan, init_lines=init_lines)
 BEHAVIOUR = relayed(build, flow_model, dp_allreduce_s, "lightpath", lambda fabric: 2 * fabric.neighbors,
-                    default_reconfig_us=25.0, replan=replan, replans=lambda fabric: True)
+                    default_reconfig_us=25.0, replan=replan, replans=lambda fabric: True, link_rules=RULES)

@@ -16,5 +16,4 @@ class SipRingFabric(ReconfigurableSection):
     neighbors: int = Field(default=16, ge=1)  # reach: the farthest GPU a lightpath spans, in hops
 
     spec: ClassVar[KindSpec] = KindSpec("a silicon-photonic micro-ring ring of wavelength lightpaths",
-                                        controller_app="controller.optical_app", routed=True, reconfigurable=True,
-                                        link_state="lightpaths")
+                                        controller_app="controller.optical_app", routed=True, reconfigurable=True)
