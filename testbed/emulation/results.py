@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import re
 import subprocess
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -12,10 +13,11 @@ from hosts import ops
 from hosts.data import digest
 from testbed.core import fidelity
 from testbed.core.steal import steal_fractions
+from testbed.emulation.records import RunMeasurements, RunOutcome, SwitchPackets
 from testbed.fabrics.all_kinds import KINDS
 from testbed.fabrics.ina.section import InaFabric
 from testbed.model.contracts import Event, Results
-from testbed.model.units import us_to_s
+from testbed.model.units import Dilation, us_to_s
 
 if TYPE_CHECKING:
     from testbed.emulation.prepare import Prepared
@@ -37,10 +39,10 @@ def switch_port_counters(bridges: list[str]) -> tuple[int, int] | None:
     return received, dropped
 
 
-def counter_delta(before: tuple[int, int] | None, after: tuple[int, int] | None) -> dict | None:
+def counter_delta(before: tuple[int, int] | None, after: tuple[int, int] | None) -> SwitchPackets | None:
     if before is None or after is None:
         return None
-    return {"packets": after[0] - before[0], "dropped": after[1] - before[1]}
+    return SwitchPackets(packets=after[0] - before[0], dropped=after[1] - before[1])
 
 
 def _host_results(hosts_dir: Path, ranks: int) -> list[dict | None]:
@@ -170,126 +172,116 @@ def _per_job(prepared: "Prepared", per_host: list[dict], count: int) -> dict[str
     return out
 
 
-def assemble(prepared: "Prepared", run_dir: Path, measured: dict, outcome: dict) -> dict:
-    scenario, plan, prediction = prepared.scenario, prepared.plan, prepared.prediction
-    dilation = plan.dilation
-    hosts_dir = run_dir / "hosts"
-    ranks = prepared.schedule.hosts  # GPUs, and CPU machines where the fabric has them
-    per_host_all = _host_results(hosts_dir, ranks)
-    # A host that was stopped or failed still reports the iterations it completed.
-    per_host = [h for h in per_host_all if h and "iterations" in h]
-    errors = [f"rank {h['rank']}: {h['error']}" for h in per_host_all if h and not h.get("ok") and not h.get("stopped")]
-    reconfigurations = controller_events(run_dir, measured.get("epoch_monotonic_s"), dilation.dilation)
-    host_config_errors = [f"{p.name}: {line}" for p in sorted((run_dir / "host_config").glob("*.err"))
-                          for line in p.read_text().splitlines() if line.strip() and not line.startswith("Warning")]
+@dataclass(frozen=True)
+class MeasuredIterations:
+    """The iterations every rank completed: real-world times, wall-clock windows and TCP counters."""
 
-    iteration_times_s: list[float] = []
-    iterations_wall_s = 0.0
-    sums_ok = False
-    sum_problems: list[str] = []
-    complete = len(per_host) == ranks and all(h.get("ok") for h in per_host)
-    # An iteration counts once every rank completed it; later ones some ranks finished are left out.
-    count = min((len(h["iterations"]) for h in per_host), default=0) if len(per_host) == ranks else 0
-    per_host = [{**h, "iterations": h["iterations"][:count]} for h in per_host]
-    retransmits: list[int] = []  # TCP segments the hosts retransmitted, per iteration
-    timeouts: list[int] = []  # and their retransmission timeouts
-    windows: list[tuple[float, float]] = []  # each iteration's monotonic start and end
-    for it in range(count):
-        start = min(h["iterations"][it]["start_s"] for h in per_host)
-        end = max(h["iterations"][it]["end_s"] for h in per_host)
-        windows.append((start, end))
-        iterations_wall_s += end - start
-        iteration_times_s.append(dilation.real_time_s(end - start))
-        retransmits.append(sum(h["iterations"][it].get("tcp_retransmits", 0) for h in per_host))
-        timeouts.append(sum(h["iterations"][it].get("tcp_timeouts", 0) for h in per_host))
-    if count:
-        sums_ok, sum_problems = _check_sums(prepared, per_host)
-    events = _merge_events(hosts_dir, run_dir, reconfigurations, count) if hosts_dir.is_dir() else []
-    # Collectives whose steps are exchanges between ranks that start together after the barrier;
-    # a schedule's steps also wait for peers' compute, and BytePS and INA chunks queue behind
-    # the chunks before them by design.
-    exchanges = scenario.workload.kind == "collective" and scenario.workload.algorithm in STALL_JUDGED_ALGORITHMS
-    stalls = fidelity.stalls_per_iteration(events, dilation.dilation,
-                                           [dilation.emulated_time_s(t) for t in iteration_times_s]) \
-        if exchanges else None
-    predicted = prediction.iteration_time_s
-    ratios = [t / predicted for t in iteration_times_s]
+    times_s: list[float]
+    windows: list[tuple[float, float]]  # each iteration's monotonic start and end
+    tcp_retransmits: list[int]  # TCP segments the hosts retransmitted, per iteration
+    tcp_timeouts: list[int]  # and their retransmission timeouts
 
-    node_fabric = KINDS[scenario.fabric.kind].aggregation_node
-    ina = _ina_summary(measured.get("ina_node"), per_host) if node_fabric else None
-    loss_injected = scenario.fabric.loses_packets()
-    calibration = prepared.calibration
+    @property
+    def count(self) -> int:
+        return len(self.times_s)
+
+    @property
+    def wall_s(self) -> float:
+        return sum(end - start for start, end in self.windows)
+
+
+def measured_iterations(per_host: list[dict[str, Any]], dilation: Dilation) -> MeasuredIterations:
+    """An iteration lasts from its first rank's start to its last rank's end."""
+    count = min((len(h["iterations"]) for h in per_host), default=0)
+    windows = [(min(h["iterations"][it]["start_s"] for h in per_host),
+                max(h["iterations"][it]["end_s"] for h in per_host)) for it in range(count)]
+    return MeasuredIterations(
+        times_s=[dilation.real_time_s(end - start) for start, end in windows],
+        windows=windows,
+        tcp_retransmits=[sum(h["iterations"][it].get("tcp_retransmits", 0) for h in per_host) for it in range(count)],
+        tcp_timeouts=[sum(h["iterations"][it].get("tcp_timeouts", 0) for h in per_host) for it in range(count)])
+
+
+def _link_rates(prepared: "Prepared", per_host: list[dict[str, Any]], events: list[dict[str, Any]],
+                ina: dict[str, Any] | None) -> list[float]:
+    """Every step's or message's rate over what its path should carry (1.0: as emulated)."""
+    scenario, plan = prepared.scenario, prepared.plan
     expected_bps = prepared.expected_rate_bps or plan.host_rate_bps
     if ina is not None and isinstance(scenario.fabric, InaFabric) and scenario.fabric.sharing == "shared":
         # Worker 0's link also carries every worker's colliding chunks: M·(1 + f·(n−1)) each way.
         workers = len(prepared.schedule.gpus[0].steps[0].collective().group)
         expected_bps /= 1 + collided_share(ina) * (workers - 1)
-    rates = [r / expected_bps for h in per_host for it in h["iterations"] for r in it["step_rates_bps"]]
-    if scenario.workload.kind in ("model", "trace", "chakra", "jobs"):
-        # A schedule's steps include waiting for a peer's compute: time each message instead, against
-        # what its path carries (a circuit or lightpath may be a share of B).
-        fractions = prepared.pair_rate_frac or {}
-        transfers = fidelity.transfer_rates_bps([e for e in events if e.get("iteration", -1) >= 0],
-                                                dilation.dilation,
-                                                us_to_s(scenario.fabric.latency_us) * dilation.dilation,
-                                                plan.host_rate_bps)
-        # A DAG's messages share their paths with whatever runs beside them: judged against the rate
-        # the oracle's simulation gave each; else against what the pair's path carries alone.
-        per_message = prepared.message_rate_frac
-        if per_message is not None:
-            transfers = [t for t in transfers if t[:3] in per_message]
-        rates = [rate / (plan.host_rate_bps * (per_message[(src, dst, tag)] if per_message is not None
-                                               else fractions.get((src, dst), 1.0)))
-                 for src, dst, tag, rate in transfers]
-    steal = steal_fractions(measured.get("cpu_samples") or [], windows)
-    overshoot_mean = max((h["latency"]["overshoot_mean_s"] for h in per_host), default=0.0)
-    overshoot_p99 = max((h["latency"]["overshoot_p99_s"] for h in per_host), default=0.0)
-    step_emulated_s = dilation.emulated_time_s(prepared.shortest_event_s)
-    smallest = round(dilation.byte_scale * prepared.smallest_message_bytes)
+    if scenario.workload.kind not in ("model", "trace", "chakra", "jobs"):
+        return [r / expected_bps for h in per_host for it in h["iterations"] for r in it["step_rates_bps"]]
+    # A schedule's steps include waiting for a peer's compute: time each message instead, against
+    # what its path carries (a circuit or lightpath may be a share of B).
+    fractions = prepared.pair_rate_frac or {}
+    transfers = fidelity.transfer_rates_bps([e for e in events if e.get("iteration", -1) >= 0],
+                                            plan.dilation.dilation,
+                                            us_to_s(scenario.fabric.latency_us) * plan.dilation.dilation,
+                                            plan.host_rate_bps)
+    # A DAG's messages share their paths with whatever runs beside them: judged against the rate
+    # the oracle's simulation gave each; else against what the pair's path carries alone.
+    per_message = prepared.message_rate_frac
+    if per_message is not None:
+        transfers = [t for t in transfers if t[:3] in per_message]
+    return [rate / (plan.host_rate_bps * (per_message[(src, dst, tag)] if per_message is not None
+                                          else fractions.get((src, dst), 1.0)))
+            for src, dst, tag, rate in transfers]
+
+
+def _monitors(prepared: "Prepared", measured: RunMeasurements, per_host: list[dict[str, Any]],
+              iterations: MeasuredIterations, steal: list[float | None], stalls: list[int] | None,
+              rates: list[float], ina: dict[str, Any] | None, reconfigurations: list[dict[str, Any]]) -> list[Any]:
+    scenario, plan = prepared.scenario, prepared.plan
+    dilation = plan.dilation
+    loss_injected = scenario.fabric.loses_packets()
+    faulted = loss_injected or bool(measured.faults)
     timings = [h["compute_timing"] for h in per_host if h.get("compute_timing", {}).get("steps")]
-    monitors = [
+    emulated_times_s = [dilation.emulated_time_s(t) for t in iterations.times_s]
+    return [
         fidelity.link_rate_monitor(rates, 1.0, loss_injected),
-        fidelity.compute_timing_monitor(max((t["overshoot_s"] for t in timings), default=None), iterations_wall_s,
+        fidelity.compute_timing_monitor(max((t["overshoot_s"] for t in timings), default=None), iterations.wall_s,
                                         max((t["overshoot_frac"] for t in timings), default=0.0),
                                         max((t["error_mean_frac"] for t in timings), default=None),
                                         max((t["error_p99_frac"] for t in timings), default=None)),
-        fidelity.timer_monitor(overshoot_mean, overshoot_p99, step_emulated_s),
-        fidelity.cpu_monitor(measured.get("cpu_busy_frac")),
+        fidelity.timer_monitor(max((h["latency"]["overshoot_mean_s"] for h in per_host), default=0.0),
+                               max((h["latency"]["overshoot_p99_s"] for h in per_host), default=0.0),
+                               dilation.emulated_time_s(prepared.shortest_event_s)),
+        fidelity.cpu_monitor(measured.cpu_busy_frac),
         fidelity.steal_monitor(steal),
-        fidelity.message_size_monitor(smallest, prepared.min_message_bytes),
-        fidelity.capacity_monitor(plan.host_rate_bps * ranks, calibration.usable_capacity_bps,
-                                  calibration.measured),
-        fidelity.drop_monitor(measured.get("switch_packets")) if not node_fabric
-        else fidelity.ina_loss_monitor(ina, loss_injected),
-        fidelity.retransmission_monitor(timeouts, retransmits, [dilation.emulated_time_s(t) for t in iteration_times_s],
-                                        loss_injected or bool(measured.get("faults"))),
-        fidelity.stall_monitor(stalls, loss_injected or bool(measured.get("faults"))),
+        fidelity.message_size_monitor(round(dilation.byte_scale * prepared.smallest_message_bytes),
+                                      prepared.min_message_bytes),
+        fidelity.capacity_monitor(plan.host_rate_bps * prepared.schedule.hosts,
+                                  prepared.calibration.usable_capacity_bps, prepared.calibration.measured),
+        fidelity.drop_monitor(measured.switch_packets.to_json() if measured.switch_packets else None)
+        if ina is None else fidelity.ina_loss_monitor(ina, loss_injected),
+        fidelity.retransmission_monitor(iterations.tcp_timeouts, iterations.tcp_retransmits, emulated_times_s,
+                                        faulted),
+        fidelity.stall_monitor(stalls, faulted),
         fidelity.dark_time_monitor([e["measured_dark_s"] for e in reconfigurations],
                                    [e["configured_dark_s"] for e in reconfigurations],
                                    _why_longest_dark(reconfigurations)),
     ]
-    verdict = fidelity.verdict(monitors)
-    if not count:  # nothing was measured, so nothing can be called faithful
-        verdict = {**verdict, "ok": False, "note": "no iteration completed"}
 
-    status = outcome.get("status", "failed")
-    planned = scenario.workload.iterations
-    if status == "interrupted":
-        outcome = {**outcome, "error": f"{outcome.get('error')} after {count} of {planned} iterations completed"}
-    if status == "ok" and (not complete or errors):
-        status = "failed"
-        outcome = {**outcome, "error": errors[0] if errors else "some host agents wrote no result"}
-    if status == "ok" and host_config_errors:
-        status = "failed"
-        outcome = {**outcome, "error": f"a host rejected the controller's configuration ({host_config_errors[0]})"}
-    if status == "ok" and not sums_ok:
-        status = "failed"
-        outcome = {**outcome, "error": sum_problems[0]}
-    faults = measured.get("faults") or []
+
+def _final_outcome(outcome: RunOutcome, count: int, planned: int, problems: list[str],
+                   faults: list[dict[str, Any]]) -> RunOutcome:
+    """The runner's outcome, failed by the first problem the results found (a host's error, a host
+    that rejected its configuration, a wrong sum); a failure after a fault names the fault."""
+    if outcome.status == "interrupted":
+        outcome = outcome.explained(f"{outcome.error} after {count} of {planned} iterations completed")
+    if outcome.status == "ok" and problems:
+        outcome = outcome.failed(problems[0])
     started = [f["fault"] for f in faults if f["phase"] == "start"]
-    if status != "ok" and started:  # a failure after a fault names the fault
-        outcome = {**outcome, "error": f"after fault {'; '.join(started)}: {outcome.get('error')}"}
-    mean = lambda xs: sum(xs) / len(xs) if xs else None  # noqa: E731
+    if outcome.status != "ok" and started:
+        outcome = outcome.explained(f"after fault {'; '.join(started)}: {outcome.error}")
+    return outcome
+
+
+def _measured_breakdown(prepared: "Prepared", events: list[dict[str, Any]], reconfigurations: list[dict[str, Any]],
+                        ina: dict[str, Any] | None, iterations: MeasuredIterations) -> dict[str, float | None]:
+    scenario, dilation = prepared.scenario, prepared.plan.dilation
     comm = [e["duration_s"] for e in events if e["kind"] == "collective"]
     per_host_compute: dict[tuple[int, int], float] = {}
     for e in events:
@@ -297,37 +289,83 @@ def assemble(prepared: "Prepared", run_dir: Path, measured: dict, outcome: dict)
             key = (e["host"], e["iteration"])
             per_host_compute[key] = per_host_compute.get(key, 0.0) + e["duration_s"]
     compute = list(per_host_compute.values())
-    result = {
+    run_iterations = iterations.count + scenario.warmups()
+    return {
+        "compute_s": sum(compute) / len(compute) if compute else 0.0,
+        "communication_s": sum(comm) / len(comm) if comm else None,
+        "reconfiguration_s": _dark_per_iteration(reconfigurations, run_iterations),
+        "retransmission_s": _retransmission_per_iteration(ina, iterations.tcp_timeouts, prepared.schedule.hosts,
+                                                          run_iterations, dilation.dilation),
+    }
+
+
+def assemble(prepared: "Prepared", run_dir: Path, measured: RunMeasurements, outcome: RunOutcome) -> dict[str, Any]:
+    """results.json (and events.jsonl, the plots) from the hosts' files and what the runner measured."""
+    scenario, plan, prediction = prepared.scenario, prepared.plan, prepared.prediction
+    dilation = plan.dilation
+    hosts_dir = run_dir / "hosts"
+    ranks = prepared.schedule.hosts  # GPUs, and CPU machines where the fabric has them
+    per_host_all = _host_results(hosts_dir, ranks)
+    # A host that was stopped or failed still reports the iterations it completed.
+    per_host = [h for h in per_host_all if h and "iterations" in h]
+    complete = len(per_host) == ranks and all(h.get("ok") for h in per_host)
+    problems = [f"rank {h['rank']}: {h['error']}" for h in per_host_all
+                if h and not h.get("ok") and not h.get("stopped")]
+    if not complete and not problems:
+        problems.append("some host agents wrote no result")
+    problems += [f"a host rejected the controller's configuration ({p.name}: {line})"
+                 for p in sorted((run_dir / "host_config").glob("*.err"))
+                 for line in p.read_text().splitlines() if line.strip() and not line.startswith("Warning")]
+    reconfigurations = controller_events(run_dir, measured.epoch_monotonic_s, dilation.dilation)
+
+    # An iteration counts once every rank completed it; later ones some ranks finished are left out.
+    if len(per_host) != ranks:
+        per_host = [{**h, "iterations": []} for h in per_host]
+    iterations = measured_iterations(per_host, dilation)
+    count = iterations.count
+    per_host = [{**h, "iterations": h["iterations"][:count]} for h in per_host]
+    sums_ok, sum_problems = _check_sums(prepared, per_host) if count else (False, ["no iteration completed"])
+    problems += sum_problems
+    events = _merge_events(hosts_dir, run_dir, reconfigurations, count) if hosts_dir.is_dir() else []
+    # Collectives whose steps are exchanges between ranks that start together after the barrier;
+    # a schedule's steps also wait for peers' compute, and BytePS and INA chunks queue behind
+    # the chunks before them by design.
+    exchanges = scenario.workload.kind == "collective" and scenario.workload.algorithm in STALL_JUDGED_ALGORITHMS
+    stalls = fidelity.stalls_per_iteration(events, dilation.dilation,
+                                           [dilation.emulated_time_s(t) for t in iterations.times_s]) \
+        if exchanges else None
+    predicted = prediction.iteration_time_s
+    ina = _ina_summary(measured.ina_node, per_host) if KINDS[scenario.fabric.kind].aggregation_node else None
+    steal = steal_fractions(measured.cpu_samples, iterations.windows)
+    verdict = fidelity.verdict(_monitors(prepared, measured, per_host, iterations, steal, stalls,
+                                         _link_rates(prepared, per_host, events, ina), ina, reconfigurations))
+    if not count:  # nothing was measured, so nothing can be called faithful
+        verdict = {**verdict, "ok": False, "note": "no iteration completed"}
+    final = _final_outcome(outcome, count, scenario.workload.iterations, problems, measured.faults)
+    result: dict[str, Any] = {
         "name": scenario.name,
-        "status": status,
-        "error": outcome.get("error"),
+        "status": final.status,
+        "error": final.error,
         "iterations_completed": count,
-        "iterations_planned": planned,
-        "iteration_times_s": iteration_times_s,
-        "iteration_tcp_retransmits": retransmits,
-        "iteration_tcp_timeouts": timeouts,
+        "iterations_planned": scenario.workload.iterations,
+        "iteration_times_s": iterations.times_s,
+        "iteration_tcp_retransmits": iterations.tcp_retransmits,
+        "iteration_tcp_timeouts": iterations.tcp_timeouts,
         "iteration_stalls": stalls if stalls is not None else [0] * count,
         "iteration_steal_frac": steal,
         "predicted_iteration_time_s": predicted,
-        "emulated_over_predicted": ratios,
+        "emulated_over_predicted": [t / predicted for t in iterations.times_s],
         "dilation": dilation.dilation,
         "byte_scale": dilation.byte_scale,
         "host_rate_bps": plan.host_rate_bps,
-        "breakdown": {
-            "compute_s": mean(compute) if compute else 0.0,
-            "communication_s": mean(comm) if comm else None,
-            "reconfiguration_s": _dark_per_iteration(reconfigurations, len(iteration_times_s)
-                                                     + scenario.warmups()),
-            "retransmission_s": _retransmission_per_iteration(ina, timeouts, ranks, count + scenario.warmups(),
-                                                              dilation.dilation),
-        },
+        "breakdown": _measured_breakdown(prepared, events, reconfigurations, ina, iterations),
         "reconfigurations": len(reconfigurations),
         "predicted_breakdown": prediction.breakdown.to_json(),
         "sums_correct": sums_ok,
-        "sum_problems": sum_problems,
+        "sum_problems": sum_problems if count else [],
         "fidelity": verdict,
         "notes": list(plan.notes),
-        "timings_s": measured.get("timings_s") or {},
+        "timings_s": measured.timings_s,
     }
     if scenario.jobs:
         result["jobs"] = _per_job(prepared, per_host, count)
@@ -335,8 +373,8 @@ def assemble(prepared: "Prepared", run_dir: Path, measured: dict, outcome: dict)
         result["skipped_trace_nodes"] = dict(prepared.schedule.skipped_nodes)
     if ina is not None:
         result["ina"] = ina
-    if faults:
-        result["faults"] = faults
+    if measured.faults:
+        result["faults"] = measured.faults
     (run_dir / "results.json").write_text(Results.model_validate(result).dumps() + "\n")
     if events:
         from testbed.emulation.plots import plot_run

@@ -22,6 +22,7 @@ from testbed.emulation.fault_actions import FaultActions
 from testbed.emulation.live import EmulationBackend, LiveFabric, MininetBackend, RunInterrupted, SignalGuard
 from testbed.emulation.platform import cpu_sample, netem_available
 from testbed.emulation.prepare import Prepared, prepare  # noqa: F401 (run's public names)
+from testbed.emulation.records import RunMeasurements, RunOutcome
 from testbed.emulation.side_processes import SideProcesses
 from testbed.fabrics.all_kinds import KINDS
 from testbed.fabrics.scenario_file import scenario_to_yaml
@@ -58,7 +59,7 @@ class Runner:
     agents_extra: list[subprocess.Popen] = field(default_factory=list)  # e.g. the INA node program
     capture_packets: int = 0  # > 0: tcpdump that many packets into capture.pcap
     injector: FaultInjector | None = None
-    measured: dict = field(default_factory=dict)  # filled as the run goes, so a stopped run keeps it
+    measured: RunMeasurements = field(default_factory=RunMeasurements)  # a stopped run keeps what it had
     backend: EmulationBackend = field(default_factory=MininetBackend)  # where the fabric lives
 
     def execute(self) -> dict:
@@ -68,9 +69,9 @@ class Runner:
         # A controller script started beside this run must not find an earlier run's API here.
         (self.run_dir / "controller.ready").unlink(missing_ok=True)
         self._write_inputs()
-        outcome: dict = {"status": "failed"}
+        outcome = RunOutcome("failed")
         self._set_up_started = time.monotonic()
-        timings = self.measured.setdefault("timings_s", {})  # from the start of set-up
+        timings = self.measured.timings_s
         try:
             with SignalGuard(), self.backend.open(self.prepared.scenario.fabric, self.prepared.plan.host_rate_bps,
                                                   self.run_dir, self._controller_extra(),
@@ -80,26 +81,25 @@ class Runner:
                     self._run_agents(live)
                     if self.interactive:
                         live.fabric.interact()
-                    if self.hold and not self.measured["failed_ranks"]:  # a failed run is not held
+                    if self.hold and not self.measured.failed_ranks:  # a failed run is not held
                         self.on_hold()
                         _hold(live)
                 finally:
                     with SignalGuard(shield=True):
                         self._stop_agents()
                     timings["agents_stopped_s"] = self._since_set_up()
-            outcome = {"status": "ok"}
+            outcome = RunOutcome("ok")
         except RunInterrupted as why:
-            outcome = {"status": "interrupted", "error": f"run interrupted by {why}"}
+            outcome = RunOutcome("interrupted", f"run interrupted by {why}")
         except KeyboardInterrupt:
-            outcome = {"status": "interrupted", "error": "run interrupted by SIGINT (Ctrl-C)"}
+            outcome = RunOutcome("interrupted", "run interrupted by SIGINT (Ctrl-C)")
         except RunFailed as error:
-            outcome = {"status": "failed", "error": str(error)}
+            outcome = RunOutcome("failed", str(error))
         timings["torn_down_s"] = self._since_set_up()
-        measured = dict(self.measured)
         if self.injector is not None:
-            measured["faults"] = self.injector.applied
+            self.measured.faults = list(self.injector.applied)
         with SignalGuard(hold=True):  # a Ctrl-C now stops what follows this run, not its run directory
-            return results_mod.assemble(self.prepared, self.run_dir, measured, outcome)
+            return results_mod.assemble(self.prepared, self.run_dir, self.measured, outcome)
 
     def _since_set_up(self) -> float:
         return round(time.monotonic() - self._set_up_started, 3)
@@ -125,7 +125,7 @@ class Runner:
         for stale in [hosts_dir / "progress", *hosts_dir.glob("h*.*")]:  # an earlier run in this directory
             stale.unlink(missing_ok=True)
         epoch = time.monotonic()
-        self.measured["epoch_monotonic_s"] = epoch
+        self.measured.epoch_monotonic_s = epoch
         config = AgentConfig(
             rank_addresses=[h.ip for h in fabric.topology.hosts],
             port=AGENT_PORT,
@@ -150,7 +150,7 @@ class Runner:
         config_path.write_text(config.dumps())
         if self.capture_packets > 0:
             sides.start_capture(self.capture_packets)
-        self.measured["cpu_samples"] = [cpu_sample(time.monotonic())]
+        self.measured.cpu_samples = [cpu_sample(time.monotonic())]
         ports_before = results_mod.switch_port_counters(fabric.switch_names)
         for rank in range(self.prepared.schedule.hosts):
             log = open(hosts_dir / f"h{rank}.log", "wb")
@@ -161,7 +161,7 @@ class Runner:
             log.close()
             self.agents.append(process)
             record.add_process(process.pid)
-        self.measured["timings_s"]["agents_launched_s"] = self._since_set_up()
+        self.measured.timings_s["agents_launched_s"] = self._since_set_up()
         if scenario.faults:
             self.injector = FaultInjector(timeline(list(scenario.faults), plan.dilation.dilation), epoch,
                                           plan.dilation.dilation,
@@ -172,12 +172,12 @@ class Runner:
         finally:
             if self.injector is not None:
                 self.injector.stop()
-        samples = self.measured["cpu_samples"]
-        self.measured["cpu_busy_frac"] = busy_fraction(samples[0], cpu_sample(time.monotonic()))
-        self.measured["switch_packets"] = results_mod.counter_delta(
-            ports_before, results_mod.switch_port_counters(fabric.switch_names))
-        self.measured["ina_node"] = sides.stop_ina_node()
-        self.measured["failed_ranks"] = [rank for rank, p in enumerate(self.agents) if p.poll() != 0]
+        measured = self.measured
+        measured.cpu_busy_frac = busy_fraction(measured.cpu_samples[0], cpu_sample(time.monotonic()))
+        measured.switch_packets = results_mod.counter_delta(ports_before,
+                                                            results_mod.switch_port_counters(fabric.switch_names))
+        measured.ina_node = sides.stop_ina_node()
+        measured.failed_ranks = [rank for rank, p in enumerate(self.agents) if p.poll() != 0]
 
     def _watch(self, live: LiveFabric, sides: SideProcesses, hosts_dir: Path) -> None:
         """Until every agent has exited: fail on a dead controller or side process, a failed agent,
@@ -191,7 +191,7 @@ class Runner:
         limit_s = 30.0 + start_up_s + 4 * plan.expected_wall_s
         deadline = time.monotonic() + limit_s
         progress, read_to, moved_at = Progress((0,) * ranks, 0), 0, time.monotonic()
-        timings = self.measured["timings_s"]
+        timings = self.measured.timings_s
         while any(p.poll() is None for p in self.agents):
             if "agents_started_s" not in timings and progress.lines == 0 and \
                     all((hosts_dir / f"h{rank}.started").exists() for rank in range(ranks)):
@@ -220,11 +220,11 @@ class Runner:
             if time.monotonic() - moved_at > bound_s:
                 raise RunFailed(self._stall_report(time.monotonic() - moved_at, bound_s, hosts_dir))
             self.on_progress(progress.iterations_done(warmups), total)
-            self.measured["cpu_samples"].append(cpu_sample(time.monotonic()))
+            self.measured.cpu_samples.append(cpu_sample(time.monotonic()))
             time.sleep(0.05)
         progress = progress.extended(_read_lines_from(hosts_dir / "progress", read_to)[0])
         self.on_progress(progress.iterations_done(warmups), total)
-        self.measured["cpu_samples"].append(cpu_sample(time.monotonic()))
+        self.measured.cpu_samples.append(cpu_sample(time.monotonic()))
         timings["agents_done_s"] = self._since_set_up()
 
     def _stall_report(self, stalled_s: float, bound_s: float, hosts_dir: Path) -> str:
@@ -247,7 +247,7 @@ class Runner:
                 reports[rank] = json.loads(reports_paths[rank].read_text())
             except (OSError, ValueError):
                 reports[rank] = None
-        events = results_mod.controller_events(self.run_dir, self.measured.get("epoch_monotonic_s"),
+        events = results_mod.controller_events(self.run_dir, self.measured.epoch_monotonic_s,
                                                self.prepared.plan.dilation.dilation)
         return describe_stall(stalled_s, bound_s, reports, events, starting=sorted(starting))
 

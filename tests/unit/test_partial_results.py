@@ -12,6 +12,7 @@ from hosts.data import digest
 from hosts.timing import compute_timing
 from testbed.emulation import results
 from testbed.emulation.prepare import prepare
+from testbed.emulation.records import RunMeasurements, RunOutcome
 from testbed.fabrics.scenario_file import apply_overrides, load_scenario
 from testbed.interface import cli
 
@@ -60,8 +61,8 @@ def test_an_interrupted_run_keeps_the_iterations_every_rank_completed(tmp_path):
     event = {"t_s": 0.0, "duration_s": 0.001, "kind": "iteration"}
     _write_hosts(tmp_path, hosts, {0: [{**event, "host": 0, "iteration": 0}, {**event, "host": 0, "iteration": 1}],
                                    1: [{**event, "host": 1, "iteration": 0}]})
-    result = results.assemble(prepared, tmp_path, {"epoch_monotonic_s": 0.0},
-                              {"status": "interrupted", "error": "run interrupted by SIGINT (Ctrl-C)"})
+    result = results.assemble(prepared, tmp_path, RunMeasurements(epoch_monotonic_s=0.0),
+                              RunOutcome("interrupted", "run interrupted by SIGINT (Ctrl-C)"))
     assert result["status"] == "interrupted"
     assert result["error"] == "run interrupted by SIGINT (Ctrl-C) after 1 of 3 iterations completed"
     assert result["iterations_completed"] == 1 and result["iterations_planned"] == 3
@@ -73,7 +74,7 @@ def test_an_interrupted_run_keeps_the_iterations_every_rank_completed(tmp_path):
 def test_a_run_that_completed_no_iteration_says_so_and_is_not_called_faithful(tmp_path, capsys):
     prepared = _prepared()
     _write_hosts(tmp_path, [_host(0, [], stopped=True), _host(1, [], stopped=True)], {})
-    result = results.assemble(prepared, tmp_path, {}, {"status": "failed", "error": "no rank finished a round"})
+    result = results.assemble(prepared, tmp_path, RunMeasurements(), RunOutcome("failed", "no rank finished a round"))
     assert result["iterations_completed"] == 0 and not result["fidelity"]["ok"]
     assert result["fidelity"]["note"] == "no iteration completed"
     cli._summary(result, tmp_path)
