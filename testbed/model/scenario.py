@@ -9,6 +9,7 @@ from typing import Any, Generic, Literal, TypeVar, Union
 from pydantic import Field, ValidationInfo, field_validator, model_validator
 
 from testbed.model.fabric_section import FabricSection, Strict
+from testbed.model.limits import MAX_COLLECTIVE_BYTES
 
 CollectiveOp = Literal["allreduce", "allgather", "reducescatter", "alltoall", "sendrecv", "broadcast", "reduce",
                        "gather", "scatter"]
@@ -39,7 +40,7 @@ class Workload(Strict):
     kind: Literal["collective", "model", "trace", "chakra", "jobs"]
     collective: CollectiveOp | None = None
     algorithm: Algorithm = "ring"
-    bytes: int | None = Field(default=None, gt=0)
+    bytes: int | None = Field(default=None, gt=0, le=MAX_COLLECTIVE_BYTES)
     model: ModelWorkload | None = None
     trace: str | None = None
     path: str | None = None  # chakra: the directory of <prefix>.<rank>.et files

@@ -10,6 +10,9 @@ from dataclasses import dataclass
 MAX_CHUNK_BYTES = 4_000_000  # real-world bytes (BytePS splits tensors into chunks of at most 4 MB)
 CHUNKS_PER_BUCKET = 10  # what keeps the push/sum pipeline's fill and drain under ~10% of the transfer
 MIN_CHUNK_BYTES = 128_000  # below this, per-message latency and overhead outweigh finer pipelining
+# Past 4 GB a bucket, chunks grow beyond MAX_CHUNK_BYTES instead of multiplying: a terabyte buffer
+# would otherwise be millions of messages to plan, where a thousand a bucket pipeline as well.
+MAX_CHUNKS_PER_BUCKET = 1000
 
 
 class PartitionError(ValueError):
@@ -43,7 +46,7 @@ def chunk_count(size_bytes: float, buckets: int) -> int:
     once every worker's copy is in, so pushes and sums overlap except while the pipeline fills and
     drains, a few chunks' time each: with n = 4, k = 2 and 100 MB, 40 chunks of 2.5 MB take 1.25×
     the optimum in the fluid model without alpha, 200 chunks 1.08×."""
-    per_bucket = max(math.ceil(size_bytes / (buckets * MAX_CHUNK_BYTES)),
+    per_bucket = max(min(math.ceil(size_bytes / (buckets * MAX_CHUNK_BYTES)), MAX_CHUNKS_PER_BUCKET),
                      min(CHUNKS_PER_BUCKET, int(size_bytes // (buckets * MIN_CHUNK_BYTES))), 1)
     return buckets * per_bucket
 

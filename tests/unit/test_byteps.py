@@ -168,3 +168,12 @@ def test_oracle_more_cpu_machines_is_never_slower():
     times = [predict(sc, schedule_for(sc)).iteration_time_s for sc in (scenario(cpus=c) for c in (0, 2, 4))]
     assert times[0] >= times[1] >= times[2]
     assert times[2] < 0.8 * times[0]  # k = n moves a quarter less data per machine at n = 4
+
+
+def test_a_huge_buffer_takes_larger_chunks_not_more_of_them():
+    from testbed.shared.byteps_partition import chunk_count
+
+    # 20 buckets (n = 4, k = 2): 100 MB is ten 0.5 MB chunks a bucket; a terabyte caps at 1,000 a
+    # bucket (50 MB chunks) instead of 12,500 of 4 MB.
+    assert chunk_count(100_000_000, 20) == 20 * 10
+    assert chunk_count(10**12, 20) == 20 * 1000

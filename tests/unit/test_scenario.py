@@ -177,3 +177,11 @@ def test_every_problem_is_listed():
     message = str(raised.value)
     assert message.startswith("many.yaml: unknown field 'fabric.bogus'")
     assert "2 more problems: " in message and "workload.bytes" in message and "workload.iterations" in message
+
+
+@pytest.mark.parametrize("override", [{"workload.bytes": 2**53}, {"fabric.cpu_servers": 10**12}])
+def test_sizes_no_machine_could_plan_are_refused(override):
+    # A float's overflow made an integer of 2**53 bytes, which the BytePS partition split into
+    # chunks until the test run ran out of memory.
+    with pytest.raises(InputError, match="less than or equal"):
+        apply_overrides(load_scenario(ROOT / "scenarios" / "byteps.yaml"), override)
