@@ -11,25 +11,13 @@ from mininet.log import setLogLevel
 from mininet.net import Mininet
 from mininet.node import OVSSwitch, RemoteController
 
-from testbed.core.shaping import (
-    INTO_HOST_BURST_BYTES,
-    htb_commands_small_first,
-    offload_command,
-)
+from testbed.core.shaping import offload_command
+from testbed.emulation.link_setup import host_commands, switch_port_shaping
 from testbed.emulation.registry import RunRecord, process_start_ticks
-from testbed.fabrics.all_kinds import KINDS, ROUTED_FABRICS
+from testbed.fabrics.all_kinds import KINDS
 from testbed.fabrics.ina.node_links import ina_host_commands
 from testbed.model.contracts import Topology
 from testbed.model.errors import RunFailed
-
-# Hosts of fabrics with relaying (GPUs forward for each other) route by the controller's plan only.
-RELAY_SYSCTLS = ("net.ipv4.ip_forward=1", "net.ipv4.conf.all.rp_filter=0", "net.ipv4.conf.default.rp_filter=0",
-                 "net.ipv4.conf.all.send_redirects=0", "net.ipv4.conf.all.accept_redirects=0",
-                 "net.ipv4.conf.default.send_redirects=0", "net.ipv4.conf.default.accept_redirects=0")
-
-# Packets held while a link retunes wait on an unresolved neighbour (testbed/fabrics/rendering.py):
-# room for every flow's window, and probes that outlast any dark time (100 s; no one answers).
-HOLD_SYSCTLS = ("unres_qlen_bytes=33554432", "mcast_solicit=100", "retrans_time_ms=1000")
 
 
 class _CheckedOVS(OVSSwitch):
@@ -130,6 +118,28 @@ class MininetFabric:
         net = Mininet(topo=None, switch=switch_cls, controller=None, build=False, autoSetMacs=False,
                       autoStaticArp=False, waitConnected=False, ipBase="10.0.0.0/8")
         self.net = net
+        switches = self._add_nodes_and_links(net)
+        net.build()
+        for node in net.hosts:
+            self.record.processes.append((node.pid, process_start_ticks(node.pid)))
+        self.record.save()
+        net.start()
+        if KINDS[topo.fabric].aggregation_node:
+            self._configure_ina()
+            return
+        if not KINDS[topo.fabric].routed:
+            net.staticArp()
+        for name, commands in host_commands(topo).items():
+            run_all_checked(net.get(name), commands, f"configuring {name}")
+        shaping = switch_port_shaping(topo)
+        # Switch ports whose offloads cannot change are left as they are (hence `|| true`).
+        shaping += [offload_command(intf.name) + " >/dev/null 2>&1 || true"
+                    for switch in switches.values() for intf in switch.intfList() if intf.name != "lo"]
+        self._root_cmd(shaping)
+
+    def _add_nodes_and_links(self, net: Mininet) -> dict[str, Any]:
+        """The topology's switches (with the controller), hosts and links, not yet built."""
+        topo = self.topology
         if topo.switches:
             net.addController(VerifiedController("c0", ip="127.0.0.1", port=self.controller_port))
         switches = {sw.name: net.addSwitch(sw.name, dpid="%016x" % sw.dpid) for sw in topo.switches}
@@ -150,60 +160,7 @@ class MininetFabric:
                 net.addLink(nodes[link.host], nodes[link.peer_host], intfName1=link.interface,
                             intfName2=link.peer_interface, addr1=macs[link.interface],
                             addr2=macs[link.peer_interface])
-        net.build()
-        for node in net.hosts:
-            self.record.processes.append((node.pid, process_start_ticks(node.pid)))
-        self.record.save()
-        net.start()
-        if KINDS[topo.fabric].aggregation_node:
-            self._configure_ina()
-            return
-        routed = topo.fabric in ROUTED_FABRICS
-        if not routed:
-            net.staticArp()
-        for host, node in zip(topo.hosts, net.hosts):
-            # The alpha-beta model has no slow start: a connection idle since the last iteration
-            # (every all-to-all peer, every pipeline stage) would start each message in it.
-            commands = ["sysctl -qw net.ipv4.tcp_slow_start_after_idle=0"]
-            if routed:
-                commands.append("sysctl -qw " + " ".join(RELAY_SYSCTLS))
-            for intf in host.interfaces:
-                commands.append(offload_command(intf.name))
-                # Acknowledgements of the flows this host receives leave through the same queue as
-                # its own data: small packets first, or a host that sends and receives at once
-                # (every collective but a broadcast) throttles what it receives.
-                commands += htb_commands_small_first(intf.name, intf.payload_rate_bps)
-                if routed:
-                    dev = intf.name.replace('.', '/')
-                    commands.append(f"sysctl -qw net.ipv4.conf.{dev}.rp_filter=0 "
-                                    + " ".join(f"net.ipv4.neigh.{dev}.{s}" for s in HOLD_SYSCTLS))
-                    if intf is not host.interfaces[0]:
-                        commands.append(f"ip addr add {host.ip}/32 dev {intf.name}")
-            if routed:  # no path until the controller plans one: drop the subnet route
-                commands.append(f"ip route del 10.0.0.0/8 dev {host.interfaces[0].name}")
-            run_all_checked(node, commands, f"configuring {node.name}")
-        shaping: list[str] = []
-        for link in topo.links:
-            into_host = False
-            if link.peer_switch is not None:  # switch-to-switch links are shaped at both switch ports
-                ends = [f"{link.switch}-eth{link.port}", f"{link.peer_switch}-eth{link.peer_port}"]
-            elif link.switch is not None and KINDS[topo.fabric].shaped_into_hosts:
-                # A host's link on a switched fabric is also shaped where the switch sends into it:
-                # what arrives at a NIC is bounded by B however many peers send to it at once (a
-                # gather, a parameter server's push), as on the fabric; the host side bounds what
-                # it sends (KindSpec.shaped_into_hosts says on which kinds).
-                ends = [f"{link.switch}-eth{link.port}"]
-                into_host = True
-            else:
-                ends = []
-            for end in ends:
-                # Acknowledgements of the other direction's flow share this queue: small first.
-                shaping += [offload_command(end) + " >/dev/null 2>&1"] + htb_commands_small_first(
-                    end, link.payload_rate_bps, burst=INTO_HOST_BURST_BYTES if into_host else None)
-        # Switch ports whose offloads cannot change are left as they are (hence `|| true`).
-        shaping += [offload_command(intf.name) + " >/dev/null 2>&1 || true"
-                    for switch in switches.values() for intf in switch.intfList() if intf.name != "lo"]
-        self._root_cmd(shaping)
+        return switches
 
     def _configure_ina(self) -> None:
         assert self.net is not None
