@@ -16,6 +16,7 @@ from testbed.model.topology import (
     FattreeLayout,
     HostSpec,
     InaLayout,
+    KindLayout,
     LinkSpec,
     OcsLayout,
     RingLayout,
@@ -25,6 +26,7 @@ from testbed.model.topology import (
 VERSION: Literal[1] = 1
 
 C = TypeVar("C", bound="Contract")
+L = TypeVar("L", bound=KindLayout)
 
 
 class ContractError(ValueError):
@@ -138,6 +140,13 @@ class Topology(Contract):
     ring: RingLayout | None = None  # sip-ring
     ocs: OcsLayout | None = None  # sip-ocs
     ina: InaLayout | None = None  # ina
+
+    def layout(self, kind: type[L]) -> L:
+        """The kind's own layout, e.g. `topology.layout(RingLayout)` of a sip-ring topology."""
+        for found in (self.cluster, self.fattree, self.ring, self.ocs, self.ina):
+            if isinstance(found, kind):
+                return found
+        raise ContractError(f"a {self.fabric} topology has no {kind.__name__}")
 
     def switch_interfaces(self) -> list[str]:
         """Root-namespace interface names the fabric creates (what cleanup must remove)."""

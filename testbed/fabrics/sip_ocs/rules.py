@@ -6,30 +6,16 @@ from __future__ import annotations
 from typing import Any
 
 from testbed.core.shaping import htb_commands_small_first
-from testbed.fabrics.rendering import (
-    FORWARD_TABLE,
-    LINUX_RTO_MIN_MS,
-    PRIORITY_LINK,
-    PlanError,
-    Rendering,
-    next_hops_over,
-    relayed_payload_bps,
-    route_line,
-)
+from testbed.fabrics import rendering
+from testbed.fabrics.rendering import LINUX_RTO_MIN_MS, PlanError, Rendering
 from testbed.model.contracts import Topology
 from testbed.model.openflow import FlowRule
 from testbed.model.topology import OcsLayout
 
 
-def _layout(topology: Topology) -> OcsLayout:
-    if topology.ocs is None:
-        raise PlanError(f"fabric {topology.fabric} has no circuits")
-    return topology.ocs
-
-
 def validate_circuits(topology: Topology, circuits: frozenset[tuple[int, int, int]]) -> None:
     """Each OCS joins a transmit port to at most one receive port and back: a partial permutation."""
-    n, q = len(topology.hosts), _layout(topology).switches
+    n, q = len(topology.hosts), topology.layout(OcsLayout).switches
     tx, rx = set(), set()
     for switch, src, dst in sorted(circuits):
         if not (0 <= switch < q):
@@ -51,10 +37,11 @@ def render_circuits(topology: Topology, circuits: frozenset[tuple[int, int, int]
     rules: dict[int, set[FlowRule]] = {dpid: set() for dpid in dpids}
     via: dict[tuple[int, int], list[int]] = {}
     for switch, src, dst in sorted(circuits):
-        rules[dpids[switch]].add(FlowRule(PRIORITY_LINK, (("in_port", src + 1),), dst + 1, table=FORWARD_TABLE))
+        rules[dpids[switch]].add(FlowRule(rendering.PRIORITY_LINK, (("in_port", src + 1),), dst + 1,
+                                          table=rendering.FORWARD_TABLE))
         via.setdefault((src, dst), []).append(switch)
-    hops, unreachable = next_hops_over(topology, list(via))
-    circuit_bps = _layout(topology).circuit_rate_bps
+    hops, unreachable = rendering.next_hops_over(topology, list(via))
+    circuit_bps = topology.layout(OcsLayout).circuit_rate_bps
     host_lines: dict[int, dict[str, str]] = {}
     for host in hosts:
         src = host.rank
@@ -66,11 +53,11 @@ def render_circuits(topology: Topology, circuits: frozenset[tuple[int, int, int]
         for q, intf in enumerate(host.interfaces):
             # An unused port keeps one circuit's rate: nothing is routed to it.
             shaping = htb_commands_small_first(intf.name, max(1, carried[q]) * circuit_bps,
-                                               relayed_payload_bps(topology))[1:4]
+                                               rendering.relayed_payload_bps(topology))[1:4]
             lines[f"rate {q}"] = "\n".join(shaping)
         for dst, nh in sorted(hops[src].items()):
             port = host.interfaces[via[(src, nh)][0]].name
-            lines[f"route {dst}"] = route_line(hosts[dst].ip, hosts[nh].ip, port, rto_ms)
+            lines[f"route {dst}"] = rendering.route_line(hosts[dst].ip, hosts[nh].ip, port, rto_ms)
         for s, d in unreachable:
             if s == src:
                 lines[f"route {d}"] = f"ip route replace unreachable {hosts[d].ip}/32"

@@ -21,12 +21,6 @@ from testbed.model.openflow import FlowRule
 from testbed.model.topology import RingLayout
 
 
-def _layout(topology: Topology) -> RingLayout:
-    if topology.ring is None:
-        raise PlanError(f"fabric {topology.fabric} has no lightpaths")
-    return topology.ring
-
-
 def ring_class(dev: str, peer: int, payload_bps: float) -> str:
     rate = int(line_rate_bps(payload_bps))
     burst = burst_bytes(rate)
@@ -41,7 +35,7 @@ def init_lines(topology: Topology) -> dict[int, list[str]]:
     rate = int(line_rate_bps(topology.host_rate_bps))
     small = ack_allowance_bps(relayed_payload_bps(topology))
     burst = burst_bytes(rate)
-    wave_bps = _layout(topology).wavelength_rate_bps
+    wave_bps = topology.layout(RingLayout).wavelength_rate_bps
     for host in topology.hosts:
         dev = host.interfaces[0].name
         own = lines[host.rank]
@@ -64,7 +58,7 @@ def validate_lightpaths(topology: Topology, lightpaths: dict[tuple[int, int], in
     """Within reach, at most W wavelengths sent and received per node, and the wavelengths fit on
     every ring segment in the shorter direction (the planner's own constraints)."""
     n = len(topology.hosts)
-    ring = _layout(topology)
+    ring = topology.layout(RingLayout)
     w, reach = ring.wavelengths, ring.reach
     tx, rx = [0] * n, [0] * n
     load: dict[tuple[int, int], int] = {}
@@ -93,7 +87,7 @@ def render_lightpaths(topology: Topology, lightpaths: dict[tuple[int, int], int]
                 rto_ms: int = LINUX_RTO_MIN_MS) -> Rendering:
     hosts = topology.hosts
     dpid = int(topology.switches[0].dpid)
-    wave_bps = _layout(topology).wavelength_rate_bps
+    wave_bps = topology.layout(RingLayout).wavelength_rate_bps
     live = {pair: c for pair, c in lightpaths.items() if c > 0}
     rules = frozenset(FlowRule(PRIORITY_LINK, (("in_port", s + 1), ("eth_dst", hosts[d].mac)), d + 1,
                                table=FORWARD_TABLE) for (s, d) in live)
