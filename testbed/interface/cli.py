@@ -427,6 +427,14 @@ def cmd_report(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_schema(args: argparse.Namespace) -> int:
+    from testbed.interface import field_reference
+
+    # Plain print: rich would wrap the tables and read [..] as markup.
+    print(field_reference.reference_markdown() if args.markdown else field_reference.json_schema(), end="")
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="testbed", description="Emulate ML-training interconnects with real packets.")
     parser.add_argument("--version", action="version", version=f"testbed {_version()}")
@@ -486,6 +494,10 @@ def build_parser() -> argparse.ArgumentParser:
     rep = sub.add_parser("report", help="figures and a one-page summary of a run or sweep directory")
     rep.add_argument("directory")
     rep.set_defaults(func=cmd_report)
+    schema = sub.add_parser("schema", help="the scenario file's JSON schema, or with --markdown its field reference")
+    schema.add_argument("--markdown", action="store_true",
+                        help="every field of every section and kind (docs/scenario.md)")
+    schema.set_defaults(func=cmd_schema)
     clean = sub.add_parser("clean", help="remove what dead runs of this tool left behind (and nothing else)")
     clean.set_defaults(func=cmd_clean)
     return parser

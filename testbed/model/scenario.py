@@ -17,15 +17,17 @@ Algorithm = Literal["ring", "halving-doubling", "tree", "direct", "ps", "byteps"
 
 class ModelWorkload(Strict):
     name: str  # resnet50 | transformer | megatron, or the name given in `profile`
-    global_batch: int = Field(ge=1)
-    mp: int = Field(default=1, ge=1)
-    dp: int = Field(default=1, ge=1)
+    global_batch: int = Field(ge=1)  # samples per iteration over all DP groups (B)
+    mp: int = Field(default=1, ge=1)  # GPUs a model-parallel group splits each op over (k)
+    dp: int = Field(default=1, ge=1)  # data-parallel groups (l): the job takes mp·dp GPUs
     degree: int | None = Field(default=None, ge=1)  # default: the fabric's (Q for sip-ocs)
-    device: str = "v100"
+    device: str = "v100"  # the GPU whose compute profile times the ops: v100, a100 or h100
     # constant: every op at the device's large-GEMM throughput; waves: a GEMM piece too small to
     # fill the GPU's multiprocessors with output tiles gets less (testbed/placer/profiles.py)
     efficiency: Literal["constant", "waves"] = "constant"
     profile: str | None = None  # a user op profile (YAML/JSON) instead of the zoo model
+    # SiP-ML's balance target: an op is split into parts of about this much compute (fewer where
+    # the degree or the op's size caps them)
     tau_us: float = Field(default=10.0, gt=0)
     # DP all-reduce in buckets of this many bytes, each started as the backward compute fills it
     # (PyTorch DDP's 25 MB); 0: one all-reduce after the whole backward pass
@@ -36,19 +38,21 @@ class ModelWorkload(Strict):
 
 
 class Workload(Strict):
-    # jobs: the scenario's `jobs` list, run together (a scenario file writes `jobs:`, not this kind)
+    # what trains: a collective, a model SiP-ML places, a JSON trace or Chakra traces (jobs: the
+    # scenario's `jobs` list, run together; a file writes `jobs:`, not this kind)
     kind: Literal["collective", "model", "trace", "chakra", "jobs"]
-    collective: CollectiveOp | None = None
+    collective: CollectiveOp | None = None  # collective: which one every GPU takes part in
+    # collective: how it runs (ps and byteps need a ps or elect-cluster fabric, ina an ina fabric)
     algorithm: Algorithm = "ring"
-    bytes: int | None = Field(default=None, gt=0, le=MAX_COLLECTIVE_BYTES)
-    model: ModelWorkload | None = None
-    trace: str | None = None
+    bytes: int | None = Field(default=None, gt=0, le=MAX_COLLECTIVE_BYTES)  # collective: the real-world buffer size
+    model: ModelWorkload | None = None  # model: what SiP-ML's placer splits over the GPUs (below)
+    trace: str | None = None  # trace: a JSON schedule or trace file, relative to the scenario
     path: str | None = None  # chakra: the directory of <prefix>.<rank>.et files
     # chakra: process group name -> its ranks, for groups the trace's metadata does not list
     process_groups: dict[str, list[int]] | None = None
     # chakra: a comm-group file in ASTRA-sim's format ({"1": [0, 1, 2, 3], ...}), relative to the scenario
     comm_groups: str | None = None
-    iterations: int = Field(default=3, ge=1, le=10000)
+    iterations: int = Field(default=3, ge=1, le=10000)  # measured iterations, after the warm-up ones
 
     @model_validator(mode="after")
     def _kind_fields(self) -> "Workload":
@@ -73,7 +77,11 @@ class Workload(Strict):
 
 
 class Emulation(Strict):
+    # how many times slower than real time the run goes, so this machine can forward its rates;
+    # auto: from the calibration, the fabric's rates and max_wall_s
     dilation: Union[Literal["auto"], float] = "auto"
+    # the share of every message's bytes actually sent (times stay real-world); auto: 1, or more
+    # where messages would be too small to time
     byte_scale: Union[Literal["auto"], float] = "auto"
     # Wall time the user allows for the measured iterations; `auto` sizes the run to fit it.
     max_wall_s: float = Field(default=60.0, gt=0)
@@ -103,11 +111,11 @@ class Fault(Strict):
     """One injected fault, timed in real-world milliseconds after the host agents start (warm-up
     iterations included). link_loss and link_down last `duration_ms` (unset: the rest of the run)."""
 
-    kind: FaultKind
-    at_ms: float = Field(ge=0)
+    kind: FaultKind  # what fails (see the README's Faults)
+    at_ms: float = Field(ge=0)  # when, in real-world ms after every host agent connected (warm-ups included)
     host: int | None = Field(default=None, ge=0)  # link_loss, link_down, agent_kill: whose link or agent
-    loss_frac: float | None = Field(default=None, gt=0, lt=1)  # link_loss
-    duration_ms: float | None = Field(default=None, gt=0)  # link_loss, link_down
+    loss_frac: float | None = Field(default=None, gt=0, lt=1)  # link_loss: the share of packets lost
+    duration_ms: float | None = Field(default=None, gt=0)  # link_loss, link_down: how long (unset: the rest of the run)
 
     @model_validator(mode="after")
     def _fields_of_kind(self) -> "Fault":
@@ -132,9 +140,10 @@ class Job(Strict):
     """One training job of several on the fabric: its GPUs (a count, taken in order from those the
     jobs before it left, or host indices) and its workload."""
 
-    name: str = Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,31}$")
+    name: str = Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,31}$")  # names the job in predictions and results
+    # a count, taken in order from the GPUs the jobs before it left, or a list of host indices
     gpus: int | list[int]
-    workload: Workload
+    workload: Workload  # any workload but jobs (a `workload` section)
 
     @model_validator(mode="after")
     def _one_job(self) -> "Job":
@@ -152,13 +161,13 @@ class ScenarioOf(Strict, Generic[F]):
     """A scenario file. Its `fabric` is one kind's section: testbed.fabrics.scenario_file parses a
     file into ScenarioOf[AnyFabric], the discriminated union of every registered kind's section."""
 
-    name: str = Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
-    seed: int = 0
-    fabric: F
-    workload: Workload
-    jobs: list[Job] | None = None
-    emulation: Emulation = Emulation()
-    faults: list[Fault] = Field(default_factory=list)
+    name: str = Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")  # names runs and reports
+    seed: int = 0  # of the gradients' data and every random choice, so a run can be repeated
+    fabric: F  # the interconnect: one kind's section (`fabric`, below)
+    workload: Workload  # what trains on it (`workload`, below)
+    jobs: list[Job] | None = None  # several jobs on one fabric, instead of `workload` (below)
+    emulation: Emulation = Emulation()  # how the run is fitted to this machine (below)
+    faults: list[Fault] = Field(default_factory=list)  # injected during the run (below)
 
     @model_validator(mode="before")
     @classmethod

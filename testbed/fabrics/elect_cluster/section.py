@@ -11,7 +11,7 @@ from testbed.model.fabric_section import FabricSection, KindSpec
 
 class ElectClusterFabric(FabricSection):
     kind: Literal["elect-cluster"]
-    gpus_per_server: int = Field(default=8, ge=1)
+    gpus_per_server: int = Field(default=8, ge=1)  # GPUs on each server's local switch
     server_uplink_gbps: float = Field(default=400.0, gt=0)  # each server's one uplink to the core
 
     spec: ClassVar[KindSpec] = KindSpec("servers of GPUs on a fast local switch, joined by uplinks", servers=True,

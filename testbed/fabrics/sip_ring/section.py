@@ -12,7 +12,7 @@ from testbed.model.fabric_section import KindSpec, ReconfigurableSection
 class SipRingFabric(ReconfigurableSection):
     kind: Literal["sip-ring"]
     wavelengths: int = Field(ge=1)  # W, per fibre segment and direction
-    wavelength_gbps: float = Field(default=25.0, gt=0)
+    wavelength_gbps: float = Field(default=25.0, gt=0)  # one wavelength's rate: a GPU sends at most W·this
     neighbors: int = Field(default=16, ge=1)  # reach: the farthest GPU a lightpath spans, in hops
 
     spec: ClassVar[KindSpec] = KindSpec("a silicon-photonic micro-ring ring of wavelength lightpaths",
