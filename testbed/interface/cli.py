@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import signal
 import sys
 from pathlib import Path
@@ -13,8 +14,11 @@ from rich.table import Table
 
 from testbed.model.errors import EnvironmentProblem, InputError, TestbedError
 
-console = Console()
-err_console = Console(stderr=True)
+# Piped or captured, lines keep their length (rich would wrap them at 80 columns) and tables get
+# room; on a terminal rich follows its width.
+PIPED_WIDTH = None if sys.stdout.isatty() or os.environ.get("COLUMNS") else 200
+console = Console(soft_wrap=True, width=PIPED_WIDTH)
+err_console = Console(stderr=True, soft_wrap=True, width=PIPED_WIDTH)
 
 
 def cmd_doctor(args: argparse.Namespace) -> int:
@@ -67,21 +71,35 @@ def cmd_doctor(args: argparse.Namespace) -> int:
 
 def cmd_check(args: argparse.Namespace) -> int:
     from testbed.fabrics.scenario_file import load_scenario
+    from testbed.planning.check import check_scenario
 
-    scenario = load_scenario(args.scenario)
+    try:
+        scenario = load_scenario(args.scenario)
+        try:
+            # What the fields allow but no schedule can run (placement, profiles, traces) fails here.
+            report = check_scenario(scenario)
+        except InputError as error:
+            text = str(error)
+            raise InputError(text if text.startswith(str(args.scenario)) else f"{args.scenario}: {text}") from None
+    except TestbedError as error:
+        if not args.json:
+            raise
+        print(json.dumps({"scenario": str(args.scenario), "ok": False, "error": str(error)}, indent=1))
+        return error.exit_code
     f, w = scenario.fabric, scenario.workload
-    if w.kind in ("collective", "trace", "chakra"):
-        from testbed.planning.workloads import schedule_for
-
-        skipped = schedule_for(scenario).skipped_nodes  # what the fields allow but no schedule can run fails here
-    else:
-        skipped = ()
+    if args.json:
+        print(json.dumps({"scenario": str(args.scenario), "ok": True, "name": scenario.name, "fabric": f.kind,
+                          "hosts": f.hosts, "workload": w.kind, "warnings": list(report.warnings),
+                          "skipped_trace_nodes": dict(report.skipped_nodes)}, indent=1))
+        return 0
     what = f"{w.collective} ({w.algorithm}, {w.bytes} B)" if w.kind == "collective" else w.kind
     console.print(f"{args.scenario}: ok: {scenario.name}, {f.kind} with {f.hosts} hosts at "
                   f"{f.gpu_bandwidth_gbps:g} Gb/s, {what}, {w.iterations} iterations")
-    if skipped:
+    if report.skipped_nodes:
         console.print("trace nodes skipped (no data moved, no time taken): "
-                      + ", ".join(f"{n} {kind}" for kind, n in skipped))
+                      + ", ".join(f"{n} {kind}" for kind, n in report.skipped_nodes))
+    for warning in report.warnings:
+        err_console.print(f"[yellow]warning[/]: {warning}", highlight=False, soft_wrap=True)
     return 0
 
 
@@ -216,6 +234,8 @@ def cmd_search(args: argparse.Namespace) -> int:
     if scenario.workload.kind != "model" or model is None or model.name not in MODELS:
         raise InputError(f"{args.scenario}: testbed search needs a model workload naming a zoo model "
                          f"({', '.join(sorted(MODELS))})")
+    if args.gpus is not None and args.gpus < 2:
+        raise InputError(f"--gpus {args.gpus}: search needs at least 2 GPUs (leave it out for fabric.hosts)")
     gpus = args.gpus or scenario.fabric.hosts
     fabric = scenario.fabric.model_copy(update={"hosts": gpus})
     ks = [k for k in (1, 2, 4, 8, 16, 32, 64) if gpus % k == 0]
@@ -443,8 +463,9 @@ def build_parser() -> argparse.ArgumentParser:
     doctor.add_argument("--calibrate", action="store_true", help="measure capacity, timers, INA node rate")
     doctor.add_argument("--json", action="store_true")
     doctor.set_defaults(func=cmd_doctor)
-    check = sub.add_parser("check", help="validate a scenario (no root needed)")
+    check = sub.add_parser("check", help="validate a scenario as a prediction would use it (no root needed)")
     check.add_argument("scenario")
+    check.add_argument("--json", action="store_true", help="ok, warnings and skipped trace nodes, or the error")
     check.set_defaults(func=cmd_check)
     pred = sub.add_parser("predict", help="analytic iteration time of a scenario (no root needed)")
     pred.add_argument("scenario")

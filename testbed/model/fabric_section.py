@@ -58,6 +58,11 @@ class FabricSection(Strict):
         """Whether the fabric itself drops packets on purpose (INA's injected loss)."""
         return False
 
+    def field_warnings(self) -> list[str]:
+        """Fields the scenario sets that do not do what they seem to (the kind says which); each
+        one sentence naming the field and what to set instead."""
+        return []
+
 
 COMMON_FIELDS = tuple(FabricSection.model_fields)
 

@@ -1,4 +1,5 @@
 import copy
+import json
 import subprocess
 import sys
 
@@ -185,3 +186,48 @@ def test_sizes_no_machine_could_plan_are_refused(override):
     # chunks until the test run ran out of memory.
     with pytest.raises(InputError, match="less than or equal"):
         apply_overrides(load_scenario(ROOT / "scenarios" / "byteps.yaml"), override)
+
+
+def _write_model(tmp_path, model: str) -> str:
+    path = tmp_path / "m.yaml"
+    path.write_text("name: m\nfabric: {kind: elect-flat, hosts: 8, gpu_bandwidth_gbps: 100}\n"
+                    f"workload: {{kind: model, model: {{{model}}}, iterations: 2}}\n")
+    return str(path)
+
+
+@pytest.mark.parametrize("model, words", [
+    ("name: gpt3, global_batch: 64, mp: 4, dp: 2", "not in the zoo"),
+    ("name: resnet50, global_batch: 3, mp: 4, dp: 2", "does not divide into 2 DP groups"),
+    ("name: megatron, global_batch: 8, mp: 1, dp: 8", "raise mp"),
+    ("name: mine, profile: nothere.yaml, global_batch: 64, mp: 4, dp: 2", "no such profile file"),
+])
+def test_check_refuses_what_predict_would(tmp_path, model, words):
+    done = subprocess.run([sys.executable, "-m", "testbed", "check", _write_model(tmp_path, model)],
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 2 and words in done.stderr and "Traceback" not in done.stderr, done.stderr
+    assert done.stderr.count("\n") == 1  # one sentence on one line
+    as_json = subprocess.run([sys.executable, "-m", "testbed", "check", "--json", _write_model(tmp_path, model)],
+                             capture_output=True, text=True, timeout=120)
+    report = json.loads(as_json.stdout)
+    assert as_json.returncode == 2 and not report["ok"] and words in report["error"]
+
+
+def test_check_warns_where_sip_rings_bandwidth_is_not_its_wavelengths(tmp_path):
+    path = tmp_path / "r.yaml"
+    path.write_text("name: r\nfabric: {kind: sip-ring, hosts: 8, gpu_bandwidth_gbps: 1600, wavelengths: 16, "
+                    "wavelength_gbps: 25}\nworkload: {kind: collective, collective: allreduce, bytes: 1000000}\n")
+    done = subprocess.run([sys.executable, "-m", "testbed", "check", "--json", str(path)], capture_output=True,
+                          text=True, timeout=120)
+    report = json.loads(done.stdout)
+    assert done.returncode == 0 and report["ok"]
+    # 16 wavelengths of 25 Gb/s carry 400 Gb/s, not the 1,600 the field says.
+    assert len(report["warnings"]) == 1 and "gpu_bandwidth_gbps: 400" in report["warnings"][0]
+    quiet = load_scenario(ROOT / "scenarios" / "ring-allreduce.yaml")  # 4 × 25 = 100 Gb/s: consistent
+    assert quiet.fabric.field_warnings() == []
+
+
+def test_search_refuses_fewer_than_two_gpus_instead_of_falling_back(tmp_path):
+    path = _write_model(tmp_path, "name: resnet50, global_batch: 64, mp: 4, dp: 2")
+    done = subprocess.run([sys.executable, "-m", "testbed", "search", path, "--gpus", "0"], capture_output=True,
+                          text=True, timeout=120)
+    assert done.returncode == 2 and "--gpus 0" in done.stderr, done.stderr
