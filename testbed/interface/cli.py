@@ -8,6 +8,7 @@ import os
 import signal
 import sys
 from pathlib import Path
+from typing import Any
 
 from rich.console import Console
 from rich.table import Table
@@ -103,11 +104,17 @@ def cmd_check(args: argparse.Namespace) -> int:
     return 0
 
 
+def _warn_about_fields(scenario: Any) -> None:
+    for warning in scenario.fabric.field_warnings():
+        err_console.print(f"[yellow]warning[/]: {warning}", highlight=False)
+
+
 def cmd_predict(args: argparse.Namespace) -> int:
     from testbed.fabrics.scenario_file import load_scenario
     from testbed.planning.predict import predict_scenario
 
     scenario = load_scenario(args.scenario)
+    _warn_about_fields(scenario)
     if args.schedule:
         from testbed.core.trace import load_trace
         from testbed.oracle.schedule_sim import simulate_schedule
@@ -309,6 +316,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     from testbed.fabrics.scenario_file import load_scenario
 
     scenario = load_scenario(args.scenario)
+    _warn_about_fields(scenario)
     prepared = prepare(scenario)
     # Started in the background, a process may inherit SIGINT ignored; a run must stay interruptible.
     signal.signal(signal.SIGINT, signal.default_int_handler)
