@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import signal
@@ -168,7 +169,7 @@ def cmd_place(args: argparse.Namespace) -> int:
     scenario = load_scenario(args.scenario)
     if scenario.workload.kind != "model":
         raise InputError(f"{args.scenario}: testbed place needs workload.kind model (got {scenario.workload.kind})")
-    with console.status("placing ..."):
+    with err_console.status("placing ...") if not args.json else contextlib.nullcontext():
         plan = model_plan(scenario)
         schedule = schedule_for(scenario)  # the schedule a run replays (buckets fused as the fabric needs)
     problems = verify(plan)
@@ -180,22 +181,33 @@ def cmd_place(args: argparse.Namespace) -> int:
     with open(out / "traffic_matrix.csv", "w") as matrix:
         for row in schedule.traffic_matrix_bytes:
             matrix.write(",".join(str(v) for v in row) + "\n")
+    placement = plan.placement
+    gpus: list[dict[str, Any]] = []
+    for g in range(plan.k):
+        mine = [(i, c) for i, op in enumerate(placement.ops) for c in range(op.parts) if placement.gpu[i][c] == g]
+        gpus.append({"gpu": g, "compute_s": sum(placement.ops[i].part_us for i, _ in mine) / 1e6,
+                     "sub_ops": len(mine), "sends_to": sorted({d for (s, d) in plan.mp_traffic if s == g}),
+                     "receives_from": sorted({s for (s, d) in plan.mp_traffic if d == g}),
+                     "dp_peer": plan.dp_peer(g) if plan.l > 1 else None, "memory_bytes": plan.memory_bytes[g],
+                     "dp_grad_bytes": plan.grad_bytes[g]})
+    used = max(len(entry["sends_to"]) for entry in gpus) + (1 if plan.l > 1 else 0)
+    if args.json:
+        print(json.dumps({"model": plan.model, "mp": plan.k, "dp": plan.l, "global_batch": plan.global_batch,
+                          "degree_limit": plan.degree, "degree_used": used, "gpus": gpus,
+                          "schedule": str(out / "schedule.json"),
+                          "traffic_matrix": str(out / "traffic_matrix.csv")}, indent=1))
+        return 0
     table = Table(title=f"{scenario.name}: {plan.model}, mp={plan.k}, dp={plan.l}, batch {plan.global_batch}, "
                         f"degree {plan.degree if plan.degree is not None else 'unlimited'}")
     for column in ("GPU", "compute (ms)", "sub-ops", "sends to", "receives from", "memory (GB)", "DP grads (MB)"):
         table.add_column(column, justify="right")
-    placement = plan.placement
-    for g in range(plan.k):
-        mine = [(i, c) for i, op in enumerate(placement.ops) for c in range(op.parts) if placement.gpu[i][c] == g]
-        busy = sum(placement.ops[i].part_us for i, _ in mine) / 1e3
-        to = sorted({d for (s, d) in plan.mp_traffic if s == g})
-        frm = sorted({s for (s, d) in plan.mp_traffic if d == g})
-        dp = f" +DP {plan.dp_peer(g)}" if plan.l > 1 else ""
-        table.add_row(str(g), f"{busy:.2f}", str(len(mine)), (",".join(map(str, to)) or "-") + dp,
-                      ",".join(map(str, frm)) or "-", f"{plan.memory_bytes[g] / 1e9:.2f}",
-                      f"{plan.grad_bytes[g] / 1e6:.1f}")
+    for entry in gpus:
+        dp = f" +DP {entry['dp_peer']}" if entry["dp_peer"] is not None else ""
+        table.add_row(str(entry["gpu"]), f"{entry['compute_s'] * 1e3:.2f}", str(entry["sub_ops"]),
+                      (",".join(map(str, entry["sends_to"])) or "-") + dp,
+                      ",".join(map(str, entry["receives_from"])) or "-",
+                      f"{entry['memory_bytes'] / 1e9:.2f}", f"{entry['dp_grad_bytes'] / 1e6:.1f}")
     console.print(table)
-    used = max(len({d for (s, d) in plan.mp_traffic if s == g}) for g in range(plan.k)) + (1 if plan.l > 1 else 0)
     console.print(f"degree used: {used} (limit {plan.degree if plan.degree is not None else 'none'}); "
                   f"MP groups replicate GPUs 0..{plan.k - 1}; wrote {out / 'schedule.json'} and "
                   f"{out / 'traffic_matrix.csv'}")
@@ -234,13 +246,15 @@ def cmd_search(args: argparse.Namespace) -> int:
     from testbed.placer.accuracy import curve
     from testbed.placer.profiles import device
     from testbed.placer.zoo import MODELS
-    from testbed.planning.search import PlanCache, search
+    from testbed.planning.search import PlanCache, ranked
 
     scenario = load_scenario(args.scenario)
     model = scenario.workload.model
     if scenario.workload.kind != "model" or model is None or model.name not in MODELS:
         raise InputError(f"{args.scenario}: testbed search needs a model workload naming a zoo model "
                          f"({', '.join(sorted(MODELS))})")
+    if args.top < 1:
+        raise InputError(f"--top {args.top}: give how many candidates to list, 1 or more")
     if args.gpus is not None and args.gpus < 2:
         raise InputError(f"--gpus {args.gpus}: search needs at least 2 GPUs (leave it out for fabric.hosts)")
     gpus = args.gpus or scenario.fabric.hosts
@@ -248,14 +262,32 @@ def cmd_search(args: argparse.Namespace) -> int:
     ks = [k for k in (1, 2, 4, 8, 16, 32, 64) if gpus % k == 0]
     cache = PlanCache(MODELS[model.name](), device(model.device, model.efficiency), model.dp_bucket_bytes,
                       model.spatial_splits)
-    with Progress(console=console, transient=True) as progress:
+    with Progress(console=err_console, transient=True, disable=args.json) as progress:
         task = progress.add_task(f"searching (k, l, batch) for {model.name} on {gpus} GPUs",
                                  total=len(ks) * len(curve(model.name).batches))
-        best = search(cache, gpus, fabric, ks=ks, on_step=lambda: progress.advance(task))
+        choices = ranked(cache, gpus, fabric, ks=ks, on_step=lambda: progress.advance(task), top=args.top)
+    if args.json:
+        print(json.dumps({"model": model.name, "gpus": gpus, "fabric": fabric.kind, "candidates": [
+            {"mp": c.k, "dp": c.l, "global_batch": c.global_batch, "iteration_time_s": c.iteration_s,
+             "iterations": c.iterations, "time_to_accuracy_s": c.time_to_accuracy_s, "breakdown": c.breakdown}
+            for c in choices]}, indent=1))
+        return 0
+    best = choices[0]
     console.print(f"{model.name} on {gpus} GPUs of {fabric.kind} at {fabric.gpu_bandwidth_gbps:g} Gb/s: best "
                   f"mp={best.k}, dp={best.l}, global batch {best.global_batch}: iteration "
                   f"{best.iteration_s * 1e3:.3f} ms × {best.iterations:.0f} iterations = time to accuracy "
                   f"{best.time_to_accuracy_s / 60:.1f} min")
+    if len(choices) > 1:
+        table = Table(title=f"the {len(choices)} best candidates")
+        for column in ("rank", "mp", "dp", "batch", "iteration (ms)", "compute (ms)", "communication (ms)",
+                       "dark (ms)", "time to accuracy (min)"):
+            table.add_column(column, justify="right")
+        for rank, c in enumerate(choices, start=1):
+            part = c.breakdown
+            table.add_row(str(rank), str(c.k), str(c.l), str(c.global_batch), f"{c.iteration_s * 1e3:.3f}",
+                          f"{part.get('compute_s', 0) * 1e3:.3f}", f"{part.get('communication_s', 0) * 1e3:.3f}",
+                          f"{part.get('reconfiguration_s', 0) * 1e3:.3f}", f"{c.time_to_accuracy_s / 60:.1f}")
+        console.print(table)
     return 0
 
 
@@ -483,6 +515,7 @@ def build_parser() -> argparse.ArgumentParser:
     place = sub.add_parser("place", help="place a model workload: schedule.json and traffic_matrix.csv (no root)")
     place.add_argument("scenario")
     place.add_argument("--out", required=True, help="directory for schedule.json and traffic_matrix.csv")
+    place.add_argument("--json", action="store_true", help="the placement per GPU as JSON")
     place.set_defaults(func=cmd_place)
     export = sub.add_parser("export-chakra", help="the scenario's schedule as Chakra execution traces (no root)")
     export.add_argument("scenario")
@@ -491,6 +524,8 @@ def build_parser() -> argparse.ArgumentParser:
     srch = sub.add_parser("search", help="best (mp, dp, batch) for a model on a fabric by time to accuracy (no root)")
     srch.add_argument("scenario")
     srch.add_argument("--gpus", type=int, help="number of GPUs (default: fabric.hosts)")
+    srch.add_argument("--top", type=int, default=1, metavar="N", help="list the N best candidates with breakdowns")
+    srch.add_argument("--json", action="store_true")
     srch.set_defaults(func=cmd_search)
     run = sub.add_parser("run", help="emulate a scenario and write its run directory")
     run.add_argument("scenario")

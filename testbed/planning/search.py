@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Callable
 
 from testbed.fabrics.all_kinds import behaviour
@@ -23,6 +23,7 @@ class Choice:
     global_batch: int
     iteration_s: float
     iterations: float
+    breakdown: dict[str, float] = field(default_factory=dict, compare=False)  # of one iteration, seconds
 
     @property
     def time_to_accuracy_s(self) -> float:
@@ -61,9 +62,17 @@ def compute_bound_s(plan: Plan) -> float:
 def search(cache: PlanCache, gpus: int, fabric: FabricSection, ks: list[int] | None = None,
            batches: list[int] | None = None, on_step: Callable[[], None] = lambda: None,
            accuracy: AccuracyCurve | None = None) -> Choice:
-    """Evaluate candidates in order of their compute-only bound on time-to-accuracy, and stop once
-    that bound alone is worse than the best time found: the oracle runs only where it can matter.
-    `accuracy` replaces the model's iterations-to-accuracy curve (sensitivity studies)."""
+    """The (k, l, batch) with the lowest time to accuracy (see `ranked`)."""
+    return ranked(cache, gpus, fabric, ks, batches, on_step, accuracy, top=1)[0]
+
+
+def ranked(cache: PlanCache, gpus: int, fabric: FabricSection, ks: list[int] | None = None,
+           batches: list[int] | None = None, on_step: Callable[[], None] = lambda: None,
+           accuracy: AccuracyCurve | None = None, top: int = 1) -> list[Choice]:
+    """The `top` candidates by time to accuracy, best first. Candidates are evaluated in order of
+    their compute-only bound, and the search stops once that bound alone is worse than the
+    `top`-th best time found: the oracle runs only where it can matter. `accuracy` replaces the
+    model's iterations-to-accuracy curve (sensitivity studies)."""
     data = accuracy or curve(cache.graph.name)
     ks = ks or [k for k in (1, 2, 4, 8, 16, 32) if gpus % k == 0]
     candidates = []
@@ -76,18 +85,19 @@ def search(cache: PlanCache, gpus: int, fabric: FabricSection, ks: list[int] | N
             plan = cache.get(k, l, batch, behaviour(fabric.kind).degree(fabric))
             if plan is not None:
                 candidates.append((compute_bound_s(plan) * data.iterations(batch), k, l, batch, plan))
-    best: Choice | None = None
+    best: list[Choice] = []  # sorted, at most `top`
     for bound, k, l, batch, plan in sorted(candidates, key=lambda c: c[0]):
-        if best is not None and bound >= best.time_to_accuracy_s:
+        worst = best[-1].time_to_accuracy_s if len(best) == top else float("inf")
+        if bound >= worst:
             break
-        enough_s = best.time_to_accuracy_s / data.iterations(batch) if best else float("inf")
         try:
-            iteration = predict_plan(plan, fabric, enough_s).iteration_time_s
+            prediction = predict_plan(plan, fabric, worst / data.iterations(batch))
         except ValueError:
             continue  # the fabric could not connect every pair this plan needs
-        choice = Choice(k, l, batch, iteration, data.iterations(batch))
-        if best is None or choice.time_to_accuracy_s < best.time_to_accuracy_s:
-            best = choice
-    if best is None:
+        choice = Choice(k, l, batch, prediction.iteration_time_s, data.iterations(batch),
+                        prediction.breakdown.to_json())
+        if choice.time_to_accuracy_s < worst:
+            best = sorted([*best, choice], key=lambda c: c.time_to_accuracy_s)[:top]
+    if not best:
         raise InputError(f"no feasible (k, l, batch) for {cache.graph.name} on {gpus} GPUs of {fabric.kind}")
     return best

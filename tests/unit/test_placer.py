@@ -209,3 +209,42 @@ def test_waves_slow_small_pieces_and_constant_leaves_them_alone():
     assert waves["s4b2.add"].part_us == constant["s4b2.add"].part_us
     with pytest.raises(InputError, match="unknown GPU efficiency model 'fast'"):
         device("v100", "fast")
+
+
+def test_search_ranks_the_same_candidates_a_full_evaluation_would():
+    """Pruning by the compute bound keeps the `top` best: checked against predicting every candidate."""
+    from testbed.fabrics.scenario_file import make_fabric
+    from testbed.oracle.iteration import predict_plan
+    from testbed.placer.accuracy import curve
+    from testbed.planning.search import PlanCache, ranked
+
+    fabric = make_fabric("t", kind="elect-flat", hosts=8, gpu_bandwidth_gbps=100)
+    cache = PlanCache(MODELS["resnet50"](), device("v100"))
+    data = curve("resnet50")
+    everything = []
+    for k in (1, 2, 4, 8):
+        for batch in data.batches:
+            plan = cache.get(k, 8 // k, batch, None) if batch % (8 // k) == 0 else None
+            if plan is not None:
+                everything.append((predict_plan(plan, fabric).iteration_time_s * data.iterations(batch), k, batch))
+    expected = [(k, batch) for _, k, batch in sorted(everything)[:3]]
+    top = ranked(cache, 8, fabric, ks=[1, 2, 4, 8], top=3)
+    assert [(c.k, c.global_batch) for c in top] == expected
+    assert top[0].breakdown["compute_s"] > 0 and top == sorted(top, key=lambda c: c.time_to_accuracy_s)
+
+
+def test_search_and_place_print_json(tmp_path):
+    scenario = tmp_path / "m.yaml"
+    scenario.write_text("name: m\nfabric: {kind: elect-flat, hosts: 8, gpu_bandwidth_gbps: 100}\n"
+                        "workload: {kind: model, model: {name: resnet50, global_batch: 64, mp: 4, dp: 2}}\n")
+    found = subprocess.run([sys.executable, "-m", "testbed", "search", str(scenario), "--top", "2", "--json"],
+                           capture_output=True, text=True, timeout=300)
+    assert found.returncode == 0, found.stderr
+    candidates = json.loads(found.stdout)["candidates"]
+    assert len(candidates) == 2 and candidates[0]["time_to_accuracy_s"] <= candidates[1]["time_to_accuracy_s"]
+    placed = subprocess.run([sys.executable, "-m", "testbed", "place", str(scenario), "--out", str(tmp_path / "p"),
+                             "--json"], capture_output=True, text=True, timeout=300)
+    assert placed.returncode == 0, placed.stderr
+    report = json.loads(placed.stdout)
+    assert (report["mp"], report["dp"]) == (4, 2) and len(report["gpus"]) == 4
+    assert (tmp_path / "p" / "schedule.json").is_file()
