@@ -1,0 +1,126 @@
+"""The Python API a notebook or script drives studies with: load a scenario, predict it, place or
+search its model, run it, and read run and sweep directories back as pandas DataFrames. The same
+code paths as the command line (`testbed.load_scenario`, `testbed.predict`, ...)."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from testbed.fabrics.scenario_file import apply_overrides, parse_scenario
+from testbed.fabrics.scenario_file import load_scenario as _load_file
+from testbed.model.errors import InputError
+from testbed.model.scenario import Scenario
+from testbed.network.collectives import Prediction
+from testbed.placer.plan import Plan
+from testbed.planning.jobs import JobPrediction
+from testbed.planning.predict import predict_jobs, predict_scenario
+from testbed.planning.search import Choice
+
+if TYPE_CHECKING:
+    import pandas
+
+
+def load_scenario(source: str | Path | Mapping[str, Any], **overrides: Any) -> Scenario:
+    """A scenario from a YAML file or a dict, validated as `testbed check` does; `overrides` set
+    dotted fields, written with `__` for the dots: `load_scenario(path, fabric__hosts=16)`."""
+    if isinstance(source, Mapping):
+        scenario = parse_scenario(dict(source), "scenario")
+    else:
+        scenario = _load_file(Path(source))
+    if overrides:
+        scenario = apply_overrides(scenario, {key.replace("__", "."): value for key, value in overrides.items()})
+    return scenario
+
+
+def predict(scenario: Scenario) -> Prediction:
+    """The one predicted iteration time a run is judged against: `.iteration_time_s`,
+    `.breakdown` (compute_s, communication_s, reconfiguration_s, ...) and `.formula`."""
+    return predict_scenario(scenario)
+
+
+def predict_each_job(scenario: Scenario) -> list[JobPrediction]:
+    """For a scenario of several jobs: each job's time beside the others (`together_s`) and alone."""
+    if not scenario.jobs:
+        raise InputError(f"{scenario.name}: predict_each_job needs a scenario with jobs")
+    return predict_jobs(scenario)[1]
+
+
+def place(scenario: Scenario) -> Plan:
+    """SiP-ML's placement of the scenario's model workload (per-GPU ops, traffic, memory)."""
+    from testbed.planning.workloads import model_plan
+
+    if scenario.workload.kind != "model":
+        raise InputError(f"{scenario.name}: place needs workload.kind model (got {scenario.workload.kind})")
+    return model_plan(scenario)
+
+
+def search(scenario: Scenario, gpus: int | None = None, top: int = 1) -> list[Choice]:
+    """The `top` (mp, dp, global batch) choices with the lowest time to accuracy for the scenario's
+    zoo model on its fabric, best first, each with its breakdown."""
+    from testbed.placer.profiles import device
+    from testbed.placer.zoo import MODELS
+    from testbed.planning.search import PlanCache, ranked
+
+    model = scenario.workload.model
+    if scenario.workload.kind != "model" or model is None or model.name not in MODELS:
+        raise InputError(f"{scenario.name}: search needs a model workload naming a zoo model "
+                         f"({', '.join(sorted(MODELS))})")
+    hosts = gpus or scenario.fabric.hosts
+    fabric = scenario.fabric.model_copy(update={"hosts": hosts})
+    cache = PlanCache(MODELS[model.name](), device(model.device, model.efficiency), model.dp_bucket_bytes,
+                      model.spatial_splits)
+    return ranked(cache, hosts, fabric, ks=[k for k in (1, 2, 4, 8, 16, 32, 64) if hosts % k == 0], top=top)
+
+
+def run(scenario: Scenario, out: str | Path | None = None) -> dict[str, Any]:
+    """Emulates the scenario (as root, on Mininet) and returns results.json; the run directory is
+    `out`, or runs/<name>-<timestamp>."""
+    from testbed.emulation.run import Runner, default_run_dir, prepare
+
+    run_dir = Path(out) if out is not None else default_run_dir(scenario)
+    return Runner(prepare(scenario), run_dir).execute()
+
+
+def load_run(directory: str | Path) -> "pandas.DataFrame":
+    """A run directory's iterations, one row each (one per job and iteration where the scenario
+    has jobs): emulated and predicted seconds, their ratio, steal, TCP retransmissions; the whole
+    results.json is in `.attrs["results"]`."""
+    import pandas
+
+    path = Path(directory) / "results.json"
+    try:
+        results = json.loads(path.read_text())
+    except (OSError, ValueError) as error:
+        raise InputError(f"{path}: not a run's results ({error.__class__.__name__}); give a run directory") from None
+    rows = []
+    runs = [("", results)] + [(name, job) for name, job in (results.get("jobs") or {}).items()]
+    for job, record in runs:
+        for i, emulated_s in enumerate(record["iteration_times_s"]):
+            rows.append({"job": job, "iteration": i, "emulated_s": emulated_s,
+                         "predicted_s": record["predicted_iteration_time_s"],
+                         "emulated_over_predicted": record["emulated_over_predicted"][i]
+                         if i < len(record["emulated_over_predicted"]) else None,
+                         "steal_frac": _at(results.get("iteration_steal_frac"), i),
+                         "tcp_retransmits": _at(results.get("iteration_tcp_retransmits"), i),
+                         "tcp_timeouts": _at(results.get("iteration_tcp_timeouts"), i)})
+    frame = pandas.DataFrame(rows, columns=["job", "iteration", "emulated_s", "predicted_s", "emulated_over_predicted",
+                                            "steal_frac", "tcp_retransmits", "tcp_timeouts"])
+    frame.attrs["results"] = results
+    return frame
+
+
+def load_sweep(directory: str | Path) -> "pandas.DataFrame":
+    """A sweep directory's results.csv: one row per point and iteration, with the swept values."""
+    import pandas
+
+    path = Path(directory) / "results.csv"
+    if not path.is_file():
+        raise InputError(f"{path}: no results.csv; give a sweep directory (testbed sweep --out DIR)")
+    return pandas.read_csv(path)
+
+
+def _at(values: list[Any] | None, index: int) -> Any:
+    return values[index] if values is not None and index < len(values) else None
