@@ -487,6 +487,51 @@ def cmd_report(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_compare(args: argparse.Namespace) -> int:
+    from testbed.fabrics.scenario_file import apply_overrides, load_scenario
+    from testbed.interface import compare as comparing
+    from testbed.interface.sweep import parse_sets
+
+    overrides = {}
+    for key, values in (parse_sets(args.set) if args.set else {}).items():
+        if len(values) != 1:
+            raise InputError(f"--set {key}: compare sets one value in every scenario (use testbed sweep for several)")
+        overrides[key] = values[0]
+    scenarios = []
+    for path in args.scenarios:
+        scenario = load_scenario(path)
+        scenarios.append((str(path), apply_overrides(scenario, overrides) if overrides else scenario))
+    with err_console.status("predicting ...") if not args.json else contextlib.nullcontext():
+        rows = comparing.compare(scenarios)
+    if args.run:
+        from testbed.emulation.run import Runner, default_run_dir, prepare
+
+        rows = [comparing.with_run(row, Runner(prepare(scenario), default_run_dir(scenario)).execute())
+                for row, (_, scenario) in zip(rows, scenarios)]
+    if args.plot:
+        err_console.print(f"plot: {comparing.plot(rows, Path(args.plot))}", highlight=False)
+    if args.json:
+        print(json.dumps([row.to_json() for row in rows], indent=1))
+        return 0
+    table = Table(title="predicted iteration time" + (" and emulated" if args.run else ""))
+    columns = ["scenario", "fabric", "GPUs", "predicted (ms)", "compute (ms)", "communication (ms)", "dark (ms)",
+               "vs first"] + (["emulated mean (ms)", "faithful"] if args.run else [])
+    for column in columns:
+        table.add_column(column, justify="left" if column in ("scenario", "fabric") else "right")
+    for row in rows:
+        part = row.breakdown
+        cells = [row.name, row.fabric, str(row.hosts), f"{row.predicted_s * 1e3:.3f}",
+                 f"{part.get('compute_s', 0) * 1e3:.3f}", f"{part.get('communication_s', 0) * 1e3:.3f}",
+                 f"{part.get('reconfiguration_s', 0) * 1e3:.3f}",
+                 f"{row.predicted_s / rows[0].predicted_s:.2f}x" if rows[0].predicted_s > 0 else "n/a"]
+        if args.run:
+            mean = sum(row.emulated_s or [0]) / max(1, len(row.emulated_s or []))
+            cells += [f"{mean * 1e3:.3f}", "yes" if row.faithful else "no"]
+        table.add_row(*cells)
+    console.print(table)
+    return 0
+
+
 def cmd_schema(args: argparse.Namespace) -> int:
     from testbed.interface import field_reference
 
@@ -558,6 +603,14 @@ def build_parser() -> argparse.ArgumentParser:
     rep = sub.add_parser("report", help="figures and a one-page summary of a run or sweep directory")
     rep.add_argument("directory")
     rep.set_defaults(func=cmd_report)
+    comp = sub.add_parser("compare", help="several scenarios side by side: predicted time and breakdown (no root)")
+    comp.add_argument("scenarios", nargs="+", help="scenario files, e.g. one workload on several fabrics")
+    comp.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
+                      help="a dotted field set in every scenario, e.g. fabric.hosts=1024")
+    comp.add_argument("--json", action="store_true")
+    comp.add_argument("--plot", metavar="PNG", help="bar chart of the breakdowns")
+    comp.add_argument("--run", action="store_true", help="also emulate each scenario (root)")
+    comp.set_defaults(func=cmd_compare)
     schema = sub.add_parser("schema", help="the scenario file's JSON schema, or with --markdown its field reference")
     schema.add_argument("--markdown", action="store_true",
                         help="every field of every section and kind (docs/scenario.md)")
