@@ -173,9 +173,33 @@ def load_scenario(path: str | Path) -> Scenario:
     return parse_scenario(data, str(path))
 
 
+def effective_overrides(scenario: Scenario, overrides: dict[str, Any]) -> dict[str, Any]:
+    """The overrides that apply: a key written `<kind>:<field>` (e.g. `sip-ring:fabric.wavelengths`)
+    only where the fabric's kind, after `fabric.kind` is overridden, is that kind, so one sweep can
+    cross fabrics and give each kind its own fields."""
+    kind_after = overrides.get("fabric.kind", scenario.fabric.kind)
+    effective = {}
+    for key, value in overrides.items():
+        kind, sep, field = key.rpartition(":")
+        if sep:
+            if kind not in SECTIONS:
+                raise InputError(f"override {key}: {kind!r} is not a fabric kind ({', '.join(SECTIONS)})")
+            if kind != kind_after:
+                continue
+            key = field
+        effective[key] = value
+    return effective
+
+
 def apply_overrides(scenario: Scenario, overrides: dict[str, Any]) -> Scenario:
-    """Return a copy with dotted-path overrides applied (e.g. {'fabric.hosts': 4}), re-validated."""
+    """Return a copy with dotted-path overrides applied (e.g. {'fabric.hosts': 4}), re-validated.
+    Where `fabric.kind` changes, the fabric keeps only the fields the new kind has (the others
+    belonged to the old kind); `<kind>:<field>` keys apply to that kind only."""
     data = scenario.model_dump(mode="python", exclude_unset=True)
+    overrides = effective_overrides(scenario, overrides)
+    new_kind = overrides.get("fabric.kind")
+    if isinstance(new_kind, str) and new_kind != scenario.fabric.kind and new_kind in SECTIONS:
+        data["fabric"] = {k: v for k, v in data["fabric"].items() if k in SECTIONS[new_kind].model_fields}
     for dotted, value in overrides.items():
         node: Any = data
         parts = dotted.split(".")

@@ -132,6 +132,56 @@ def _run_markdown(result: dict, figures: list[str]) -> str:
     return "\n".join(lines) + "\n"
 
 
+def _sweep_scatter(sweep_dir: Path, keys: list[str], measured: list[tuple[str, dict]]) -> str:
+    """Emulated against predicted, one colour per value of the last swept field."""
+    fig, ax = plt.subplots(figsize=(6, 5))
+    xs = [float(e["row"]["predicted_s"]) * 1e3 for _, e in measured]
+    ys = [sum(e["emulated"]) / len(e["emulated"]) * 1e3 for _, e in measured]
+    for group in sorted({e["row"][keys[-1]] for _, e in measured}):
+        pts = [(x, y) for (x, y, (_, e)) in zip(xs, ys, measured) if e["row"][keys[-1]] == group]
+        ax.scatter([p[0] for p in pts], [p[1] for p in pts], label=f"{keys[-1].rsplit('.', 1)[-1]}={group}")
+    top = max(xs + ys) * 1.1
+    ax.plot([0, top], [0, top], "k--", lw=1, label="emulated = predicted")
+    ax.legend(fontsize=8)
+    ax.set_xlabel("predicted iteration time (ms)")
+    ax.set_ylabel("emulated iteration time (ms, mean)")
+    ax.set_title("sweep: emulated against predicted")
+    return _save(fig, sweep_dir, "scatter.png")
+
+
+def _number(text: str) -> float | None:
+    try:
+        return float(text)
+    except ValueError:
+        return None
+
+
+def _sweep_predicted(sweep_dir: Path, keys: list[str], per_point: dict[str, dict]) -> str:
+    """A prediction-only sweep: predicted time against the last numeric swept field, one line per
+    combination of the others (per fabric, where the sweep crosses fabrics)."""
+    rows = [e["row"] for e in per_point.values() if e["row"]["predicted_s"]]
+    numeric = [k for k in keys if rows and all(_number(r[k]) is not None for r in rows if r[k] != "")]
+    x_key = numeric[-1] if numeric else None
+    others = [k for k in keys if k != x_key]
+    fig, ax = plt.subplots(figsize=(7, 4.5))
+    lines: dict[tuple[str, ...], list[tuple[float, float]]] = {}
+    for index, row in enumerate(rows):
+        x = _number(row[x_key]) if x_key and row[x_key] != "" else float(index)
+        if x is not None:
+            lines.setdefault(tuple(row[k] for k in others), []).append((x, float(row["predicted_s"]) * 1e3))
+    for group, points in sorted(lines.items()):
+        points.sort()
+        label = ", ".join(f"{k.rsplit('.', 1)[-1]}={v}" for k, v in zip(others, group) if v != "") or "predicted"
+        ax.plot([p[0] for p in points], [p[1] for p in points], marker="o", label=label)
+    ax.set_xlabel(x_key or "point")
+    ax.set_ylabel("predicted iteration time (ms)")
+    ax.set_ylim(bottom=0)
+    ax.set_title("sweep: predicted iteration time")
+    ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1.0))
+    fig.tight_layout()
+    return _save(fig, sweep_dir, "predicted.png")
+
+
 def sweep_report(sweep_dir: Path) -> Path:
     manifest = json.loads((sweep_dir / "sweep.json").read_text())
     keys = list(manifest["sets"])
@@ -142,36 +192,28 @@ def sweep_report(sweep_dir: Path) -> Path:
         entry = per_point.setdefault(row["point"], {"row": row, "emulated": []})
         if row["emulated_s"]:
             entry["emulated"].append(float(row["emulated_s"]))
-    figures = []
     measured = [(p, e) for p, e in per_point.items() if e["emulated"] and e["row"]["predicted_s"]]
-    fig, ax = plt.subplots(figsize=(6, 5))
-    if measured:
-        xs = [float(e["row"]["predicted_s"]) * 1e3 for _, e in measured]
-        ys = [sum(e["emulated"]) / len(e["emulated"]) * 1e3 for _, e in measured]
-        groups = sorted({e["row"][keys[-1]] for _, e in measured})
-        for group in groups:
-            pts = [(x, y) for (x, y, (_, e)) in zip(xs, ys, measured) if e["row"][keys[-1]] == group]
-            ax.scatter([p[0] for p in pts], [p[1] for p in pts], label=f"{keys[-1].rsplit('.', 1)[-1]}={group}")
-        top = max(xs + ys) * 1.1
-        ax.plot([0, top], [0, top], "k--", lw=1, label="emulated = predicted")
-        ax.legend(fontsize=8)
-    ax.set_xlabel("predicted iteration time (ms)")
-    ax.set_ylabel("emulated iteration time (ms, mean)")
-    ax.set_title("sweep: emulated against predicted")
-    figures.append(_save(fig, sweep_dir, "scatter.png"))
+    figures = [_sweep_scatter(sweep_dir, keys, measured) if measured else _sweep_predicted(sweep_dir, keys, per_point)]
     lines = [f"# Sweep of {Path(manifest['scenario']).name}", "",
-             "Swept: " + "; ".join(f"`{k}` = {', '.join(map(str, v))}" for k, v in manifest["sets"].items()), "",
-             "| point | " + " | ".join(k.rsplit(".", 1)[-1] for k in keys) +
-             " | predicted (ms) | emulated (ms, mean) | ratio | status | faithful |",
-             "| --- | " + " | ".join("---" for _ in keys) + " | ---: | ---: | ---: | --- | --- |"]
+             "Swept: " + "; ".join(f"`{k}` = {', '.join(map(str, v))}" for k, v in manifest["sets"].items()), ""]
+    names = " | ".join(k.rsplit(".", 1)[-1] for k in keys)
+    if measured:
+        lines += [f"| point | {names} | predicted (ms) | emulated (ms, mean) | ratio | status | faithful |",
+                  "| --- | " + " | ".join("---" for _ in keys) + " | ---: | ---: | ---: | --- | --- |"]
+    else:  # a prediction-only sweep: nothing emulated, so nothing to call faithful or not
+        lines += [f"| point | {names} | predicted (ms) | status |", "| --- | " + " | ".join("---" for _ in keys)
+                  + " | ---: | --- |"]
     for point, entry in per_point.items():
         row = entry["row"]
         predicted = float(row["predicted_s"]) if row["predicted_s"] else None
+        values = " | ".join(row[k] for k in keys)
+        if not measured:
+            lines.append(f"| {point} | {values} | {_fmt(predicted, 1e3, 4)} | {row['status']} |")
+            continue
         emulated = sum(entry["emulated"]) / len(entry["emulated"]) if entry["emulated"] else None
         ratio = emulated / predicted if emulated and predicted else None
-        lines.append(f"| {point} | " + " | ".join(row[k] for k in keys) +
-                     f" | {_fmt(predicted, 1e3, 4)} | {_fmt(emulated, 1e3, 4)} | {_fmt(ratio)} | {row['status']} | "
-                     f"{row['faithful']} |")
+        lines.append(f"| {point} | {values} | {_fmt(predicted, 1e3, 4)} | {_fmt(emulated, 1e3, 4)} | {_fmt(ratio)} | "
+                     f"{row['status']} | {row['faithful']} |")
     lines += ["", *[f"![{name}]({name})" for name in figures]]
     path = sweep_dir / "report.md"
     path.write_text("\n".join(lines) + "\n")

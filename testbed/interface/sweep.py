@@ -15,7 +15,7 @@ from typing import Any, Callable
 
 import yaml
 
-from testbed.fabrics.scenario_file import apply_overrides, scenario_to_yaml
+from testbed.fabrics.scenario_file import apply_overrides, effective_overrides, scenario_to_yaml
 from testbed.model.errors import InputError
 from testbed.model.scenario import Scenario
 from testbed.planning.predict import predict_scenario
@@ -58,9 +58,18 @@ def plan_points(scenario: Scenario, sets: dict[str, list[Any]]) -> list[tuple[Sw
     """Every point of the cross product, validated before anything runs: a bad point names itself."""
     keys = list(sets)
     planned = []
+    seen: list[dict[str, Any]] = []
     for index, values in enumerate(itertools.product(*(sets[k] for k in keys))):
         point = SweepPoint(index, dict(zip(keys, values)))
         try:
+            effective = effective_overrides(scenario, point.overrides)
+            if effective in seen:  # a `<kind>:` value of a kind this point is not: the same point again
+                continue
+            seen.append(effective)
+            kind = point.overrides.get("fabric.kind", scenario.fabric.kind)
+            # The point names (and its row lists) only the values that apply to its kind.
+            point = SweepPoint(index, {key: value for key, value in point.overrides.items()
+                                       if ":" not in key or key.split(":", 1)[0] == kind})
             planned.append((point, apply_overrides(scenario, point.overrides)))
         except InputError as error:
             raise InputError(f"sweep point {point.id}: {error}") from None

@@ -162,3 +162,32 @@ def test_run_report_draws_every_figure(tmp_path):
     for figure in ("gantt.png", "breakdown.png", "traffic.png", "circuits.png"):
         assert (run / figure).exists() and figure in text
     assert "raise the dilation" in text and "NOT faithful" in text
+
+
+def test_one_sweep_crosses_fabrics_with_each_kinds_own_fields(tmp_path):
+    quickstart = load_scenario(ROOT / "scenarios" / "quickstart.yaml")
+    sets = parse_sets(["fabric.kind=elect-flat,sip-ring", "sip-ring:fabric.wavelengths=4,8",
+                       "fabric.gpu_bandwidth_gbps=100,400"])
+    points = plan_points(quickstart, sets)
+    # elect-flat has no wavelengths: its two points are not repeated for each wavelength count.
+    assert [(s.fabric.kind, getattr(s.fabric, "wavelengths", None), s.fabric.gpu_bandwidth_gbps)
+            for _, s in points] == [("elect-flat", None, 100), ("elect-flat", None, 400), ("sip-ring", 4, 100),
+                                    ("sip-ring", 4, 400), ("sip-ring", 8, 100), ("sip-ring", 8, 400)]
+    assert all("wavelengths" not in p.id for p, s in points if s.fabric.kind == "elect-flat")
+    ring = load_scenario(ROOT / "scenarios" / "ring-allreduce.yaml")
+    back = plan_points(ring, parse_sets(["fabric.kind=elect-flat"]))[0][1]  # the ring's own fields dropped
+    assert back.fabric.kind == "elect-flat" and back.fabric.hosts == ring.fabric.hosts
+    with pytest.raises(InputError, match="not a fabric kind"):
+        plan_points(quickstart, parse_sets(["sip-rng:fabric.wavelengths=4"]))
+
+
+def test_a_prediction_only_sweep_report_plots_predictions_and_judges_nothing(tmp_path):
+    command = [sys.executable, "-m", "testbed", "sweep", str(ROOT / "scenarios" / "quickstart.yaml"), "--set",
+               "fabric.kind=elect-flat,elect-cluster", "--set", "fabric.gpu_bandwidth_gbps=100,400", "--predict-only",
+               "--out", str(tmp_path / "s")]
+    done = subprocess.run(command, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    report(tmp_path / "s")
+    text = (tmp_path / "s" / "report.md").read_text()
+    assert (tmp_path / "s" / "predicted.png").is_file() and not (tmp_path / "s" / "scatter.png").exists()
+    assert "faithful" not in text and "emulated" not in text and "| 14.07 | ok |" in text
