@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import sys
 import time
 import urllib.error
 import urllib.request
@@ -22,14 +23,27 @@ class Northbound:
         self.timeout_s = timeout_s
 
     @classmethod
-    def for_run(cls, run_dir: str | Path, wait_s: float = 60.0) -> "Northbound":
-        """The API of a live run, waiting up to `wait_s` for its fabric to come up."""
-        ready = Path(run_dir) / "controller.ready"
-        deadline = time.monotonic() + wait_s
+    def for_run(cls, run_dir: str | Path, wait_s: float = 60.0, appear_s: float = 10.0) -> "Northbound":
+        """The API of a live run, waiting up to `wait_s` for its fabric to come up (and `appear_s`
+        for the run directory itself, which a run started just before may not have made yet)."""
+        directory = Path(run_dir)
+        ready = directory / "controller.ready"
+        started = time.monotonic()
+        said = False
         while not ready.exists():
-            if time.monotonic() > deadline:
+            waited = time.monotonic() - started
+            if not directory.is_dir() and waited > appear_s:
+                raise NorthboundError(f"{run_dir} is not a run directory (nothing there after {appear_s:.0f} s); "
+                                      f"start `testbed run SCENARIO --out {run_dir} --hold` first")
+            if (directory / "results.json").exists():
+                raise NorthboundError(f"the run in {run_dir} has ended; start it again with --hold to keep its "
+                                      f"fabric up")
+            if waited > wait_s:
                 raise NorthboundError(f"{run_dir} has no live controller (no controller.ready after {wait_s:.0f} s); "
                                       f"start `testbed run` on a sip-ocs or sip-ring scenario first")
+            if waited > 2.0 and not said:
+                print(f"waiting up to {wait_s:.0f} s for the fabric of {run_dir} to come up ...", file=sys.stderr)
+                said = True
             time.sleep(0.1)
         api = json.loads(ready.read_text()).get("api")
         if not api or api.endswith(":None"):

@@ -94,4 +94,8 @@ def main() -> int:
 
 
 if __name__ == "__main__":
-    raise SystemExit(main())
+    try:
+        raise SystemExit(main())
+    except NorthboundError as error:  # one sentence, not a traceback
+        print(f"error: {error}", file=sys.stderr)
+        raise SystemExit(2) from None

@@ -12,10 +12,10 @@ import sys
 from pathlib import Path
 
 try:
-    from controller.client import Northbound
+    from controller.client import Northbound, NorthboundError
 except ModuleNotFoundError:  # run outside the project's environment: the client needs only the standard library
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-    from controller.client import Northbound
+    from controller.client import Northbound, NorthboundError
 
 
 def toggled(plan: dict) -> tuple[list, list]:
@@ -62,4 +62,8 @@ def main() -> int:
 
 
 if __name__ == "__main__":
-    raise SystemExit(main())
+    try:
+        raise SystemExit(main())
+    except NorthboundError as error:  # one sentence, not a traceback
+        print(f"error: {error}", file=sys.stderr)
+        raise SystemExit(2) from None

@@ -10,10 +10,12 @@ import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 from matplotlib.patches import Patch  # noqa: E402
+from matplotlib.ticker import MaxNLocator  # noqa: E402
 
 # Per step kind, and per phase of a collective's sends: what the bars of a timeline are.
-COLOURS = {"compute": "tab:purple", "send": "tab:blue", "recv": "tab:cyan", "collective": "tab:blue",
-           "barrier": "lightgrey", "reduce-scatter": "tab:blue", "all-gather": "tab:green"}
+# Each a colour of its own, so no two things shown look alike.
+COLOURS = {"compute": "tab:purple", "send": "tab:blue", "recv": "tab:cyan", "collective": "tab:olive",
+           "barrier": "lightgrey", "reduce-scatter": "tab:orange", "all-gather": "tab:green"}
 LABELS = {"compute": "compute", "send": "send", "recv": "receive", "collective": "collective",
           "barrier": "waiting at the barrier", "reduce-scatter": "reduce-scatter", "all-gather": "all-gather",
           "dark": "dark time"}
@@ -42,10 +44,11 @@ def draw_steps(ax: Any, events: list[dict[str, Any]]) -> None:
         ax.broken_barh(spans, (host - 0.4, 0.8), facecolors=COLOURS[name], alpha=0.6 if faint else 1.0)
     handles = [Patch(color="tab:red" if name == "dark" else COLOURS[name], alpha=0.25 if name == "dark" else 1.0,
                      label=LABELS[name]) for name in sorted(shown)]
-    if handles:
-        ax.legend(handles=handles, loc="upper right", fontsize="small")
+    if handles:  # beside the hosts, never over them
+        ax.legend(handles=handles, loc="upper left", bbox_to_anchor=(1.005, 1.0), fontsize="small")
     ax.set_xlabel("real-world time since the run's epoch (ms)")
     ax.set_ylabel("host (rank)")
+    ax.yaxis.set_major_locator(MaxNLocator(integer=True))
 
 
 def plot_run(run_dir: Path, events: list[dict[str, Any]], result: dict[str, Any]) -> None:
@@ -54,11 +57,14 @@ def plot_run(run_dir: Path, events: list[dict[str, Any]], result: dict[str, Any]
     draw_steps(timeline, events)
     timeline.set_title(f"{result['name']}: steps per host")
     times = [t * 1e3 for t in result["iteration_times_s"]]
-    bars.bar(range(len(times)), times, color="tab:blue", label="emulated")
+    drawn = bars.bar(range(len(times)), times, color="tab:blue", label="emulated")
+    bars.bar_label(drawn, fmt="%.3g", fontsize="small")
+    bars.set_xticks(range(len(times)))  # one tick per iteration, at its bar
     bars.axhline(result["predicted_iteration_time_s"] * 1e3, color="black", linestyle="--", label="predicted")
     bars.set_xlabel("iteration")
     bars.set_ylabel("iteration time (ms, real-world)")
-    bars.legend(loc="lower right")
+    bars.set_ylim(0, max(times + [result["predicted_iteration_time_s"] * 1e3]) * 1.15 or 1)
+    bars.legend(loc="lower center", bbox_to_anchor=(0.5, 1.0), ncol=2, fontsize="small")
     fig.tight_layout()
     fig.savefig(run_dir / "timeline.png", dpi=110)
     plt.close(fig)

@@ -482,7 +482,7 @@ def cmd_report(args: argparse.Namespace) -> int:
     directory = Path(args.directory)
     if not directory.is_dir():
         raise InputError(f"{directory} is not a directory; give a run directory or a sweep directory")
-    path = report(directory)
+    path = report(directory, Path(args.out) if args.out else None)
     console.print(f"report: {path} (figures beside it)")
     return 0
 
@@ -602,6 +602,7 @@ def build_parser() -> argparse.ArgumentParser:
     merge.set_defaults(func=cmd_sweep_merge)
     rep = sub.add_parser("report", help="figures and a one-page summary of a run or sweep directory")
     rep.add_argument("directory")
+    rep.add_argument("--out", help="write report.md and the figures here instead of into the directory")
     rep.set_defaults(func=cmd_report)
     comp = sub.add_parser("compare", help="several scenarios side by side: predicted time and breakdown (no root)")
     comp.add_argument("scenarios", nargs="+", help="scenario files, e.g. one workload on several fabrics")

@@ -23,31 +23,34 @@ def _load_jsonl(path: Path) -> list[dict]:
     return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
 
 
-def report(directory: Path) -> Path:
-    """Writes the figures and report.md into `directory`; returns the path of report.md."""
+def report(directory: Path, out: Path | None = None) -> Path:
+    """Writes the figures and report.md into `out` (by default `directory`); returns report.md's path."""
+    if out is not None:
+        out.mkdir(parents=True, exist_ok=True)
     if (directory / "sweep.json").exists():
-        return sweep_report(directory)
+        return sweep_report(directory, out or directory)
     if (directory / "results.json").exists():
-        return run_report(directory)
+        return run_report(directory, out or directory)
     raise InputError(f"{directory} is neither a run directory (results.json) nor a sweep directory (sweep.json)")
 
 
-def run_report(run_dir: Path) -> Path:
+def run_report(run_dir: Path, out: Path | None = None) -> Path:
+    out = out or run_dir
     result = json.loads((run_dir / "results.json").read_text())
     events = _load_jsonl(run_dir / "events.jsonl")
     figures = []
     if events:
-        figures.append(_gantt(run_dir, events, result))
-    figures.append(_breakdown(run_dir, result))
+        figures.append(_gantt(out, events, result))
+    figures.append(_breakdown(out, result))
     schedule_path = run_dir / "schedule.json"
     if schedule_path.exists():
         matrix = json.loads(schedule_path.read_text()).get("traffic_matrix_bytes") or []
         if any(any(row) for row in matrix):
-            figures.append(_traffic(run_dir, matrix))
+            figures.append(_traffic(out, matrix))
     reconfigurations = [e for e in events if e.get("kind") == "reconfiguration"]
     if reconfigurations:
-        figures.append(_circuits(run_dir, reconfigurations))
-    path = run_dir / "report.md"
+        figures.append(_circuits(out, reconfigurations))
+    path = out / "report.md"
     path.write_text(_run_markdown(result, figures))
     return path
 
@@ -75,9 +78,14 @@ def _breakdown(run_dir: Path, result: dict) -> str:
         bottom = 0.0
         for part, colour in zip(parts, ("tab:purple", "tab:blue", "tab:red")):
             value = (source.get(part) or 0.0) * 1e3
-            ax.bar(column, value, bottom=bottom, color=colour, label=part[:-2] if column == 0 else None)
+            drawn = ax.bar(column, value, bottom=bottom, color=colour, label=part[:-2] if column == 0 else None)
+            if value > 0:
+                ax.bar_label(drawn, labels=[f"{value:.3g}"], label_type="center", fontsize="small", color="white")
             bottom += value
+        ax.annotate(f"{bottom:.3g} ms", (column, bottom), ha="center", va="bottom", xytext=(0, 2),
+                    textcoords="offset points")
     ax.set_xticks([0, 1], ["emulated (mean)", "predicted"])
+    ax.set_ylim(0, ax.get_ylim()[1] * 1.12)  # room for the totals above the bars
     ax.set_ylabel("real-world ms per iteration")
     ax.set_title(f"{result['name']}: where the time goes")
     ax.legend()
@@ -182,7 +190,7 @@ def _sweep_predicted(sweep_dir: Path, keys: list[str], per_point: dict[str, dict
     return _save(fig, sweep_dir, "predicted.png")
 
 
-def sweep_report(sweep_dir: Path) -> Path:
+def sweep_report(sweep_dir: Path, out: Path | None = None) -> Path:
     manifest = json.loads((sweep_dir / "sweep.json").read_text())
     keys = list(manifest["sets"])
     with open(sweep_dir / "results.csv") as source:
@@ -193,7 +201,8 @@ def sweep_report(sweep_dir: Path) -> Path:
         if row["emulated_s"]:
             entry["emulated"].append(float(row["emulated_s"]))
     measured = [(p, e) for p, e in per_point.items() if e["emulated"] and e["row"]["predicted_s"]]
-    figures = [_sweep_scatter(sweep_dir, keys, measured) if measured else _sweep_predicted(sweep_dir, keys, per_point)]
+    out = out or sweep_dir
+    figures = [_sweep_scatter(out, keys, measured) if measured else _sweep_predicted(out, keys, per_point)]
     lines = [f"# Sweep of {Path(manifest['scenario']).name}", "",
              "Swept: " + "; ".join(f"`{k}` = {', '.join(map(str, v))}" for k, v in manifest["sets"].items()), ""]
     names = " | ".join(k.rsplit(".", 1)[-1] for k in keys)
@@ -215,6 +224,6 @@ def sweep_report(sweep_dir: Path) -> Path:
         lines.append(f"| {point} | {values} | {_fmt(predicted, 1e3, 4)} | {_fmt(emulated, 1e3, 4)} | {_fmt(ratio)} | "
                      f"{row['status']} | {row['faithful']} |")
     lines += ["", *[f"![{name}]({name})" for name in figures]]
-    path = sweep_dir / "report.md"
+    path = out / "report.md"
     path.write_text("\n".join(lines) + "\n")
     return path
