@@ -107,7 +107,7 @@ class _Handler(BaseHTTPRequestHandler):
                 if not isinstance(body, dict):
                     raise BadRequest("the body must be a JSON object of settings")
                 return self._reply(200, {"settings": app.update_settings(body)})
-            return self._reply(404, {"error": f"no {method} {url.path}; see the README's northbound API section"})
+            return self._reply(404, {"error": f"no {method} {url.path}; see docs/optical.md, the northbound API"})
         except (BadRequest, PlanError, ValueError) as error:
             return self._reply(400, {"error": str(error)})
 

@@ -260,7 +260,7 @@ class Agent:
         if self.config.ina is not None:
             self.position["step"] = "registering with the aggregation node"
             self._connect_ina()
-        # The runner times faults from the moment every rank is connected (README, Faults).
+        # The runner times faults from the moment every rank is connected (docs/faults.md).
         (Path(self.config.out_dir) / f"h{self.rank}.connected").touch()
         for round_ in range(self.warmups + self.iterations_planned):
             # Warm-up rounds use their own data and record nothing; measured ones count from 0.

@@ -1,5 +1,5 @@
-"""The shell commands the README shows, read from its indented command blocks, so tests can run
-them as written (the document cannot drift from the tool)."""
+"""The shell commands the README and the guide's pages show, read from their indented command
+blocks, so tests can run them as written (the documents cannot drift from the tool)."""
 
 from __future__ import annotations
 
@@ -10,6 +10,14 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 PROGRAMS = ("bash", "testbed", "python3")
+# The README first (its first block is the set-up), then the guide's pages that it links to.
+GUIDE = [ROOT / "README.md"] + [ROOT / "docs" / f"{name}.md" for name in (
+    "setup", "commands", "writing-scenarios", "run-directory", "optical", "byteps", "ina", "chakra", "fidelity",
+    "faults", "vm")]
+
+
+def guide_text() -> str:
+    return "\n".join(path.read_text() for path in GUIDE)
 
 
 @dataclass(frozen=True)
@@ -26,10 +34,10 @@ class Command:
         return self.line.rstrip().endswith("&")
 
 
-def readme_commands(path: Path = ROOT / "README.md") -> list[Command]:
+def readme_commands(paths: list[Path] | None = None) -> list[Command]:
     """Lines of 4-space-indented blocks (outside fenced blocks) that start with a program users run."""
     commands, block, fenced, previous_blank, in_block = [], 0, False, True, False
-    for raw in path.read_text().splitlines():
+    for raw in "\n\n".join(path.read_text() for path in (paths or GUIDE)).splitlines():
         if raw.startswith("```"):
             fenced = not fenced
         if fenced or raw.startswith("```"):

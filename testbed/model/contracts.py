@@ -164,7 +164,7 @@ class Event(BaseModel):
 
 
 class Results(Contract):
-    """results.json, the run's answer; the fields below are what every run has (see the README)."""
+    """results.json, the run's answer; the fields below are what every run has (docs/run-directory.md)."""
 
     model_config = ConfigDict(frozen=True, extra="allow")
 

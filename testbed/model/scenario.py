@@ -111,7 +111,7 @@ class Fault(Strict):
     """One injected fault, timed in real-world milliseconds after the host agents start (warm-up
     iterations included). link_loss and link_down last `duration_ms` (unset: the rest of the run)."""
 
-    kind: FaultKind  # what fails (see the README's Faults)
+    kind: FaultKind  # what fails (docs/faults.md)
     at_ms: float = Field(ge=0)  # when, in real-world ms after every host agent connected (warm-ups included)
     host: int | None = Field(default=None, ge=0)  # link_loss, link_down, agent_kill: whose link or agent
     loss_frac: float | None = Field(default=None, gt=0, lt=1)  # link_loss: the share of packets lost

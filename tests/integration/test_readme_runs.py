@@ -24,7 +24,7 @@ from testbed.core.calibration import load_calibration
 from testbed.core.watchdog import Progress
 
 from ..conftest import ROOT
-from ..readme_commands import readme_commands
+from ..readme_commands import guide_text, readme_commands
 from .conftest import StealWatch
 
 pytestmark = pytest.mark.root
@@ -158,8 +158,7 @@ def test_the_ina_capture_and_the_scapy_snippet_work_as_written(tmp_path, machine
     done = subprocess.run(["bash", "-c", line.replace("runs/ina", str(run_dir))], cwd=ROOT, env=_shell_env(),
                           capture_output=True, text=True, timeout=_waited(300))
     assert done.returncode == 0, done.stdout + done.stderr
-    readme = (ROOT / "README.md").read_text()
-    snippet = re.search(r"```python\n(from scapy.*?)```", readme, re.S).group(1)
+    snippet = re.search(r"```python\n(from scapy.*?)```", guide_text(), re.S).group(1)
     printed = subprocess.run([str(ROOT / ".venv" / "bin" / "python"), "-c",
                               snippet.replace("runs/ina", str(run_dir))],
                              cwd=ROOT, capture_output=True, text=True, timeout=_waited(120))
