@@ -62,8 +62,7 @@ def bench(name: str) -> list[dict]:
         rows.append({"case": name, "job": job.name, "gpus": len(job.gpus), "together_s": job.together_s,
                      "alone_s": job.alone_s, "status": result["status"], "correct": result["sums_correct"],
                      "faithful": result["fidelity"]["ok"], "ratios": ratios,
-                     "flagged": ", ".join(k for k, v in result["fidelity"].items()
-                                          if isinstance(v, dict) and v.get("ok") is False),
+                     "flagged": ", ".join(k for k, v in result["fidelity"]["monitors"].items() if not v["ok"]),
                      "dilation": result["dilation"], "wall_s": time.monotonic() - started})
     return rows
 
