@@ -253,11 +253,21 @@ class Runner:
 
     def _check_reachable(self, unreachable: list) -> None:
         """Agents exchange data both ways (TCP acknowledges): every pair that talks needs both paths."""
+        hosts = self.prepared.schedule.hosts
+        barrier = {(rank, (rank + 1) % hosts) for rank in range(hosts) if hosts > 1}  # the ring before each round
         cut = cut_pairs(unreachable, self.prepared.schedule.traffic())
         if cut:
             src, dst = cut[0]
             raise RunFailed(f"the planned circuits leave no path from GPU {src} to GPU {dst}, which exchange "
                             f"data; give the fabric more ports (ocs_switches) or another plan")
+        cut = cut_pairs(unreachable, barrier)
+        if cut:
+            # Found here, not as an agent's "no route to host": several jobs whose circuits never
+            # join one job's GPUs to the other's still share the agents' barrier before each round.
+            src, dst = cut[0]
+            raise RunFailed(f"the planned circuits leave no path from GPU {src} to GPU {dst}, neighbours in the "
+                            f"agents' barrier before each round (several jobs share it); give the fabric more "
+                            f"ports (ocs_switches) or put the jobs' GPUs where their circuits meet")
 
     def _stop_agents(self) -> None:
         # SIGTERM first: agents write the iterations they completed, the node its counters, tcpdump

@@ -119,3 +119,14 @@ def test_two_jobs_run_together_with_each_jobs_sums_and_times(tmp_path, registry)
         # Alone on Elect-Flat: 2(α + (M/2)/B) with M = 400 kB
         assert job["predicted_iteration_time_s"] == pytest.approx(2 * (5e-6 + 200_000 * 8 / 100e9), rel=1e-6)
     _nothing_left(runner, registry)
+
+
+def test_a_plan_that_cuts_the_agents_barrier_ring_is_refused_before_the_agents_start(tmp_path):
+    broadcast = {"kind": "collective", "collective": "broadcast", "algorithm": "tree", "bytes": 400_000}
+    runner = Runner(prepare(_scenario(workload=broadcast), DEFAULT_CALIBRATION), tmp_path / "run",
+                    backend=LoopbackBackend())
+    assert {(0, 3), (3, 0)}.isdisjoint(runner.prepared.schedule.traffic())  # the tree never joins them
+    runner._check_reachable([])  # nothing cut: nothing to say
+    # GPUs 3 and 0 are neighbours on the barrier's ring of 4 (3 -> 0), and TCP needs both ways.
+    with pytest.raises(RunFailed, match="from GPU 0 to GPU 3, neighbours in the agents' barrier"):
+        runner._check_reachable([(0, 3)])
