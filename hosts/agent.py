@@ -33,6 +33,7 @@ from hosts.timing import (
 )
 from hosts.transport import SendHandle, TcpTransport
 from testbed.model.contracts import AgentConfig
+from testbed.shared.collective_plans import barrier_ring_next
 
 BARRIER_TAG = 0xF0000000
 CHANNEL_BITS = 12  # tags per collective in a DAG schedule: a ring all-reduce of 1,024 takes 2,046
@@ -256,7 +257,7 @@ class Agent:
         everyone = list(range(self.hosts))
         # Ring neighbours carry both the barrier and the ring collectives: connect before timing.
         self.position["step"] = "connecting to its ring neighbour"
-        transport.connect_all([(self.rank + 1) % self.hosts])
+        transport.connect_all([barrier_ring_next(self.rank, self.hosts)])
         if self.config.ina is not None:
             self.position["step"] = "registering with the aggregation node"
             self._connect_ina()

@@ -31,6 +31,7 @@ from testbed.model.errors import RunFailed
 from testbed.model.scenario import Scenario
 from testbed.model.schedule import cut_pairs
 from testbed.model.units import us_to_s
+from testbed.shared.collective_plans import barrier_ring_next
 
 AGENT_PORT = 5001
 # Agents yield the CPU to Open vSwitch and the runner (hosts.timing.lower_priority): at 128 hosts
@@ -254,7 +255,7 @@ class Runner:
     def _check_reachable(self, unreachable: list) -> None:
         """Agents exchange data both ways (TCP acknowledges): every pair that talks needs both paths."""
         hosts = self.prepared.schedule.hosts
-        barrier = {(rank, (rank + 1) % hosts) for rank in range(hosts) if hosts > 1}  # the ring before each round
+        barrier = {(rank, barrier_ring_next(rank, hosts)) for rank in range(hosts) if hosts > 1}
         cut = cut_pairs(unreachable, self.prepared.schedule.traffic())
         if cut:
             src, dst = cut[0]

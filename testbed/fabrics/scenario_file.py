@@ -173,22 +173,20 @@ def load_scenario(path: str | Path) -> Scenario:
     return parse_scenario(data, str(path))
 
 
+def override_applies(key: str, kind: str) -> bool:
+    """Whether an override key applies to a fabric of `kind`: a `<kind>:<field>` key only to that kind."""
+    prefix, sep, _ = key.rpartition(":")
+    if sep and prefix not in SECTIONS:
+        raise InputError(f"override {key}: {prefix!r} is not a fabric kind ({', '.join(SECTIONS)})")
+    return not sep or prefix == kind
+
+
 def effective_overrides(scenario: Scenario, overrides: dict[str, Any]) -> dict[str, Any]:
     """The overrides that apply: a key written `<kind>:<field>` (e.g. `sip-ring:fabric.wavelengths`)
     only where the fabric's kind, after `fabric.kind` is overridden, is that kind, so one sweep can
     cross fabrics and give each kind its own fields."""
     kind_after = overrides.get("fabric.kind", scenario.fabric.kind)
-    effective = {}
-    for key, value in overrides.items():
-        kind, sep, field = key.rpartition(":")
-        if sep:
-            if kind not in SECTIONS:
-                raise InputError(f"override {key}: {kind!r} is not a fabric kind ({', '.join(SECTIONS)})")
-            if kind != kind_after:
-                continue
-            key = field
-        effective[key] = value
-    return effective
+    return {key.rpartition(":")[2]: value for key, value in overrides.items() if override_applies(key, kind_after)}
 
 
 def apply_overrides(scenario: Scenario, overrides: dict[str, Any]) -> Scenario:

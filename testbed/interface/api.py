@@ -60,19 +60,10 @@ def place(scenario: Scenario) -> Plan:
 def search(scenario: Scenario, gpus: int | None = None, top: int = 1) -> list[Choice]:
     """The `top` (mp, dp, global batch) choices with the lowest time to accuracy for the scenario's
     zoo model on its fabric, best first, each with its breakdown."""
-    from testbed.placer.profiles import device
-    from testbed.placer.zoo import MODELS
-    from testbed.planning.search import PlanCache, ranked
+    from testbed.planning.search import ranked, search_space
 
-    model = scenario.workload.model
-    if scenario.workload.kind != "model" or model is None or model.name not in MODELS:
-        raise InputError(f"{scenario.name}: search needs a model workload naming a zoo model "
-                         f"({', '.join(sorted(MODELS))})")
-    hosts = gpus or scenario.fabric.hosts
-    fabric = scenario.fabric.model_copy(update={"hosts": hosts})
-    cache = PlanCache(MODELS[model.name](), device(model.device, model.efficiency), model.dp_bucket_bytes,
-                      model.spatial_splits)
-    return ranked(cache, hosts, fabric, ks=[k for k in (1, 2, 4, 8, 16, 32, 64) if hosts % k == 0], top=top)
+    space = search_space(scenario, gpus)
+    return ranked(space.cache, space.gpus, space.fabric, ks=space.ks, top=top)
 
 
 def run(scenario: Scenario, out: str | Path | None = None) -> dict[str, Any]:

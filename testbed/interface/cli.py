@@ -8,6 +8,7 @@ import json
 import os
 import signal
 import sys
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
@@ -100,13 +101,12 @@ def cmd_check(args: argparse.Namespace) -> int:
     if report.skipped_nodes:
         console.print("trace nodes skipped (no data moved, no time taken): "
                       + ", ".join(f"{n} {kind}" for kind, n in report.skipped_nodes))
-    for warning in report.warnings:
-        err_console.print(f"[yellow]warning[/]: {warning}", highlight=False, soft_wrap=True)
+    _warn(report.warnings)
     return 0
 
 
-def _warn_about_fields(scenario: Any) -> None:
-    for warning in scenario.fabric.field_warnings():
+def _warn(warnings: Iterable[str]) -> None:
+    for warning in warnings:
         err_console.print(f"[yellow]warning[/]: {warning}", highlight=False)
 
 
@@ -115,7 +115,7 @@ def cmd_predict(args: argparse.Namespace) -> int:
     from testbed.planning.predict import predict_scenario
 
     scenario = load_scenario(args.scenario)
-    _warn_about_fields(scenario)
+    _warn(scenario.fabric.field_warnings())
     if args.schedule:
         from testbed.core.trace import load_trace
         from testbed.oracle.schedule_sim import simulate_schedule
@@ -243,29 +243,21 @@ def cmd_search(args: argparse.Namespace) -> int:
     from rich.progress import Progress
 
     from testbed.fabrics.scenario_file import load_scenario
-    from testbed.placer.accuracy import curve
-    from testbed.placer.profiles import device
-    from testbed.placer.zoo import MODELS
-    from testbed.planning.search import PlanCache, ranked
+    from testbed.planning.search import ranked, search_space
 
     scenario = load_scenario(args.scenario)
-    model = scenario.workload.model
-    if scenario.workload.kind != "model" or model is None or model.name not in MODELS:
-        raise InputError(f"{args.scenario}: testbed search needs a model workload naming a zoo model "
-                         f"({', '.join(sorted(MODELS))})")
     if args.top < 1:
         raise InputError(f"--top {args.top}: give how many candidates to list, 1 or more")
-    if args.gpus is not None and args.gpus < 2:
-        raise InputError(f"--gpus {args.gpus}: search needs at least 2 GPUs (leave it out for fabric.hosts)")
-    gpus = args.gpus or scenario.fabric.hosts
-    fabric = scenario.fabric.model_copy(update={"hosts": gpus})
-    ks = [k for k in (1, 2, 4, 8, 16, 32, 64) if gpus % k == 0]
-    cache = PlanCache(MODELS[model.name](), device(model.device, model.efficiency), model.dp_bucket_bytes,
-                      model.spatial_splits)
+    try:
+        space = search_space(scenario, args.gpus)
+    except InputError as error:
+        raise InputError(f"{args.scenario}: {error}") from None
+    model, gpus, fabric = scenario.workload.model, space.gpus, space.fabric
+    assert model is not None  # search_space checked it
     with Progress(console=err_console, transient=True, disable=args.json) as progress:
-        task = progress.add_task(f"searching (k, l, batch) for {model.name} on {gpus} GPUs",
-                                 total=len(ks) * len(curve(model.name).batches))
-        choices = ranked(cache, gpus, fabric, ks=ks, on_step=lambda: progress.advance(task), top=args.top)
+        task = progress.add_task(f"searching (k, l, batch) for {model.name} on {gpus} GPUs", total=space.steps)
+        choices = ranked(space.cache, gpus, fabric, ks=space.ks, on_step=lambda: progress.advance(task),
+                         top=args.top)
     if args.json:
         print(json.dumps({"model": model.name, "gpus": gpus, "fabric": fabric.kind, "candidates": [
             {"mp": c.k, "dp": c.l, "global_batch": c.global_batch, "iteration_time_s": c.iteration_s,
@@ -348,7 +340,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     from testbed.fabrics.scenario_file import load_scenario
 
     scenario = load_scenario(args.scenario)
-    _warn_about_fields(scenario)
+    _warn(scenario.fabric.field_warnings())
     prepared = prepare(scenario)
     # Started in the background, a process may inherit SIGINT ignored; a run must stay interruptible.
     signal.signal(signal.SIGINT, signal.default_int_handler)

@@ -15,7 +15,7 @@ from typing import Any, Callable
 
 import yaml
 
-from testbed.fabrics.scenario_file import apply_overrides, effective_overrides, scenario_to_yaml
+from testbed.fabrics.scenario_file import apply_overrides, effective_overrides, override_applies, scenario_to_yaml
 from testbed.model.errors import InputError
 from testbed.model.scenario import Scenario
 from testbed.planning.predict import predict_scenario
@@ -69,7 +69,7 @@ def plan_points(scenario: Scenario, sets: dict[str, list[Any]]) -> list[tuple[Sw
             kind = point.overrides.get("fabric.kind", scenario.fabric.kind)
             # The point names (and its row lists) only the values that apply to its kind.
             point = SweepPoint(index, {key: value for key, value in point.overrides.items()
-                                       if ":" not in key or key.split(":", 1)[0] == kind})
+                                       if override_applies(key, kind)})
             planned.append((point, apply_overrides(scenario, point.overrides)))
         except InputError as error:
             raise InputError(f"sweep point {point.id}: {error}") from None

@@ -8,12 +8,13 @@ from typing import Callable
 from testbed.fabrics.all_kinds import behaviour
 from testbed.model.errors import InputError
 from testbed.model.fabric_section import FabricSection
+from testbed.model.scenario import Scenario
 from testbed.oracle.iteration import predict_plan
 from testbed.placer.accuracy import AccuracyCurve, curve
 from testbed.placer.buckets import DEFAULT_BUCKET_BYTES
 from testbed.placer.plan import Plan, make_plan
-from testbed.placer.profiles import DeviceProfile
-from testbed.placer.zoo import ModelGraph
+from testbed.placer.profiles import DeviceProfile, device
+from testbed.placer.zoo import MODELS, ModelGraph
 
 
 @dataclass(frozen=True)
@@ -57,6 +58,34 @@ def compute_bound_s(plan: Plan) -> float:
         for c in range(op.parts):
             busy[plan.placement.gpu[i][c]] += op.part_us
     return max(busy) / 1e6
+
+
+@dataclass(frozen=True)
+class SearchSpace:
+    """What a search of a scenario's zoo model covers: its placements' cache, the GPUs, the fabric
+    at that many GPUs, the MP sizes that divide them, and the candidates to look at."""
+
+    cache: PlanCache
+    gpus: int
+    fabric: FabricSection
+    ks: list[int]
+    steps: int  # candidates (k, batch) the search walks through
+
+
+def search_space(scenario: Scenario, gpus: int | None = None) -> SearchSpace:
+    """The search space of the scenario's model on its fabric (at `gpus`, else fabric.hosts)."""
+    model = scenario.workload.model
+    if scenario.workload.kind != "model" or model is None or model.name not in MODELS:
+        raise InputError(f"{scenario.name}: search needs a model workload naming a zoo model "
+                         f"({', '.join(sorted(MODELS))})")
+    if gpus is not None and gpus < 2:
+        raise InputError(f"--gpus {gpus}: search needs at least 2 GPUs (leave it out for fabric.hosts)")
+    hosts = gpus or scenario.fabric.hosts
+    ks = [k for k in (1, 2, 4, 8, 16, 32, 64) if hosts % k == 0]
+    cache = PlanCache(MODELS[model.name](), device(model.device, model.efficiency), model.dp_bucket_bytes,
+                      model.spatial_splits)
+    return SearchSpace(cache, hosts, scenario.fabric.model_copy(update={"hosts": hosts}), ks,
+                       len(ks) * len(curve(model.name).batches))
 
 
 def search(cache: PlanCache, gpus: int, fabric: FabricSection, ks: list[int] | None = None,

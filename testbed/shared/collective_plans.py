@@ -54,6 +54,11 @@ class Exchange:
     reduce: bool = False  # add what arrives into the receive range instead of overwriting it
 
 
+def barrier_ring_next(rank: int, hosts: int) -> int:
+    """The rank each agent connects to first and passes the barrier's tokens to before every round."""
+    return (rank + 1) % hosts
+
+
 def supported(op: str, algorithm: str) -> bool:
     return (op, algorithm) in ALGORITHMS
 
