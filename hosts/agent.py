@@ -20,7 +20,7 @@ from typing import Any
 import numpy as np
 
 from hosts import ops
-from hosts.collectives import StepRecord, ring_barrier
+from hosts.collectives import STOP, StepRecord, ring_barrier
 from hosts.dag_round import run_dag_round
 from hosts.data import digest
 from hosts.timing import (
@@ -59,7 +59,14 @@ class Agent:
         self.epoch = config.epoch_monotonic_s
         schedule = json.loads(Path(config.schedule).read_text())
         self.hosts = int(schedule["hosts"])
-        self.iterations_planned = int(schedule["iterations"])
+        mine = next((job for job in config.jobs if rank in job.hosts), None)
+        # The ranks this agent keeps its barrier with: its job's (several jobs), or every host.
+        self.group = list(mine.hosts) if mine is not None else list(range(self.hosts))
+        self.iterations_planned = mine.iterations if mine is not None else int(schedule["iterations"])
+        # Several jobs: after its measured iterations a job keeps loading the fabric (if it has any
+        # step) until every job has its own, so each job's measured iterations overlap the others'.
+        self.paced = bool(config.jobs)
+        self.loads_fabric = self.paced and any(schedule["gpus"][g]["steps"] for g in self.group)
         self.warmups = config.warmup_iterations
         self.steps = schedule["gpus"][rank]["steps"]
         self.dag = schedule.get("execution") == "dag"
@@ -254,26 +261,30 @@ class Agent:
         transport = TcpTransport(self.rank, addresses, self.config.port, latency_s=latency_s,
                                  connect_timeout_s=self.config.connect_timeout_s)
         self.transport = transport
-        everyone = list(range(self.hosts))
         # Ring neighbours carry both the barrier and the ring collectives: connect before timing.
         self.position["step"] = "connecting to its ring neighbour"
-        transport.connect_all([barrier_ring_next(self.rank, self.hosts)])
+        transport.connect_all([barrier_ring_next(self.rank, self.group)])
         if self.config.ina is not None:
             self.position["step"] = "registering with the aggregation node"
             self._connect_ina()
         # The runner times faults from the moment every rank is connected (docs/faults.md).
         (Path(self.config.out_dir) / f"h{self.rank}.connected").touch()
-        for round_ in range(self.warmups + self.iterations_planned):
-            # Warm-up rounds use their own data and record nothing; measured ones count from 0.
-            measured = round_ >= self.warmups
+        last = self.warmups + self.iterations_planned  # rounds after `last` only load the fabric
+        round_ = 0
+        while round_ < last or self.loads_fabric:
+            # Warm-up and loading rounds use their own data and record nothing; measured ones count from 0.
+            measured = self.warmups <= round_ < last
             iteration = round_ - self.warmups if measured else WARMUP_DATA_BASE + round_
             with background_priority():
                 inputs = self._inputs(iteration)
             self.position.update(round=round_, iteration=iteration if measured else None,
                                  step="the barrier before the round")
             arrive = time.monotonic()
-            start_at = ring_barrier(transport, everyone, BARRIER_TAG + 2 * round_, learned=self.barrier_learned)
+            start_at = ring_barrier(transport, self.group, BARRIER_TAG + 2 * round_, learned=self.barrier_learned,
+                                    go=self._go(round_, last) if self.paced else None)
             self._count_tcp_until_now()
+            if start_at == STOP:
+                break
             wait_until(start_at, spin=False)
             start = time.monotonic()
             tcp_before = tcp_counters()
@@ -283,6 +294,7 @@ class Agent:
             if not measured:
                 del self.events[events_before:]
                 self._progressed(round_)
+                round_ += 1
                 continue
             with background_priority():  # results are checked once this rank is out of the round
                 for outcome in outcomes:
@@ -308,9 +320,10 @@ class Agent:
             # Said only once the iteration is recorded: a run stopped after the runner saw it done
             # keeps it (the check above runs at idle priority and may come a while after `end`).
             self._progressed(round_)
+            round_ += 1
         # Hold the connections until everyone is done, so no rank's close races a peer's last recv.
         self.position.update(round=None, iteration=None, step="the final barrier")
-        ring_barrier(transport, everyone, BARRIER_TAG - 2)
+        ring_barrier(transport, self.group, BARRIER_TAG - 2)
         self._count_tcp_until_now()
         transport.close()
         ina_counters = None
@@ -318,6 +331,20 @@ class Agent:
             self.ina.close()  # stops this host's fallback aggregators, which report their counters
             ina_counters = self.ina.counters()
         return {**self.summary(), "ok": True, "ina": ina_counters}
+
+    def _go(self, round_: int, last: int):
+        """What the first rank of a job decides once its job has arrived at a round's barrier: the
+        first measured round waits until every job has warmed up (the runner's `measure` file), a
+        round after the measured ones runs only until every job has its iterations (`stop`)."""
+        out_dir = Path(self.config.out_dir)
+
+        def go() -> bool:
+            if round_ == self.warmups:
+                self.position["step"] = "waiting for every job to warm up"
+                while not (out_dir / "measure").exists():
+                    time.sleep(0.005)
+            return round_ < last or not (out_dir / "stop").exists()
+        return go
 
     def _count_tcp_until_now(self) -> None:
         """The last measured iteration's TCP counters run on until every host is past it (the

@@ -72,12 +72,13 @@ def controller_events(run_dir: Path, epoch_s: float | None, dilation: float) -> 
     return found
 
 
-def _merge_events(hosts_dir: Path, run_dir: Path, extra: list[dict], iterations: int) -> list[dict]:
-    """The controller's events and the hosts' for the iterations every rank completed."""
+def _merge_events(hosts_dir: Path, run_dir: Path, extra: list[dict], counted: dict[int, int]) -> list[dict]:
+    """The controller's events and the hosts' for the iterations counted on each host (`counted`:
+    by rank, those every rank of its job completed)."""
     events = list(extra)
     for path in sorted(hosts_dir.glob("h*.events.jsonl")):
         events.extend(event for event in (json.loads(line) for line in path.read_text().splitlines() if line.strip())
-                      if event.get("iteration", -1) < iterations)
+                      if event.get("iteration", -1) < counted.get(event.get("host", -1), 0))
     events.sort(key=lambda e: (e["t_s"], e["host"]))
     with open(run_dir / "events.jsonl", "w") as out:
         for event in events:
@@ -154,22 +155,33 @@ def _dark_per_iteration(reconfigurations: list[dict], iterations: int) -> float:
     return dark / iterations if iterations else 0.0
 
 
-def _per_job(prepared: "Prepared", per_host: list[dict], count: int) -> dict[str, dict[str, Any]]:
-    """Each job's iterations: from the round's start on its hosts to its hosts' last step (jobs
-    start each round together), against its own prediction beside the others."""
-    dilation = prepared.plan.dilation
-    by_rank = {h["rank"]: h for h in per_host}
+def _per_job(prepared: "Prepared", runs: dict[str, "MeasuredIterations"], events: list[dict[str, Any]],
+             reconfigurations: list[dict[str, Any]], ina: dict[str, Any] | None,
+             epoch_s: float | None) -> dict[str, dict[str, Any]]:
+    """Each job's iterations (its own rounds: jobs keep their own pace), against its prediction
+    beside the others, with its breakdown from its hosts' events."""
     out: dict[str, dict[str, Any]] = {}
     for job, gpus in prepared.scenario.job_gpus():
-        times = []
-        for it in range(count):
-            rows = [by_rank[g]["iterations"][it] for g in gpus if g in by_rank]
-            if rows:
-                times.append(dilation.real_time_s(max(r["end_s"] for r in rows) - min(r["start_s"] for r in rows)))
+        run = runs[job.name]
         predicted = prepared.job_predicted_s.get(job.name, 0.0)
-        out[job.name] = {"gpus": gpus, "iteration_times_s": times, "predicted_iteration_time_s": predicted,
-                         "emulated_over_predicted": [t / predicted for t in times] if predicted > 0 else []}
+        mine = [e for e in events if e.get("host") in set(gpus)]
+        out[job.name] = {"gpus": gpus, "iteration_times_s": run.times_s, "predicted_iteration_time_s": predicted,
+                         "emulated_over_predicted": [t / predicted for t in run.times_s] if predicted > 0 else [],
+                         "iteration_tcp_retransmits": run.tcp_retransmits, "iteration_tcp_timeouts": run.tcp_timeouts,
+                         "breakdown": _measured_breakdown(prepared, mine, _within(reconfigurations, run, epoch_s,
+                                                                                   prepared.plan.dilation),
+                                                          ina, run, warmups=0)}
     return out
+
+
+def _within(reconfigurations: list[dict[str, Any]], run: "MeasuredIterations", epoch_s: float | None,
+            dilation: Dilation) -> list[dict[str, Any]]:
+    """The reconfigurations requested during one job's measured iterations (the others' loading
+    rounds go on around them)."""
+    if epoch_s is None:
+        return []
+    spans = [((start - epoch_s) / dilation.dilation, (end - epoch_s) / dilation.dilation) for start, end in run.windows]
+    return [e for e in reconfigurations if any(a <= e["requested_s"] < b for a, b in spans)]
 
 
 @dataclass(frozen=True)
@@ -189,6 +201,12 @@ class MeasuredIterations:
     def wall_s(self) -> float:
         return sum(end - start for start, end in self.windows)
 
+    @classmethod
+    def joined(cls, runs: list["MeasuredIterations"]) -> "MeasuredIterations":
+        """Several jobs' iterations in one list, for the monitors that judge every iteration."""
+        return cls([t for r in runs for t in r.times_s], [w for r in runs for w in r.windows],
+                   [n for r in runs for n in r.tcp_retransmits], [n for r in runs for n in r.tcp_timeouts])
+
 
 def measured_iterations(per_host: list[dict[str, Any]], dilation: Dilation) -> MeasuredIterations:
     """An iteration lasts from its first rank's start to its last rank's end."""
@@ -200,6 +218,22 @@ def measured_iterations(per_host: list[dict[str, Any]], dilation: Dilation) -> M
         windows=windows,
         tcp_retransmits=[sum(h["iterations"][it].get("tcp_retransmits", 0) for h in per_host) for it in range(count)],
         tcp_timeouts=[sum(h["iterations"][it].get("tcp_timeouts", 0) for h in per_host) for it in range(count)])
+
+
+def _job_iterations(prepared: "Prepared", per_host: list[dict[str, Any]]) -> tuple[dict[str, MeasuredIterations],
+                                                                                   dict[int, int]]:
+    """Each job's measured iterations (one job, named "", where the scenario has no jobs) and how
+    many of each host's iterations count: those every rank of its job completed."""
+    dilation = prepared.plan.dilation
+    if not prepared.scenario.jobs:
+        run = measured_iterations(per_host, dilation)
+        return {"": run}, {h["rank"]: run.count for h in per_host}
+    by_rank = {h["rank"]: h for h in per_host}
+    runs, counted = {}, {}
+    for job, gpus in prepared.scenario.job_gpus():
+        runs[job.name] = measured_iterations([by_rank[g] for g in gpus if g in by_rank], dilation)
+        counted.update({g: runs[job.name].count for g in gpus})
+    return runs, counted
 
 
 def _link_rates(prepared: "Prepared", per_host: list[dict[str, Any]], events: list[dict[str, Any]],
@@ -280,7 +314,10 @@ def _final_outcome(outcome: RunOutcome, count: int, planned: int, problems: list
 
 
 def _measured_breakdown(prepared: "Prepared", events: list[dict[str, Any]], reconfigurations: list[dict[str, Any]],
-                        ina: dict[str, Any] | None, iterations: MeasuredIterations) -> dict[str, float | None]:
+                        ina: dict[str, Any] | None, iterations: MeasuredIterations,
+                        warmups: int | None = None) -> dict[str, float | None]:
+    """Compute, communication, dark time and retransmission waits per iteration; dark time over the
+    run's rounds (warm-ups too, `warmups` unless given) that `reconfigurations` were requested in."""
     scenario, dilation = prepared.scenario, prepared.plan.dilation
     comm = [e["duration_s"] for e in events if e["kind"] == "collective"]
     per_host_compute: dict[tuple[int, int], float] = {}
@@ -289,7 +326,7 @@ def _measured_breakdown(prepared: "Prepared", events: list[dict[str, Any]], reco
             key = (e["host"], e["iteration"])
             per_host_compute[key] = per_host_compute.get(key, 0.0) + e["duration_s"]
     compute = list(per_host_compute.values())
-    run_iterations = iterations.count + scenario.warmups()
+    run_iterations = iterations.count + (scenario.warmups() if warmups is None else warmups)
     compute_s = sum(compute) / len(compute) if compute else 0.0
     dark_s = _dark_per_iteration(reconfigurations, run_iterations)
     if scenario.workload.kind != "collective" and iterations.count:
@@ -326,15 +363,19 @@ def assemble(prepared: "Prepared", run_dir: Path, measured: RunMeasurements, out
                  for line in p.read_text().splitlines() if line.strip() and not line.startswith("Warning")]
     reconfigurations = controller_events(run_dir, measured.epoch_monotonic_s, dilation.dilation)
 
-    # An iteration counts once every rank completed it; later ones some ranks finished are left out.
+    # An iteration counts once every rank (of its job) completed it; later ones are left out.
     if len(per_host) != ranks:
         per_host = [{**h, "iterations": []} for h in per_host]
-    iterations = measured_iterations(per_host, dilation)
+    runs, counted = _job_iterations(prepared, per_host)
+    # Top-level figures are the first job's (the only one's); monitors judge every job's iterations.
+    iterations = next(iter(runs.values()))
+    judged = MeasuredIterations.joined(list(runs.values()))
     count = iterations.count
-    per_host = [{**h, "iterations": h["iterations"][:count]} for h in per_host]
-    sums_ok, sum_problems = _check_sums(prepared, per_host) if count else (False, ["no iteration completed"])
+    per_host = [{**h, "iterations": h["iterations"][:counted.get(h["rank"], 0)]} for h in per_host]
+    every_job = min(run.count for run in runs.values())
+    sums_ok, sum_problems = _check_sums(prepared, per_host) if every_job else (False, ["no iteration completed"])
     problems += sum_problems
-    events = _merge_events(hosts_dir, run_dir, reconfigurations, count) if hosts_dir.is_dir() else []
+    events = _merge_events(hosts_dir, run_dir, reconfigurations, counted) if hosts_dir.is_dir() else []
     # Collectives whose steps are exchanges between ranks that start together after the barrier;
     # a schedule's steps also wait for peers' compute, and BytePS and INA chunks queue behind
     # the chunks before them by design.
@@ -344,18 +385,22 @@ def assemble(prepared: "Prepared", run_dir: Path, measured: RunMeasurements, out
         if exchanges else None
     predicted = prediction.iteration_time_s
     ina = _ina_summary(measured.ina_node, per_host) if KINDS[scenario.fabric.kind].aggregation_node else None
-    steal = steal_fractions(measured.cpu_samples, iterations.windows)
-    verdict = fidelity.verdict(_monitors(prepared, measured, per_host, iterations, steal, stalls,
+    steal_judged = steal_fractions(measured.cpu_samples, judged.windows)
+    steal = steal_judged[:count]
+    verdict = fidelity.verdict(_monitors(prepared, measured, per_host, judged, steal_judged, stalls,
                                          _link_rates(prepared, per_host, events, ina), ina, reconfigurations))
-    if not count:  # nothing was measured, so nothing can be called faithful
+    if not every_job:  # nothing was measured, so nothing can be called faithful
         verdict = {**verdict, "ok": False, "note": "no iteration completed"}
-    final = _final_outcome(outcome, count, scenario.workload.iterations, problems, measured.faults)
+    planned = scenario.jobs[0].workload.iterations if scenario.jobs else scenario.workload.iterations
+    final = _final_outcome(outcome, count, planned, problems, measured.faults)
+    jobs = _per_job(prepared, runs, events, reconfigurations, ina, measured.epoch_monotonic_s) \
+        if scenario.jobs else {}
     result: dict[str, Any] = {
         "name": scenario.name,
         "status": final.status,
         "error": final.error,
         "iterations_completed": count,
-        "iterations_planned": scenario.workload.iterations,
+        "iterations_planned": planned,
         "iteration_times_s": iterations.times_s,
         "iteration_tcp_retransmits": iterations.tcp_retransmits,
         "iteration_tcp_timeouts": iterations.tcp_timeouts,
@@ -366,7 +411,8 @@ def assemble(prepared: "Prepared", run_dir: Path, measured: RunMeasurements, out
         "dilation": dilation.dilation,
         "byte_scale": dilation.byte_scale,
         "host_rate_bps": plan.host_rate_bps,
-        "breakdown": _measured_breakdown(prepared, events, reconfigurations, ina, iterations),
+        "breakdown": next(iter(jobs.values()))["breakdown"] if jobs else
+        _measured_breakdown(prepared, events, reconfigurations, ina, iterations),
         "reconfigurations": len(reconfigurations),
         "predicted_breakdown": prediction.breakdown.to_json(),
         "sums_correct": sums_ok,
@@ -375,8 +421,8 @@ def assemble(prepared: "Prepared", run_dir: Path, measured: RunMeasurements, out
         "notes": list(plan.notes),
         "timings_s": measured.timings_s,
     }
-    if scenario.jobs:
-        result["jobs"] = _per_job(prepared, per_host, count)
+    if jobs:
+        result["jobs"] = jobs
     if prepared.schedule.skipped_nodes:  # a Chakra trace's nodes that move no data, by type
         result["skipped_trace_nodes"] = dict(prepared.schedule.skipped_nodes)
     if ina is not None:

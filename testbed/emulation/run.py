@@ -26,11 +26,12 @@ from testbed.emulation.records import RunMeasurements, RunOutcome
 from testbed.emulation.side_processes import SideProcesses
 from testbed.fabrics.all_kinds import KINDS
 from testbed.fabrics.scenario_file import scenario_to_yaml
-from testbed.model.contracts import AgentConfig
+from testbed.model.contracts import AgentConfig, AgentJob
 from testbed.model.errors import RunFailed
 from testbed.model.scenario import Scenario
 from testbed.model.schedule import cut_pairs
 from testbed.model.units import us_to_s
+from testbed.planning.jobs import paced_groups
 from testbed.shared.collective_plans import barrier_ring_next
 
 AGENT_PORT = 5001
@@ -123,7 +124,8 @@ class Runner:
         scenario, plan = self.prepared.scenario, self.prepared.plan
         hosts_dir = self.run_dir / "hosts"
         hosts_dir.mkdir(exist_ok=True)
-        for stale in [hosts_dir / "progress", *hosts_dir.glob("h*.*")]:  # an earlier run in this directory
+        for stale in [hosts_dir / "progress", hosts_dir / "measure", hosts_dir / "stop",
+                      *hosts_dir.glob("h*.*")]:  # an earlier run in this directory
             stale.unlink(missing_ok=True)
         epoch = time.monotonic()
         self.measured.epoch_monotonic_s = epoch
@@ -141,6 +143,7 @@ class Runner:
             progress=str((hosts_dir / "progress").resolve()),
             niceness=AGENT_NICENESS,
             connect_timeout_s=connect_timeout_s(self.prepared.calibration.slowness),
+            jobs=[AgentJob(hosts=hosts, iterations=iterations) for hosts, iterations in self._groups()],
         )
         self._check_reachable(live.ready.get("unreachable", []))
         env = dict(os.environ, PYTHONUNBUFFERED="1")
@@ -180,12 +183,44 @@ class Runner:
         measured.ina_node = sides.stop_ina_node()
         measured.failed_ranks = [rank for rank, p in enumerate(self.agents) if p.poll() != 0]
 
+    def _groups(self) -> list[tuple[list[int], int]]:
+        """Each job's hosts and measured iterations (empty: one job, every host in one barrier)."""
+        return paced_groups(self.prepared.scenario, self.prepared.schedule.hosts)
+
+    def _iterations_done(self, progress: Progress) -> int:
+        """Measured iterations done, for the progress bar: every rank's, or, with several jobs,
+        the share of its own the job furthest behind has done."""
+        scenario = self.prepared.scenario
+        warmups, total = scenario.warmups(), scenario.workload.iterations
+        groups = self._groups()
+        if not groups:
+            return progress.iterations_done(warmups)
+        share = min(min(max(0, min(progress.rounds_done[h] for h in hosts) - warmups), iterations) / iterations
+                    for hosts, iterations in groups)
+        return int(share * total)
+
+    def _pace_jobs(self, progress: Progress, hosts_dir: Path) -> None:
+        """Several jobs: `measure` once every rank has warmed up and connected (no job measures
+        beside another's warm-up), `stop` once every job has its measured iterations (until then
+        the jobs done keep loading the fabric)."""
+        warmups = self.prepared.scenario.warmups()
+        groups = self._groups()
+        if not groups:
+            return
+        measure, stop = hosts_dir / "measure", hosts_dir / "stop"
+        if not measure.exists() and "agents_connected_s" in self.measured.timings_s and \
+                min(progress.rounds_done) >= warmups:
+            measure.touch()
+        if not stop.exists() and all(progress.rounds_done[h] >= warmups + iterations
+                                     for hosts, iterations in groups for h in hosts):
+            stop.touch()
+
     def _watch(self, live: LiveFabric, sides: SideProcesses, hosts_dir: Path) -> None:
         """Until every agent has exited: fail on a dead controller or side process, a failed agent,
         the overall limit, or a stall (no rank finishing a round for a bound derived from the
         expected round time), which is reported as who waits on whom."""
         scenario, plan = self.prepared.scenario, self.prepared.plan
-        total, warmups, ranks = scenario.workload.iterations, scenario.warmups(), self.prepared.schedule.hosts
+        total, ranks = scenario.workload.iterations, self.prepared.schedule.hosts
         round_wall_s = plan.dilation.emulated_time_s(self.prepared.prediction.iteration_time_s)
         lossy = scenario.loses_packets()  # rounds then wait out retransmission timeouts
         start_up_s = start_up_bound_s(self.prepared.calibration.slowness)
@@ -214,17 +249,18 @@ class Runner:
             text, read_to = _read_lines_from(hosts_dir / "progress", read_to)
             if text:
                 progress, moved_at = progress.extended(text), time.monotonic()
+            self._pace_jobs(progress, hosts_dir)
             if self.injector is not None and self.injector.error:
                 raise RunFailed(self.injector.error)
             bound_s = (stall_bound_s(round_wall_s, first_round=progress.lines == 0, lossy=lossy)
                        if "agents_connected_s" in timings else start_up_s)
             if time.monotonic() - moved_at > bound_s:
                 raise RunFailed(self._stall_report(time.monotonic() - moved_at, bound_s, hosts_dir))
-            self.on_progress(progress.iterations_done(warmups), total)
+            self.on_progress(self._iterations_done(progress), total)
             self.measured.cpu_samples.append(cpu_sample(time.monotonic()))
             time.sleep(0.05)
         progress = progress.extended(_read_lines_from(hosts_dir / "progress", read_to)[0])
-        self.on_progress(progress.iterations_done(warmups), total)
+        self.on_progress(self._iterations_done(progress), total)
         self.measured.cpu_samples.append(cpu_sample(time.monotonic()))
         timings["agents_done_s"] = self._since_set_up()
 
@@ -254,8 +290,8 @@ class Runner:
 
     def _check_reachable(self, unreachable: list) -> None:
         """Agents exchange data both ways (TCP acknowledges): every pair that talks needs both paths."""
-        hosts = self.prepared.schedule.hosts
-        barrier = {(rank, barrier_ring_next(rank, hosts)) for rank in range(hosts) if hosts > 1}
+        groups = [hosts for hosts, _ in self._groups()] or [list(range(self.prepared.schedule.hosts))]
+        barrier = {(rank, barrier_ring_next(rank, group)) for group in groups if len(group) > 1 for rank in group}
         cut = cut_pairs(unreachable, self.prepared.schedule.traffic())
         if cut:
             src, dst = cut[0]
@@ -263,12 +299,11 @@ class Runner:
                             f"data; give the fabric more ports (ocs_switches) or another plan")
         cut = cut_pairs(unreachable, barrier)
         if cut:
-            # Found here, not as an agent's "no route to host": several jobs whose circuits never
-            # join one job's GPUs to the other's still share the agents' barrier before each round.
+            # Found here, not as an agent's "no route to host": a job's circuits must join its
+            # GPUs in the ring its agents' barrier before each round takes.
             src, dst = cut[0]
             raise RunFailed(f"the planned circuits leave no path from GPU {src} to GPU {dst}, neighbours in the "
-                            f"agents' barrier before each round (several jobs share it); give the fabric more "
-                            f"ports (ocs_switches) or put the jobs' GPUs where their circuits meet")
+                            f"agents' barrier before each round; give the fabric more ports (ocs_switches)")
 
     def _stop_agents(self) -> None:
         # SIGTERM first: agents write the iterations they completed, the node its counters, tcpdump

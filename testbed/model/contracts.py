@@ -83,6 +83,16 @@ class InaNodeConfig(Contract):
     counters: str
 
 
+class AgentJob(BaseModel):
+    """One job's hosts and measured iterations: its agents keep their own pace, with a barrier
+    among themselves alone before each round."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    hosts: list[int] = Field(min_length=1)
+    iterations: int = Field(ge=1)
+
+
 class AgentConfig(Contract):
     """agent_config.json: what every host agent needs to replay its part of the schedule."""
 
@@ -100,6 +110,10 @@ class AgentConfig(Contract):
     connect_timeout_s: float = Field(default=30.0, gt=0)
     ina: InaAgentSettings | None = None
     niceness: int = Field(default=0, ge=0, le=19)  # the agent's nice value and its session's (hosts.timing)
+    # Several jobs: each iterates at its own pace and, after its measured iterations, keeps
+    # loading the fabric until the runner writes `out_dir/stop`; none measures before the runner
+    # writes `out_dir/measure` (every job warmed up). Empty: one job of every host.
+    jobs: list[AgentJob] = []
 
 
 class ControllerConfig(Contract):

@@ -54,9 +54,10 @@ class Exchange:
     reduce: bool = False  # add what arrives into the receive range instead of overwriting it
 
 
-def barrier_ring_next(rank: int, hosts: int) -> int:
-    """The rank each agent connects to first and passes the barrier's tokens to before every round."""
-    return (rank + 1) % hosts
+def barrier_ring_next(rank: int, group: list[int]) -> int:
+    """The rank each agent connects to first and passes the barrier's tokens to before every round
+    (`group`: the ranks of its job, which keep a barrier of their own)."""
+    return group[(group.index(rank) + 1) % len(group)]
 
 
 def supported(op: str, algorithm: str) -> bool:
