@@ -333,18 +333,40 @@ class Agent:
         return {**self.summary(), "ok": True, "ina": ina_counters}
 
     def _go(self, round_: int, last: int):
-        """What the first rank of a job decides once its job has arrived at a round's barrier: the
-        first measured round waits until every job has warmed up (the runner's `measure` file), a
-        round after the measured ones runs only until every job has its iterations (`stop`)."""
+        """What the first rank of a job decides once its job has arrived at a round's barrier, from
+        every rank's progress lines: the first measured round waits until every job has warmed up
+        (and connected), a round after the measured ones runs only while some job still lacks its
+        measured iterations. Each rank writes its line before it arrives, so its own job is seen."""
         out_dir = Path(self.config.out_dir)
+        ranks = [h for job in self.config.jobs for h in job.hosts]
 
         def go() -> bool:
+            if not self.config.progress:  # nothing to pace by: each job runs its own rounds alone
+                return round_ < last
             if round_ == self.warmups:
                 self.position["step"] = "waiting for every job to warm up"
-                while not (out_dir / "measure").exists():
+                while not all(self._rounds_done().get(h, 0) >= self.warmups and (out_dir / f"h{h}.connected").exists()
+                              for h in ranks):
                     time.sleep(0.005)
-            return round_ < last or not (out_dir / "stop").exists()
+            if round_ < last:
+                return True
+            done = self._rounds_done()
+            return not all(done.get(h, 0) >= self.warmups + job.iterations
+                           for job in self.config.jobs for h in job.hosts)
         return go
+
+    def _rounds_done(self) -> dict[int, int]:
+        """Rounds each rank has finished, from the progress file every rank appends to."""
+        done: dict[int, int] = {}
+        try:
+            text = Path(self.config.progress).read_text() if self.config.progress else ""
+        except OSError:
+            return done
+        for line in text.splitlines():
+            fields = line.split()
+            if len(fields) == 2 and fields[0].isdigit() and fields[1].isdigit():
+                done[int(fields[0])] = max(done.get(int(fields[0]), 0), int(fields[1]) + 1)
+        return done
 
     def _count_tcp_until_now(self) -> None:
         """The last measured iteration's TCP counters run on until every host is past it (the

@@ -124,8 +124,7 @@ class Runner:
         scenario, plan = self.prepared.scenario, self.prepared.plan
         hosts_dir = self.run_dir / "hosts"
         hosts_dir.mkdir(exist_ok=True)
-        for stale in [hosts_dir / "progress", hosts_dir / "measure", hosts_dir / "stop",
-                      *hosts_dir.glob("h*.*")]:  # an earlier run in this directory
+        for stale in [hosts_dir / "progress", *hosts_dir.glob("h*.*")]:  # an earlier run in this directory
             stale.unlink(missing_ok=True)
         epoch = time.monotonic()
         self.measured.epoch_monotonic_s = epoch
@@ -199,22 +198,6 @@ class Runner:
                     for hosts, iterations in groups)
         return int(share * total)
 
-    def _pace_jobs(self, progress: Progress, hosts_dir: Path) -> None:
-        """Several jobs: `measure` once every rank has warmed up and connected (no job measures
-        beside another's warm-up), `stop` once every job has its measured iterations (until then
-        the jobs done keep loading the fabric)."""
-        warmups = self.prepared.scenario.warmups()
-        groups = self._groups()
-        if not groups:
-            return
-        measure, stop = hosts_dir / "measure", hosts_dir / "stop"
-        if not measure.exists() and "agents_connected_s" in self.measured.timings_s and \
-                min(progress.rounds_done) >= warmups:
-            measure.touch()
-        if not stop.exists() and all(progress.rounds_done[h] >= warmups + iterations
-                                     for hosts, iterations in groups for h in hosts):
-            stop.touch()
-
     def _watch(self, live: LiveFabric, sides: SideProcesses, hosts_dir: Path) -> None:
         """Until every agent has exited: fail on a dead controller or side process, a failed agent,
         the overall limit, or a stall (no rank finishing a round for a bound derived from the
@@ -249,7 +232,6 @@ class Runner:
             text, read_to = _read_lines_from(hosts_dir / "progress", read_to)
             if text:
                 progress, moved_at = progress.extended(text), time.monotonic()
-            self._pace_jobs(progress, hosts_dir)
             if self.injector is not None and self.injector.error:
                 raise RunFailed(self.injector.error)
             bound_s = (stall_bound_s(round_wall_s, first_round=progress.lines == 0, lossy=lossy)

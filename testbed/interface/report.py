@@ -50,6 +50,8 @@ def run_report(run_dir: Path, out: Path | None = None) -> Path:
     reconfigurations = [e for e in events if e.get("kind") == "reconfiguration"]
     if reconfigurations:
         figures.append(_circuits(out, reconfigurations))
+    if result.get("jobs"):
+        figures.append(_jobs(out, result))
     path = out / "report.md"
     path.write_text(_run_markdown(result, figures))
     return path
@@ -92,6 +94,24 @@ def _breakdown(run_dir: Path, result: dict) -> str:
     return _save(fig, run_dir, "breakdown.png")
 
 
+def _jobs(run_dir: Path, result: dict) -> str:
+    """jobs.png: each job's iterations against its prediction beside the other jobs."""
+    jobs = result["jobs"]
+    fig, axes = plt.subplots(1, len(jobs), figsize=(3.2 * len(jobs) + 1, 3.8), squeeze=False)
+    for ax, (name, job) in zip(axes[0], jobs.items()):
+        times = [t * 1e3 for t in job.get("iteration_times_s", [])]
+        predicted = (job.get("predicted_iteration_time_s") or 0.0) * 1e3
+        drawn = ax.bar(range(len(times)), times, color="tab:blue")
+        ax.bar_label(drawn, fmt="%.3g", fontsize="small")
+        ax.axhline(predicted, color="black", linestyle="--")
+        ax.set_xticks(range(len(times)))
+        ax.set_ylim(0, max(times + [predicted]) * 1.15 or 1)
+        ax.set_title(f"job {name} ({len(job.get('gpus', []))} GPUs)")
+        ax.set_xlabel("iteration")
+    axes[0][0].set_ylabel("iteration time (ms, real-world)\ndashed: predicted beside the others")
+    return _save(fig, run_dir, "jobs.png")
+
+
 def _traffic(run_dir: Path, matrix: list[list[float]]) -> str:
     fig, ax = plt.subplots(figsize=(5.5, 4.5))
     image = ax.imshow([[v / 1e6 for v in row] for row in matrix], cmap="viridis")
@@ -126,11 +146,16 @@ def _run_markdown(result: dict, figures: list[str]) -> str:
              f"Status **{result['status']}**" + (f": {result['error']}" if result.get("error") else "") + "; "
              f"sums {'correct' if result.get('sums_correct') else 'NOT checked or wrong'}; "
              f"fidelity {'faithful' if (result.get('fidelity') or {}).get('ok') else 'NOT faithful'}; "
-             f"dilation {_fmt(result.get('dilation'))}, byte scale {_fmt(result.get('byte_scale'))}.", "",
-             "| iteration | emulated (ms) | predicted (ms) | emulated/predicted |", "| ---: | ---: | ---: | ---: |"]
-    predicted = result.get("predicted_iteration_time_s")
-    for i, (t, r) in enumerate(zip(result.get("iteration_times_s", []), result.get("emulated_over_predicted", []))):
-        lines.append(f"| {i} | {_fmt(t, 1e3, 4)} | {_fmt(predicted, 1e3, 4)} | {_fmt(r)} |")
+             f"dilation {_fmt(result.get('dilation'))}, byte scale {_fmt(result.get('byte_scale'))}."]
+    if result.get("jobs"):  # each job at its own pace: the top-level figures are only the first job's
+        lines += _jobs_markdown(result["jobs"])
+    else:
+        lines += ["", "| iteration | emulated (ms) | predicted (ms) | emulated/predicted |",
+                  "| ---: | ---: | ---: | ---: |"]
+        predicted = result.get("predicted_iteration_time_s")
+        for i, (t, r) in enumerate(zip(result.get("iteration_times_s", []),
+                                       result.get("emulated_over_predicted", []))):
+            lines.append(f"| {i} | {_fmt(t, 1e3, 4)} | {_fmt(predicted, 1e3, 4)} | {_fmt(r)} |")
     lines += ["", "| fidelity monitor | value | ok | detail | fix |", "| --- | ---: | :---: | --- | --- |"]
     for name, monitor in ((result.get("fidelity") or {}).get("monitors") or {}).items():
         lines.append(f"| {name} | {_fmt(monitor.get('value'))} | {'yes' if monitor.get('ok') else 'NO'} | "
@@ -227,3 +252,22 @@ def sweep_report(sweep_dir: Path, out: Path | None = None) -> Path:
     path = out / "report.md"
     path.write_text("\n".join(lines) + "\n")
     return path
+
+
+def _jobs_markdown(jobs: dict) -> list[str]:
+    """Each job's iterations at its own pace against its prediction beside the others, and where
+    its time went."""
+    lines = ["", "| job | GPUs | iteration | emulated (ms) | predicted (ms) | emulated/predicted |",
+             "| --- | ---: | ---: | ---: | ---: | ---: |"]
+    for name, job in jobs.items():
+        predicted = job.get("predicted_iteration_time_s")
+        for i, (t, r) in enumerate(zip(job.get("iteration_times_s", []), job.get("emulated_over_predicted", []))):
+            lines.append(f"| {name} | {len(job.get('gpus', []))} | {i} | {_fmt(t, 1e3, 4)} | "
+                         f"{_fmt(predicted, 1e3, 4)} | {_fmt(r)} |")
+    lines += ["", "| job | compute (ms) | communication (ms) | dark (ms) | retransmission waits (ms) |",
+              "| --- | ---: | ---: | ---: | ---: |"]
+    for name, job in jobs.items():
+        parts = job.get("breakdown") or {}
+        lines.append(f"| {name} | " + " | ".join(_fmt(parts.get(key), 1e3, 4) for key in (
+            "compute_s", "communication_s", "reconfiguration_s", "retransmission_s")) + " |")
+    return lines

@@ -111,8 +111,8 @@ class AgentConfig(Contract):
     ina: InaAgentSettings | None = None
     niceness: int = Field(default=0, ge=0, le=19)  # the agent's nice value and its session's (hosts.timing)
     # Several jobs: each iterates at its own pace and, after its measured iterations, keeps
-    # loading the fabric until the runner writes `out_dir/stop`; none measures before the runner
-    # writes `out_dir/measure` (every job warmed up). Empty: one job of every host.
+    # loading the fabric until every job has its own; none measures before every job has warmed
+    # up (both read from the `progress` lines). Empty: one job of every host.
     jobs: list[AgentJob] = []
 
 

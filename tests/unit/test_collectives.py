@@ -65,6 +65,21 @@ def test_barrier_gives_everyone_the_same_start():
     assert len(set(starts)) == 1
 
 
+def test_a_barrier_of_one_job_among_others_stops_when_its_first_rank_says_so():
+    """A job's barrier ring takes its ranks alone (1, 3, 5 of 6), and the first rank's `go`,
+    asked once all have arrived, stops every rank of it."""
+    from hosts.collectives import STOP
+
+    transports = InProcessTransport.mesh(6)
+    job = [1, 3, 5]
+    asked = []
+    starts = run_ranks([transports[r] for r in job],
+                       lambda t: ring_barrier(t, job, tag=7, go=lambda: asked.append(t.rank) or False))
+    assert starts == [STOP] * 3 and asked == [1]
+    starts = run_ranks([transports[r] for r in job], lambda t: ring_barrier(t, job, tag=9, go=lambda: True))
+    assert len(set(starts)) == 1 and starts[0] > 0
+
+
 @pytest.mark.parametrize("ranks", [2, 4])
 def test_ring_allreduce_over_tcp_loopback(ranks):
     """Real sockets on loopback addresses (127.0.0.x): the transport the agents use."""

@@ -15,6 +15,7 @@ from testbed.emulation.loopback import LoopbackBackend
 from testbed.emulation.prepare import prepare
 from testbed.emulation.run import Runner
 from testbed.fabrics.scenario_file import parse_scenario
+from testbed.interface.report import run_report
 from testbed.model.errors import RunFailed
 
 HOSTS = 4
@@ -102,22 +103,38 @@ def test_the_loopback_fabric_refuses_what_it_cannot_stand_in_for(tmp_path, regis
 
 
 def test_two_jobs_run_together_with_each_jobs_sums_and_times(tmp_path, registry):
-    """Two ring all-reduces on two pairs of one fabric: each job's iterations and prediction."""
-    ring = {"kind": "collective", "collective": "allreduce", "algorithm": "ring", "bytes": 400_000, "iterations": 2}
+    """Two ring all-reduces on two pairs of one fabric, each at its own pace: each job's iterations
+    and prediction; the quick job keeps loading the fabric until the slow one has its iterations."""
+    def ring(size: int, iterations: int) -> dict:
+        return {"kind": "collective", "collective": "allreduce", "algorithm": "ring", "bytes": size,
+                "iterations": iterations}
     scenario = parse_scenario({
         "name": "loopback-jobs", "seed": 3,
         "fabric": {"kind": "elect-flat", "hosts": HOSTS, "gpu_bandwidth_gbps": 100, "latency_us": 5},
-        "jobs": [{"name": "a", "gpus": [0, 2], "workload": ring}, {"name": "b", "gpus": 2, "workload": ring}],
+        "jobs": [{"name": "a", "gpus": [0, 2], "workload": ring(400_000, 2)},
+                 {"name": "b", "gpus": 2, "workload": ring(4_000_000, 3)}],
         "emulation": {"dilation": 200, "byte_scale": 1, "warmup_iterations": 1}}, "loopback test")
     runner, result = _run(scenario, tmp_path / "run")
     assert result["status"] == "ok", result.get("error")
     assert result["sums_correct"] is True
     assert set(result["jobs"]) == {"a", "b"}
     assert result["jobs"]["b"]["gpus"] == [1, 3]
-    for job in result["jobs"].values():
-        assert len(job["iteration_times_s"]) == 2
-        # Alone on Elect-Flat: 2(α + (M/2)/B) with M = 400 kB
-        assert job["predicted_iteration_time_s"] == pytest.approx(2 * (5e-6 + 200_000 * 8 / 100e9), rel=1e-6)
+    a, b = result["jobs"]["a"], result["jobs"]["b"]
+    assert (len(a["iteration_times_s"]), len(b["iteration_times_s"])) == (2, 3)
+    # Alone on Elect-Flat: 2(α + (M/2)/B), M = 400 kB and 4 MB (the pairs share no link)
+    assert a["predicted_iteration_time_s"] == pytest.approx(2 * (5e-6 + 200_000 * 8 / 100e9), rel=1e-6)
+    assert b["predicted_iteration_time_s"] == pytest.approx(2 * (5e-6 + 2_000_000 * 8 / 100e9), rel=1e-6)
+    assert result["iterations_planned"] == 2 and result["iteration_times_s"] == a["iteration_times_s"]
+    rounds: dict[int, int] = {}
+    for line in (tmp_path / "run" / "hosts" / "progress").read_text().split("\n"):
+        if line:
+            rank, round_ = map(int, line.split())
+            rounds[rank] = max(rounds.get(rank, 0), round_ + 1)
+    # b: its warm-up and 3 iterations; a, ten times quicker, more than its 1 + 2 (loading rounds)
+    assert rounds[1] == rounds[3] == 4
+    assert rounds[0] == rounds[2] > 3
+    report = (run_report(tmp_path / "run")).read_text()
+    assert "| b | 2 | 2 |" in report and "jobs.png" in report
     _nothing_left(runner, registry)
 
 
