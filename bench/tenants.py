@@ -4,7 +4,8 @@ interference costs).
 
 Cases: two ring all-reduces interleaved on a 16-GPU Elect-Cluster (every uplink shared), a placed
 ResNet-50 beside a ring all-reduce on a 16-GPU SiP-Ring (re-planned every 100 µs for both), two
-placed ResNet-50s on multi-shot SiP-OCS (8 GPUs). Run as root from the repository:
+placed ResNet-50s on multi-shot SiP-OCS (8 GPUs, 4 switches), shared and partitioned (2 switches
+a job). Run as root from the repository:
 `.venv/bin/python bench/tenants.py [--only NAME,...]`. Writes bench/results/tenants.json and .md.
 """
 
@@ -42,15 +43,21 @@ CASES = {
         [{"name": "model", "gpus": 8, "workload": resnet(8)},
          {"name": "ring", "gpus": 8, "workload": ring(50_000_000)}]),
     "ocs-two-models": (
-        {"kind": "sip-ocs", "hosts": 8, "gpu_bandwidth_gbps": 100, "latency_us": 5, "ocs_switches": 3,
+        {"kind": "sip-ocs", "hosts": 8, "gpu_bandwidth_gbps": 100, "latency_us": 5, "ocs_switches": 4,
          "reconfig_us": 200, "multi_shot": True},
         [{"name": "a", "gpus": 4, "workload": resnet(4)}, {"name": "b", "gpus": 4, "workload": resnet(4)}]),
+    "ocs-two-models-partitioned": (
+        {"kind": "sip-ocs", "hosts": 8, "gpu_bandwidth_gbps": 100, "latency_us": 5, "ocs_switches": 4,
+         "reconfig_us": 200, "multi_shot": True},
+        [{"name": "a", "gpus": 4, "workload": resnet(4)}, {"name": "b", "gpus": 4, "workload": resnet(4)}],
+        "partitioned"),
 }
 
 
 def bench(name: str) -> list[dict]:
-    fabric, jobs = CASES[name]
+    fabric, jobs, *sharing = CASES[name]
     scenario = parse_scenario({"name": name, "seed": 1, "fabric": fabric, "jobs": jobs,
+                               "job_sharing": sharing[0] if sharing else "shared",
                                "emulation": {"dilation": "auto"}}, name)
     started = time.monotonic()
     _, predicted = predict_jobs(scenario)

@@ -57,12 +57,14 @@ class OpticalFabricApp(app_manager.OSKenApp):
         schedule = json.loads(Path(config.schedule).read_text())
         self.schedule_traffic = traffic_pairs(schedule.get("traffic_matrix_bytes"))
         self.recurring = tuple(sorted(self.schedule_traffic))
+        # job_sharing: partitioned: each job's GPUs, which plan their own share of the fabric
+        self.partitions = tuple(tuple(group) for group in schedule.get("partitions", ()))
         self.lock = threading.RLock()
         self.settings = {"policy": default_policy(self.fabric), "reconfig_us": reconfig_us(self.fabric),
                          "retune_threshold_us": retune_threshold_us(self.fabric),
                          "estimate_period_us": estimate_period_us(self.fabric)}
-        self.state = reconfig.normalise(plan_for(self.topology, self.fabric, self.schedule_traffic, self.recurring)
-                                        if self.schedule_traffic else {})
+        self.state = reconfig.normalise(plan_for(self.topology, self.fabric, self.schedule_traffic, self.recurring,
+                                                 partitions=self.partitions) if self.schedule_traffic else {})
         self.rendering = self._render(self.state)
         self.count_plan = count_rules(self.topology)
         self.datapaths: dict[int, Any] = {}  # os-ken datapaths, untyped
@@ -240,7 +242,8 @@ class OpticalFabricApp(app_manager.OSKenApp):
             if demand:
                 wanted = reconfig.normalise(plan_for(self.topology, self.fabric, demand, self.recurring, self.state,
                                                      us_to_s(max(self.settings["reconfig_us"],
-                                                                 self.settings["retune_threshold_us"]))))
+                                                                 self.settings["retune_threshold_us"])),
+                                                     self.partitions))
                 if wanted == self.state:  # most periods: no re-plan is worth its dark time
                     continue
                 # A plan that leaves a pair the job needs without a path (the period's traffic gives

@@ -130,6 +130,9 @@ class FabricBehaviour(Generic[S]):
     # A reconfigurable kind's rule plan (its link state, checked, planned and rendered); None: the
     # kind's links never change and switch_rules program it
     link_rules: LinkRules | None = None
+    # job_sharing: partitioned: shares(fabric, each job's GPU count) -> per job the fabric it plans
+    # on alone (its share of wavelengths or switches) and the first switch it owns; None: no shares
+    shares: Callable[[S, list[int]], list[tuple[S, int]]] | None = None
 
 
 def relayed(build: Callable[[S, TopologyBuilder], dict[str, KindLayout]],

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from testbed.fabrics import partitioned
 from testbed.fabrics.all_kinds import behaviour
 from testbed.fabrics.rendering import LINUX_RTO_MIN_MS, LinkRules, PlanError, Rendering
 from testbed.model.contracts import Topology
@@ -46,7 +47,10 @@ def init_lines(topology: Topology) -> dict[int, list[str]]:
 
 def plan_for(topology: Topology, fabric: FabricSection, traffic: dict[tuple[int, int], float],
              recurring: tuple[tuple[int, int], ...], current: dict[Any, int] | None = None,
-             dark_s: float = 0.0) -> dict[Any, int]:
+             dark_s: float = 0.0, partitions: tuple[tuple[int, ...], ...] = ()) -> dict[Any, int]:
     """Link state for a traffic matrix. With `current` (the state in force) the plan changes as the
-    oracle's re-plans do: only for a gain larger than the `dark_s` a retune costs."""
+    oracle's re-plans do: only for a gain larger than the `dark_s` a retune costs. With
+    `partitions` (each job's GPUs, job_sharing: partitioned) each job plans its own share."""
+    if partitions:
+        return partitioned.link_state(topology, fabric, partitions, traffic, recurring, current, dark_s)
     return link_rules(topology).plan(topology, fabric, traffic, recurring, current, dark_s)

@@ -169,3 +169,7 @@ class LinkRules:
     plan: Callable[[Topology, Any, dict[tuple[int, int], float], tuple[tuple[int, int], ...],
                     dict[Any, int] | None, float], dict[Any, int]]
     init_lines: Callable[[Topology], dict[int, list[str]]] = neighbour_lines
+    # A state key's (src, dst) pair, and the key moved `offset` switches on (a partitioned job's
+    # plan is made on switches from 0 and set on its own)
+    pair_of: Callable[[Any], tuple[int, int]] = lambda key: (key[0], key[1])
+    shift: Callable[[Any, int], Any] = lambda key, offset: key

@@ -166,6 +166,10 @@ class ScenarioOf(Strict, Generic[F]):
     fabric: F  # the interconnect: one kind's section (`fabric`, below)
     workload: Workload  # what trains on it (`workload`, below)
     jobs: list[Job] | None = None  # several jobs on one fabric, instead of `workload` (below)
+    # several jobs on SiP-OCS or SiP-Ring: shared (the controller plans circuits or wavelengths for
+    # every job's traffic at once) or partitioned (each job has a fixed share, in proportion to its
+    # GPUs, of the OCS switches or the wavelengths, planned from its own traffic alone)
+    job_sharing: Literal["shared", "partitioned"] = "shared"
     emulation: Emulation = Emulation()  # how the run is fitted to this machine (below)
     faults: list[Fault] = Field(default_factory=list)  # injected during the run (below)
 
@@ -214,6 +218,9 @@ class ScenarioOf(Strict, Generic[F]):
     def _jobs_fit(self) -> None:
         if self.workload.kind == "jobs" and not self.jobs:
             raise ValueError("workload kind jobs is written as a top-level jobs: list")
+        if self.job_sharing == "partitioned" and not self.jobs:
+            raise ValueError("job_sharing: partitioned shares a fabric among jobs: write the workload as jobs: "
+                             "or leave job_sharing out")
         if self.jobs is None:
             return
         names = [job.name for job in self.jobs]

@@ -92,6 +92,8 @@ class Schedule:
     execution: str = "in-order"
     # Nodes of an imported trace that move no data across the network, by type: (type, count)
     skipped_nodes: tuple[tuple[str, int], ...] = ()
+    # Jobs on fixed shares of a reconfigurable fabric (job_sharing: partitioned): each job's GPUs
+    partitions: tuple[tuple[int, ...], ...] = ()
 
     def traffic(self) -> dict[tuple[int, int], float]:
         return traffic_pairs(self.traffic_matrix_bytes)
@@ -106,6 +108,7 @@ class Schedule:
             "traffic_matrix_bytes": [list(row) for row in self.traffic_matrix_bytes],
             "execution": self.execution,
             **({"skipped_nodes": dict(self.skipped_nodes)} if self.skipped_nodes else {}),
+            **({"partitions": [list(group) for group in self.partitions]} if self.partitions else {}),
         }
 
 

@@ -3,6 +3,7 @@ counterpart GPUs, and the forwarding load, each from the kind's module in testbe
 
 from __future__ import annotations
 
+from testbed.fabrics import partitioned
 from testbed.fabrics.all_kinds import behaviour
 from testbed.model.fabric_section import FabricSection
 from testbed.network.flow_model import FlowModel, Traffic
@@ -11,6 +12,15 @@ from testbed.network.flow_model import FlowModel, Traffic
 def mp_flow_model(fabric: FabricSection, k: int, l: int, traffic: Traffic, dp_bytes: float = 0.0) -> FlowModel:
     """The flow model of the MP group on `fabric`, planned (circuits, wavelengths) for `traffic`."""
     return behaviour(fabric.kind).flow_model(fabric, k, l, traffic, dp_bytes)
+
+
+def schedule_flow_model(fabric: FabricSection, n: int, traffic: Traffic,
+                        partitions: tuple[tuple[int, ...], ...] = ()) -> FlowModel:
+    """The plan a schedule's n GPUs run on: one for all their traffic, or each job's on its share
+    of the fabric (`partitions`: each job's GPUs, job_sharing: partitioned)."""
+    if partitions:
+        return partitioned.flow_model(fabric, partitions, n, traffic, behaviour(fabric.kind).flow_model)
+    return mp_flow_model(fabric, n, 1, traffic)
 
 
 def dp_allreduce_s(fabric: FabricSection, k: int, l: int, grad_bytes: float,

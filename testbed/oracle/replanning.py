@@ -14,6 +14,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from testbed.fabrics import partitioned
 from testbed.fabrics.all_kinds import behaviour
 from testbed.fabrics.topology import estimate_period_us, reconfig_us, retune_threshold_us
 from testbed.model.fabric_section import FabricSection
@@ -61,11 +62,15 @@ class Replanner:
     pairs. Layers repeat, and so do their periods' traffic: each distinct estimate (as the
     planners round it) is planned once from each plan in force."""
 
-    def __init__(self, fabric: FabricSection, k: int, l: int, recurring: tuple[tuple[int, int], ...]) -> None:
+    def __init__(self, fabric: FabricSection, k: int, l: int, recurring: tuple[tuple[int, int], ...],
+                 partitions: tuple[tuple[int, ...], ...] = ()) -> None:
         replan = behaviour(fabric.kind).replan
         assert replan is not None, f"{fabric.kind} re-plans during a run but has no replan()"
         self._replan: Callable[[FabricSection, int, int, Traffic, tuple[tuple[int, int], ...], FlowModel, float],
                                FlowModel] = replan
+        if partitions:  # each job re-plans its own share (testbed.fabrics.partitioned)
+            self._replan = lambda fabric, k, l, traffic, recurring, current, dark_s: partitioned.replan(
+                fabric, partitions, k, traffic, recurring, current, dark_s)
         self.fabric, self.k, self.l, self.recurring = fabric, k, l, recurring
         self.period_s = us_to_s(estimate_period_us(fabric))
         self.dark_s = us_to_s(reconfig_us(fabric))
@@ -80,8 +85,11 @@ class Replanner:
         held = frozenset(current.capacity_bps.items())
         model = self._cache.get((key, held))
         if model is None:
-            model = self._cache[(key, held)] = self._replan(self.fabric, self.k, self.l, measured, self.recurring,
-                                                            current, self.threshold_s)
+            try:
+                model = self._replan(self.fabric, self.k, self.l, measured, self.recurring, current, self.threshold_s)
+            except ValueError:  # a plan that leaves a pair the job needs without a path: the
+                model = current  # controller refuses it and keeps the plan in force (optical_app)
+            self._cache[(key, held)] = model
         return model
 
 

@@ -28,7 +28,7 @@ from testbed.model.units import bytes_to_bits, us_to_s
 from testbed.network.collectives import Breakdown, Prediction, collective_cost
 from testbed.network.flow_model import FlowModel
 from testbed.network.flows import Flow, max_min_rates
-from testbed.oracle.fabrics import mp_flow_model
+from testbed.oracle.fabrics import schedule_flow_model
 from testbed.oracle.replanning import Replanner, changed_resources, replans_during_run
 from testbed.oracle.stepwise import STEPWISE, StepwiseCollective
 from testbed.shared.collective_plans import collective_traffic
@@ -39,11 +39,17 @@ FLUID = {("allreduce", "ring"), ("reducescatter", "ring"), ("allgather", "ring")
          ("scatter", "direct")}
 
 
+def partitions_of(schedule: dict[str, Any]) -> tuple[tuple[int, ...], ...]:
+    """Each job's GPUs where jobs have fixed shares of the fabric (job_sharing: partitioned)."""
+    return tuple(tuple(group) for group in schedule.get("partitions", ()))
+
+
 class _Dag:
     def __init__(self, schedule: dict[str, Any], fabric: FabricSection) -> None:
         n = int(schedule["hosts"])
         self.steps = [g["steps"] for g in sorted(schedule["gpus"], key=lambda g: g["rank"])]
-        self.model = mp_flow_model(fabric, n, 1, traffic_pairs(schedule.get("traffic_matrix_bytes")))
+        self.model = schedule_flow_model(fabric, n, traffic_pairs(schedule.get("traffic_matrix_bytes")),
+                                         partitions_of(schedule))
         self.alpha = us_to_s(fabric.latency_us)
         self.static_rate = collective_rates_bps(self.steps, self.model)
         index = [{s["id"]: i for i, s in enumerate(gpu)} for gpu in self.steps]
@@ -262,6 +268,8 @@ class _Dag:
             rates = self.rates()
             ends = [self.now + left / rate for (_, _, left), rate in zip(self.flows, rates) if rate > 0]
             then = min(([self.timers[0][0]] if self.timers else []) + ends, default=math.inf)
+            if then == math.inf and self.replans is not None and self.replans.dark_capacity_bps is not None:
+                then = self.replans.next_event_s  # every flow waits out a dark window (all links retuned)
             if then == math.inf:
                 break
             if self.replans is not None:
@@ -371,7 +379,7 @@ class _LiveReplans:
 
     def __init__(self, fabric: FabricSection, n: int, schedule: dict[str, Any]) -> None:
         recurring = tuple(sorted(traffic_pairs(schedule.get("traffic_matrix_bytes"))))
-        self.replanner = Replanner(fabric, n, 1, recurring)
+        self.replanner = Replanner(fabric, n, 1, recurring, partitions_of(schedule))
         self.period_s = self.replanner.period_s
         self.next_event_s = self.period_s
         self.current: dict[tuple[int, int], float] = {}

@@ -8,6 +8,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 
+from testbed.fabrics.partitioned import shares
 from testbed.model.errors import InputError
 from testbed.model.scenario import Job, Scenario
 from testbed.model.schedule import GpuSchedule, Schedule, Step, in_order_deps, with_channels
@@ -65,8 +66,13 @@ def combined_schedule(scenario: Scenario, make: Callable[[Scenario], Schedule],
     gpus_out = tuple(GpuSchedule(h, s) for h, s in enumerate(steps))
     if execution == "dag":
         gpus_out = with_channels(gpus_out)
+    partitions: tuple[tuple[int, ...], ...] = ()
+    if scenario.job_sharing == "partitioned":
+        partitions = tuple(tuple(gpus) for _, gpus, _ in schedules)
+        shares(scenario.fabric, partitions)  # a kind without shares, or a job too small for one: said here
     return Schedule(f"{scenario.name}" if only is None else f"{scenario.name}-{only}", n,
-                    scenario.workload.iterations, gpus_out, tuple(tuple(row) for row in matrix), execution)
+                    scenario.workload.iterations, gpus_out, tuple(tuple(row) for row in matrix), execution,
+                    partitions=partitions)
 
 
 def job_times(scenario: Scenario, gpu_end_s: tuple[float, ...]) -> dict[str, float]:

@@ -12,6 +12,7 @@ from testbed.fabrics.sip_ocs.circuits import CircuitPlan, plan_circuits, replan_
 from testbed.fabrics.sip_ocs.rules import live_circuits, render_circuits, validate_circuits
 from testbed.fabrics.sip_ocs.section import SipOcsFabric
 from testbed.model.contracts import Topology
+from testbed.model.errors import InputError
 from testbed.model.topology import KindLayout, OcsLayout
 from testbed.model.units import gbps_to_bps, us_to_s
 from testbed.network.flow_model import FlowModel, Traffic, relay_paths, ring_allreduce_s
@@ -112,12 +113,29 @@ def controller_plan(topology: Topology, fabric: SipOcsFabric, traffic: Traffic, 
     return {(switch, i, j): 1 for (i, j), switches in circuits.switch_of.items() for switch in switches}
 
 
+def shares(fabric: SipOcsFabric, sizes: list[int]) -> list[tuple[SipOcsFabric, int]]:
+    """Each job's optical circuit switches, in proportion to its GPUs: its GPUs' ports on those
+    switches alone, each circuit at the rate it has on the whole fabric (B/Q)."""
+    q = ocs_switches(fabric)
+    counts = [q * size // fabric.hosts for size in sizes]
+    if min(counts) < 1:
+        raise InputError(f"job_sharing: partitioned gives each job optical switches in proportion to its GPUs, "
+                         f"and a job of {min(sizes)} of {fabric.hosts} GPUs gets none of {q}; give the fabric "
+                         f"more ocs_switches or share them (job_sharing: shared)")
+    firsts = [sum(counts[:i]) for i in range(len(counts))]
+    return [(fabric.model_copy(update={"ocs_switches": count,
+                                       "gpu_bandwidth_gbps": fabric.gpu_bandwidth_gbps * count / q}), first)
+            for count, first in zip(counts, firsts)]
+
+
 RULES = LinkRules(
     link_state="circuits",
     validate=lambda topology, state: validate_circuits(topology, live_circuits(state)),
     render=lambda topology, state, rto_ms: render_circuits(topology, live_circuits(state), rto_ms),
     plan=controller_plan,
+    pair_of=lambda key: (key[1], key[2]),
+    shift=lambda key, offset: (key[0] + offset, key[1], key[2]),
 )
 BEHAVIOUR = relayed(build, flow_model, dp_allreduce_s, "circuit", ocs_switches, default_reconfig_us=10000.0,
                     period_per_reconfig=OCS_PERIOD_PER_RECONFIG, replan=replan,
-                    replans=lambda fabric: fabric.multi_shot, link_rules=RULES)
+                    replans=lambda fabric: fabric.multi_shot, link_rules=RULES, shares=shares)

@@ -14,6 +14,7 @@ from testbed.fabrics.sip_ring.rules import init_lines, render_lightpaths, valida
 from testbed.fabrics.sip_ring.section import SipRingFabric
 from testbed.fabrics.sip_ring.wavelengths import WavelengthPlan, plan_wavelengths
 from testbed.model.contracts import Topology
+from testbed.model.errors import InputError
 from testbed.model.topology import KindLayout, RingLayout
 from testbed.model.units import gbps_to_bps, us_to_s
 from testbed.network.flow_model import FlowModel, Traffic, relay_paths, ring_allreduce_s
@@ -130,7 +131,19 @@ def controller_plan(topology: Topology, fabric: SipRingFabric, traffic: Traffic,
     return {pair: len(path.wavelengths) for pair, path in lightpaths.lightpaths.items()}
 
 
+def shares(fabric: SipRingFabric, sizes: list[int]) -> list[tuple[SipRingFabric, int]]:
+    """Each job's wavelengths, in proportion to its GPUs (a disjoint part of the spectrum: its
+    lightpaths never meet another job's on a segment)."""
+    counts = [fabric.wavelengths * size // fabric.hosts for size in sizes]
+    if min(counts) < 1:
+        raise InputError(f"job_sharing: partitioned gives each job wavelengths in proportion to its GPUs, and a "
+                         f"job of {min(sizes)} of {fabric.hosts} GPUs gets none of {fabric.wavelengths}; give the "
+                         f"fabric more wavelengths or share them (job_sharing: shared)")
+    return [(fabric.model_copy(update={"wavelengths": count}), 0) for count in counts]
+
+
 RULES = LinkRules(link_state="lightpaths", validate=validate_lightpaths, render=render_lightpaths,
                   plan=controller_plan, init_lines=init_lines)
 BEHAVIOUR = relayed(build, flow_model, dp_allreduce_s, "lightpath", lambda fabric: 2 * fabric.neighbors,
-                    default_reconfig_us=25.0, replan=replan, replans=lambda fabric: True, link_rules=RULES)
+                    default_reconfig_us=25.0, replan=replan, replans=lambda fabric: True, link_rules=RULES,
+                    shares=shares)
