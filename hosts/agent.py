@@ -38,6 +38,9 @@ from testbed.shared.collective_plans import barrier_ring_next
 BARRIER_TAG = 0xF0000000
 CHANNEL_BITS = 12  # tags per collective in a DAG schedule: a ring all-reduce of 1,024 takes 2,046
 WARMUP_DATA_BASE = 1_000_000
+# Several jobs start their first measured round this long (wall) after the last rank finished its
+# warm-up: every job's first rank sees that rank's line within a poll and its barrier's trip.
+MEASURE_START_S = 1.0
 
 
 class Stopped(Exception):
@@ -334,39 +337,47 @@ class Agent:
 
     def _go(self, round_: int, last: int):
         """What the first rank of a job decides once its job has arrived at a round's barrier, from
-        every rank's progress lines: the first measured round waits until every job has warmed up
-        (and connected), a round after the measured ones runs only while some job still lacks its
-        measured iterations. Each rank writes its line before it arrives, so its own job is seen."""
-        out_dir = Path(self.config.out_dir)
+        every rank's progress lines (each rank writes its line before it arrives, so its own job's
+        are there): the first measured round waits until every job has warmed up and starts at a
+        time every job's first rank derives alike (so the jobs start measuring together, as the
+        oracle starts them); a round after the measured ones runs only while some job still lacks
+        its measured iterations (None: stop)."""
         ranks = [h for job in self.config.jobs for h in job.hosts]
 
-        def go() -> bool:
+        def go() -> float | None:
             if not self.config.progress:  # nothing to pace by: each job runs its own rounds alone
-                return round_ < last
-            if round_ == self.warmups:
+                return 0.0 if round_ < last else None
+            if round_ == self.warmups and self.warmups > 0:
                 self.position["step"] = "waiting for every job to warm up"
-                while not all(self._rounds_done().get(h, 0) >= self.warmups and (out_dir / f"h{h}.connected").exists()
-                              for h in ranks):
+                while True:
+                    done, ended = self._rounds_done()
+                    if all(done.get(h, 0) >= self.warmups for h in ranks):
+                        return max(ended[(h, self.warmups - 1)] for h in ranks) + MEASURE_START_S
                     time.sleep(0.005)
             if round_ < last:
-                return True
-            done = self._rounds_done()
-            return not all(done.get(h, 0) >= self.warmups + job.iterations
+                return 0.0
+            done, _ = self._rounds_done()
+            finished = all(done.get(h, 0) >= self.warmups + job.iterations
                            for job in self.config.jobs for h in job.hosts)
+            return None if finished else 0.0
         return go
 
-    def _rounds_done(self) -> dict[int, int]:
-        """Rounds each rank has finished, from the progress file every rank appends to."""
+    def _rounds_done(self) -> tuple[dict[int, int], dict[tuple[int, int], float]]:
+        """Rounds each rank has finished, and when each (rank, round) ended, from the progress file
+        every rank appends to."""
         done: dict[int, int] = {}
+        ended: dict[tuple[int, int], float] = {}
         try:
             text = Path(self.config.progress).read_text() if self.config.progress else ""
         except OSError:
-            return done
-        for line in text.splitlines():
+            return done, ended
+        for line in text.split("\n")[:-1]:  # whole lines: the last may be being written
             fields = line.split()
-            if len(fields) == 2 and fields[0].isdigit() and fields[1].isdigit():
-                done[int(fields[0])] = max(done.get(int(fields[0]), 0), int(fields[1]) + 1)
-        return done
+            if len(fields) == 3 and fields[0].isdigit() and fields[1].isdigit():
+                rank, round_ = int(fields[0]), int(fields[1])
+                done[rank] = max(done.get(rank, 0), round_ + 1)
+                ended[(rank, round_)] = float(fields[2])
+        return done, ended
 
     def _count_tcp_until_now(self) -> None:
         """The last measured iteration's TCP counters run on until every host is past it (the
@@ -382,7 +393,7 @@ class Agent:
         progress bar read them; a short append is one write, so ranks' lines never interleave."""
         if self.config.progress:
             with open(self.config.progress, "a") as progress:
-                progress.write(f"{self.rank} {round_}\n")
+                progress.write(f"{self.rank} {round_} {time.monotonic():.6f}\n")
 
     def summary(self) -> dict:
         """What this host measured over its completed iterations."""

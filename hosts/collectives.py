@@ -200,9 +200,11 @@ STOP = -1.0  # what ring_barrier returns to every rank when the first rank's `go
 
 
 def ring_barrier(transport: Transport, group: list[int], tag: int, start_delay_s: float = 0.02,
-                 clock=time.monotonic, learned: dict | None = None, go: Callable[[], bool] | None = None) -> float:
+                 clock=time.monotonic, learned: dict | None = None,
+                 go: Callable[[], float | None] | None = None) -> float:
     """Block until every rank of `group` has arrived; returns a common start time on the shared clock
-    (or STOP, when `go`, asked by the first rank once all have arrived, says the group is done).
+    (or STOP, when `go`, asked by the first rank once all have arrived, returns None: the group is
+    done; else it returns the earliest start time, 0 for none).
 
     The first rank collects an arrival token around the ring, then circulates a start time slightly
     in the future, so that all ranks begin the next iteration at the same instant. The start time
@@ -212,17 +214,18 @@ def ring_barrier(transport: Transport, group: list[int], tag: int, start_delay_s
     """
     n = len(group)
     if n == 1:
-        return clock() if go is None or go() else STOP
+        earliest = 0.0 if go is None else go()
+        return STOP if earliest is None else max(clock(), earliest)
     pos = group.index(transport.rank)
     right, left = group[(pos + 1) % n], group[(pos - 1) % n]
     token = np.zeros(1, dtype=np.float64)
     if pos == 0:
         transport.send(right, tag, token).wait(SEND_TIMEOUT_S)
         transport.recv_into(left, tag, token)
-        proceed = go is None or go()
+        earliest = 0.0 if go is None else go()
         sent = clock()
         trip_s = (learned or {}).get("trip_s", 0.0)
-        token[0] = sent + max(start_delay_s + 1e-3 * n, 1.5 * trip_s) if proceed else STOP
+        token[0] = STOP if earliest is None else max(sent + max(start_delay_s + 1e-3 * n, 1.5 * trip_s), earliest)
         transport.send(right, tag + 1, token).wait(SEND_TIMEOUT_S)
         transport.recv_into(left, tag + 1, token)
         if learned is not None:

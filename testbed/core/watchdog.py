@@ -17,7 +17,7 @@ LISTED_WAITS = 6  # waits named in the sentence; the rest are in the hosts' wait
 
 @dataclass(frozen=True)
 class Progress:
-    """Rounds (warm-ups included) each rank has finished, from lines `<rank> <round>`."""
+    """Rounds (warm-ups included) each rank has finished, from lines `<rank> <round> <when it ended>`."""
 
     rounds_done: tuple[int, ...]
     lines: int
@@ -32,7 +32,7 @@ class Progress:
         done = list(self.rounds_done)
         lines = self.lines
         for line in text.splitlines():
-            fields = line.split()
+            fields = line.split()[:2]  # rank, round (and when it ended)
             if len(fields) != 2 or not all(f.isdigit() for f in fields):
                 continue  # a line being written
             rank, round_ = int(fields[0]), int(fields[1])

@@ -1,4 +1,5 @@
 import threading
+import time
 
 import numpy as np
 import pytest
@@ -74,10 +75,14 @@ def test_a_barrier_of_one_job_among_others_stops_when_its_first_rank_says_so():
     job = [1, 3, 5]
     asked = []
     starts = run_ranks([transports[r] for r in job],
-                       lambda t: ring_barrier(t, job, tag=7, go=lambda: asked.append(t.rank) or False))
+                       lambda t: ring_barrier(t, job, tag=7, go=lambda: asked.append(t.rank)))
     assert starts == [STOP] * 3 and asked == [1]
-    starts = run_ranks([transports[r] for r in job], lambda t: ring_barrier(t, job, tag=9, go=lambda: True))
+    starts = run_ranks([transports[r] for r in job], lambda t: ring_barrier(t, job, tag=9, go=lambda: 0.0))
     assert len(set(starts)) == 1 and starts[0] > 0
+    # An earliest start (jobs that start measuring together) holds every rank until then.
+    later = time.monotonic() + 0.5
+    starts = run_ranks([transports[r] for r in job], lambda t: ring_barrier(t, job, tag=11, go=lambda: later))
+    assert starts == [later] * 3
 
 
 @pytest.mark.parametrize("ranks", [2, 4])
