@@ -34,6 +34,7 @@ from hosts.timing import (
 from hosts.transport import SendHandle, TcpTransport
 from testbed.model.contracts import AgentConfig
 from testbed.shared.collective_plans import barrier_ring_next
+from testbed.shared.progress_lines import parse_progress, progress_line
 
 BARRIER_TAG = 0xF0000000
 CHANNEL_BITS = 12  # tags per collective in a DAG schedule: a ring all-reduce of 1,024 takes 2,046
@@ -371,12 +372,9 @@ class Agent:
             text = Path(self.config.progress).read_text() if self.config.progress else ""
         except OSError:
             return done, ended
-        for line in text.split("\n")[:-1]:  # whole lines: the last may be being written
-            fields = line.split()
-            if len(fields) == 3 and fields[0].isdigit() and fields[1].isdigit():
-                rank, round_ = int(fields[0]), int(fields[1])
-                done[rank] = max(done.get(rank, 0), round_ + 1)
-                ended[(rank, round_)] = float(fields[2])
+        for rank, round_, ended_s in parse_progress(text):
+            done[rank] = max(done.get(rank, 0), round_ + 1)
+            ended[(rank, round_)] = ended_s
         return done, ended
 
     def _count_tcp_until_now(self) -> None:
@@ -393,7 +391,7 @@ class Agent:
         progress bar read them; a short append is one write, so ranks' lines never interleave."""
         if self.config.progress:
             with open(self.config.progress, "a") as progress:
-                progress.write(f"{self.rank} {round_} {time.monotonic():.6f}\n")
+                progress.write(progress_line(self.rank, round_, time.monotonic()))
 
     def summary(self) -> dict:
         """What this host measured over its completed iterations."""

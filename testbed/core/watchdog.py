@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from testbed.model.schedule import cut_pairs
+from testbed.shared.progress_lines import parse_progress
 
 STALL_MIN_S = 10.0  # never call a run stalled sooner: start-up and a slow round on a busy machine
 STALL_ROUNDS = 3.0  # a round that takes this many times its expected wall time has stalled
@@ -17,7 +18,8 @@ LISTED_WAITS = 6  # waits named in the sentence; the rest are in the hosts' wait
 
 @dataclass(frozen=True)
 class Progress:
-    """Rounds (warm-ups included) each rank has finished, from lines `<rank> <round> <when it ended>`."""
+    """Rounds (warm-ups included) each rank has finished, from the progress file's lines
+    (testbed.shared.progress_lines)."""
 
     rounds_done: tuple[int, ...]
     lines: int
@@ -31,11 +33,7 @@ class Progress:
         ranks = len(self.rounds_done)
         done = list(self.rounds_done)
         lines = self.lines
-        for line in text.splitlines():
-            fields = line.split()[:2]  # rank, round (and when it ended)
-            if len(fields) != 2 or not all(f.isdigit() for f in fields):
-                continue  # a line being written
-            rank, round_ = int(fields[0]), int(fields[1])
+        for rank, round_, _ in parse_progress(text):
             if rank < ranks:
                 done[rank] = max(done[rank], round_ + 1)
                 lines += 1

@@ -12,6 +12,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
+from functools import cached_property
 from pathlib import Path
 
 from testbed.core.faults import FaultInjector, timeline
@@ -32,7 +33,7 @@ from testbed.model.scenario import Scenario
 from testbed.model.schedule import cut_pairs
 from testbed.model.units import us_to_s
 from testbed.planning.jobs import paced_groups
-from testbed.shared.collective_plans import barrier_ring_next
+from testbed.shared.collective_plans import barrier_pairs
 
 AGENT_PORT = 5001
 # Agents yield the CPU to Open vSwitch and the runner (hosts.timing.lower_priority): at 128 hosts
@@ -142,7 +143,7 @@ class Runner:
             progress=str((hosts_dir / "progress").resolve()),
             niceness=AGENT_NICENESS,
             connect_timeout_s=connect_timeout_s(self.prepared.calibration.slowness),
-            jobs=[AgentJob(hosts=hosts, iterations=iterations) for hosts, iterations in self._groups()],
+            jobs=[AgentJob(hosts=hosts, iterations=iterations) for hosts, iterations in self.groups],
         )
         self._check_reachable(live.ready.get("unreachable", []))
         env = dict(os.environ, PYTHONUNBUFFERED="1")
@@ -182,7 +183,8 @@ class Runner:
         measured.ina_node = sides.stop_ina_node()
         measured.failed_ranks = [rank for rank, p in enumerate(self.agents) if p.poll() != 0]
 
-    def _groups(self) -> list[tuple[list[int], int]]:
+    @cached_property
+    def groups(self) -> list[tuple[list[int], int]]:
         """Each job's hosts and measured iterations (empty: one job, every host in one barrier)."""
         return paced_groups(self.prepared.scenario, self.prepared.schedule.hosts)
 
@@ -191,7 +193,7 @@ class Runner:
         the share of its own the job furthest behind has done."""
         scenario = self.prepared.scenario
         warmups, total = scenario.warmups(), scenario.workload.iterations
-        groups = self._groups()
+        groups = self.groups
         if not groups:
             return progress.iterations_done(warmups)
         share = min(min(max(0, min(progress.rounds_done[h] for h in hosts) - warmups), iterations) / iterations
@@ -272,8 +274,8 @@ class Runner:
 
     def _check_reachable(self, unreachable: list) -> None:
         """Agents exchange data both ways (TCP acknowledges): every pair that talks needs both paths."""
-        groups = [hosts for hosts, _ in self._groups()] or [list(range(self.prepared.schedule.hosts))]
-        barrier = {(rank, barrier_ring_next(rank, group)) for group in groups if len(group) > 1 for rank in group}
+        groups = [hosts for hosts, _ in self.groups] or [list(range(self.prepared.schedule.hosts))]
+        barrier = {pair for group in groups for pair in barrier_pairs(group)}
         cut = cut_pairs(unreachable, self.prepared.schedule.traffic())
         if cut:
             src, dst = cut[0]

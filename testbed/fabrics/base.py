@@ -11,6 +11,7 @@ from testbed.core.shaping import line_rate_bps
 from testbed.fabrics.rendering import LinkRules
 from testbed.fabrics.switched import forward_by_destination
 from testbed.model.contracts import Topology
+from testbed.model.errors import InputError
 from testbed.model.fabric_section import FabricSection
 from testbed.model.openflow import FlowRule
 from testbed.model.topology import InterfaceSpec, KindLayout, LinkSpec, SwitchSpec
@@ -92,6 +93,17 @@ class TopologyBuilder:
         for rank in range(ranks):
             self.add_host(self.host_link(rank, 0, switch, rank + 1, self.host_rate_bps))
         return switch
+
+
+def proportional_shares(total: int, sizes: list[int], hosts: int, what: str, field: str) -> list[int]:
+    """job_sharing: partitioned: each job's part of the kind's `total` (switches, wavelengths),
+    in proportion to its GPUs of `hosts`; every job needs one."""
+    counts = [total * size // hosts for size in sizes]
+    if min(counts) < 1:
+        raise InputError(f"job_sharing: partitioned gives each job {what} in proportion to its GPUs, and a job of "
+                         f"{min(sizes)} of {hosts} GPUs gets none of {total}; give the fabric more {field} or share "
+                         f"them (job_sharing: shared)")
+    return counts
 
 
 def forwarded_once(fabric: FabricSection, traffic: Traffic) -> float:

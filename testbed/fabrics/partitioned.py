@@ -5,13 +5,13 @@ link state all come from here, so a job's retune never darkens another job's lin
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from typing import Any
 
 from testbed.fabrics.all_kinds import behaviour
 from testbed.model.errors import InputError
 from testbed.model.fabric_section import FabricSection
 from testbed.network.flow_model import FlowModel, Traffic
+from testbed.shared.collective_plans import barrier_pairs
 
 Groups = tuple[tuple[int, ...], ...]  # each job's GPUs, the fabric's hosts
 
@@ -34,10 +34,10 @@ def _own(resource: tuple[Any, ...], members: set[int]) -> bool:
     return all(part in members for part in resource[1:] if isinstance(part, int))
 
 
-def barrier_pairs(group: tuple[int, ...]) -> tuple[tuple[int, int], ...]:
-    """The job's agents' barrier ring (testbed.shared.collective_plans.barrier_ring_next): its
-    plan keeps these reachable, as it keeps the job's recurring pairs."""
-    return tuple((g, group[(i + 1) % len(group)]) for i, g in enumerate(group)) if len(group) > 1 else ()
+def _kept(recurring: tuple[tuple[int, int], ...], group: tuple[int, ...]) -> tuple[tuple[int, int], ...]:
+    """The pairs a job's plan keeps reachable: its recurring pairs and its agents' barrier ring."""
+    own = set(_inside(dict.fromkeys(recurring), set(group)))
+    return tuple(sorted(own | set(barrier_pairs(list(group)))))
 
 
 def merged(models: list[FlowModel], groups: Groups) -> FlowModel:
@@ -59,9 +59,9 @@ def merged(models: list[FlowModel], groups: Groups) -> FlowModel:
                      dark_s=max((m.dark_s for m in models), default=0.0))
 
 
-def flow_model(fabric: FabricSection, groups: Groups, n: int, traffic: Traffic,
-               plan: Callable[[FabricSection, int, int, Traffic, float], FlowModel]) -> FlowModel:
-    """The oracle's flow model: each job's plan (`plan`, the kind's flow_model) on its share."""
+def flow_model(fabric: FabricSection, groups: Groups, n: int, traffic: Traffic) -> FlowModel:
+    """The oracle's flow model: each job's plan (the kind's flow model) on its share."""
+    plan = behaviour(fabric.kind).flow_model
     models = [plan(sub, n, 1, _inside(traffic, set(group)), 0.0) for (sub, _), group in zip(shares(fabric, groups),
                                                                                              groups)]
     return merged(models, groups)
@@ -82,9 +82,8 @@ def replan(fabric: FabricSection, groups: Groups, n: int, traffic: Traffic, recu
         if not measured:  # a job that moved nothing this period keeps its plan, as the whole fabric would
             models.append(mine)
             continue
-        kept = tuple(sorted(set(_inside(dict.fromkeys(recurring), members)) | set(barrier_pairs(group))))
         try:
-            models.append(replan_one(sub, n, 1, measured, kept, mine, dark_s))
+            models.append(replan_one(sub, n, 1, measured, _kept(recurring, group), mine, dark_s))
         except ValueError:  # the plan would leave a pair of the job without a path: the controller
             models.append(mine)  # refuses such a plan and keeps the one in force
     return merged(models, groups)
@@ -104,7 +103,6 @@ def link_state(topology: Any, fabric: FabricSection, groups: Groups, traffic: Tr
             return all(g in members for g in rules.pair_of(key))
         mine = None if current is None else {rules.shift(key, -first_switch): v for key, v in current.items()
                                              if owned(key)}
-        kept = tuple(sorted(set(_inside(dict.fromkeys(recurring), members)) | set(barrier_pairs(group))))
-        planned = rules.plan(topology, sub, _inside(traffic, members), kept, mine, dark_s)
+        planned = rules.plan(topology, sub, _inside(traffic, members), _kept(recurring, group), mine, dark_s)
         state.update({rules.shift(key, first_switch): v for key, v in planned.items() if owned(key)})
     return state

@@ -19,7 +19,7 @@ def schedule_flow_model(fabric: FabricSection, n: int, traffic: Traffic,
     """The plan a schedule's n GPUs run on: one for all their traffic, or each job's on its share
     of the fabric (`partitions`: each job's GPUs, job_sharing: partitioned)."""
     if partitions:
-        return partitioned.flow_model(fabric, partitions, n, traffic, behaviour(fabric.kind).flow_model)
+        return partitioned.flow_model(fabric, partitions, n, traffic)
     return mp_flow_model(fabric, n, 1, traffic)
 
 

@@ -60,6 +60,11 @@ def barrier_ring_next(rank: int, group: list[int]) -> int:
     return group[(group.index(rank) + 1) % len(group)]
 
 
+def barrier_pairs(group: list[int]) -> list[tuple[int, int]]:
+    """The pairs the barrier's tokens cross: each rank of `group` to its next (none alone)."""
+    return [(rank, barrier_ring_next(rank, group)) for rank in group] if len(group) > 1 else []
+
+
 def supported(op: str, algorithm: str) -> bool:
     return (op, algorithm) in ALGORITHMS
 

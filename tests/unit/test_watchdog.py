@@ -18,7 +18,7 @@ from ..conftest import ROOT
 
 
 def test_progress_counts_rounds_every_rank_finished():
-    text = "0 0\n1 0\n0 1\n1 1\n0 2\n1 2\n0 3\n1 "  # the last line is being written
+    text = "0 0 1.0\n1 0 1.0\n0 1 2.0\n1 1 2.0\n0 2 3.0\n1 2 3.0\n0 3 4.0\n1 "  # the last line is being written
     progress = Progress.parse(text, ranks=2)
     assert progress.rounds_done == (4, 3) and progress.lines == 7
     assert progress.iterations_done(warmups=2) == 1  # rank 1 finished rounds 0-2: warm-ups 0, 1 and iteration 0

@@ -6,13 +6,12 @@ from __future__ import annotations
 
 from typing import Any
 
-from testbed.fabrics.base import TopologyBuilder, relayed
+from testbed.fabrics.base import TopologyBuilder, proportional_shares, relayed
 from testbed.fabrics.rendering import LinkRules
 from testbed.fabrics.sip_ocs.circuits import CircuitPlan, plan_circuits, replan_circuits
 from testbed.fabrics.sip_ocs.rules import live_circuits, render_circuits, validate_circuits
 from testbed.fabrics.sip_ocs.section import SipOcsFabric
 from testbed.model.contracts import Topology
-from testbed.model.errors import InputError
 from testbed.model.topology import KindLayout, OcsLayout
 from testbed.model.units import gbps_to_bps, us_to_s
 from testbed.network.flow_model import FlowModel, Traffic, relay_paths, ring_allreduce_s
@@ -117,11 +116,7 @@ def shares(fabric: SipOcsFabric, sizes: list[int]) -> list[tuple[SipOcsFabric, i
     """Each job's optical circuit switches, in proportion to its GPUs: its GPUs' ports on those
     switches alone, each circuit at the rate it has on the whole fabric (B/Q)."""
     q = ocs_switches(fabric)
-    counts = [q * size // fabric.hosts for size in sizes]
-    if min(counts) < 1:
-        raise InputError(f"job_sharing: partitioned gives each job optical switches in proportion to its GPUs, "
-                         f"and a job of {min(sizes)} of {fabric.hosts} GPUs gets none of {q}; give the fabric "
-                         f"more ocs_switches or share them (job_sharing: shared)")
+    counts = proportional_shares(q, sizes, fabric.hosts, "optical switches", "ocs_switches")
     firsts = [sum(counts[:i]) for i in range(len(counts))]
     return [(fabric.model_copy(update={"ocs_switches": count,
                                        "gpu_bandwidth_gbps": fabric.gpu_bandwidth_gbps * count / q}), first)

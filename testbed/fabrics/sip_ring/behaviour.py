@@ -8,13 +8,12 @@ import math
 from collections.abc import Iterable
 from typing import Any
 
-from testbed.fabrics.base import TopologyBuilder, relayed
+from testbed.fabrics.base import TopologyBuilder, proportional_shares, relayed
 from testbed.fabrics.rendering import LinkRules
 from testbed.fabrics.sip_ring.rules import init_lines, render_lightpaths, validate_lightpaths
 from testbed.fabrics.sip_ring.section import SipRingFabric
 from testbed.fabrics.sip_ring.wavelengths import WavelengthPlan, plan_wavelengths
 from testbed.model.contracts import Topology
-from testbed.model.errors import InputError
 from testbed.model.topology import KindLayout, RingLayout
 from testbed.model.units import gbps_to_bps, us_to_s
 from testbed.network.flow_model import FlowModel, Traffic, relay_paths, ring_allreduce_s
@@ -134,11 +133,7 @@ def controller_plan(topology: Topology, fabric: SipRingFabric, traffic: Traffic,
 def shares(fabric: SipRingFabric, sizes: list[int]) -> list[tuple[SipRingFabric, int]]:
     """Each job's wavelengths, in proportion to its GPUs (a disjoint part of the spectrum: its
     lightpaths never meet another job's on a segment)."""
-    counts = [fabric.wavelengths * size // fabric.hosts for size in sizes]
-    if min(counts) < 1:
-        raise InputError(f"job_sharing: partitioned gives each job wavelengths in proportion to its GPUs, and a "
-                         f"job of {min(sizes)} of {fabric.hosts} GPUs gets none of {fabric.wavelengths}; give the "
-                         f"fabric more wavelengths or share them (job_sharing: shared)")
+    counts = proportional_shares(fabric.wavelengths, sizes, fabric.hosts, "wavelengths", "wavelengths")
     return [(fabric.model_copy(update={"wavelengths": count}), 0) for count in counts]
 
 
