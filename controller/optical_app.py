@@ -315,6 +315,7 @@ class OpticalFabricApp(app_manager.OSKenApp):
             self._barrier(touched)
             self.timer.schedule(ident, restore_step)
         restore = self.timer.wait(ident, "restore", change.dark_s + self.host_report_timeout_s)
+        self._send_rules(batches.after)  # nothing waits on these: no barrier
         measured = reconfig.darkness(dark["at_s"], restore["at_s"],
                                      {int(r): t for r, t in dark["done_s"].items()},
                                      {int(r): t for r, t in restore["done_s"].items()})

@@ -99,14 +99,16 @@ def operations(before: Rendering, after: Rendering) -> Operations:
     return Operations(delete, add, lines)
 
 
+def key(rule: FlowRule) -> tuple:
+    """What identifies a rule to a switch: a rule with the same key replaces it."""
+    return rule.table, rule.priority, rule.match
+
+
 def split_new_rules(before: Rendering, ops: Operations) -> tuple[dict[int, tuple], Operations]:
     """Rules of `ops` that match nothing `before` has, and the rest of `ops`. A rule for a link
     that is not there yet (a new circuit's port, a new lightpath's destination) carries nothing
     until hosts route onto it, so it can be installed and confirmed while the links are dark;
     a rule that changes where existing packets go must wait for the restore."""
-    def key(rule):
-        return rule.table, rule.priority, rule.match
-
     new, rest = {}, {}
     for dpid, rules in ops.add.items():
         existing = {key(r) for r in before.rules.get(dpid, frozenset())}
@@ -117,12 +119,17 @@ def split_new_rules(before: Rendering, ops: Operations) -> tuple[dict[int, tuple
 
 @dataclass(frozen=True)
 class Steps:
-    """A reconfiguration as three batches: `ahead` (before the dark starts), `dark` (hosts off the
-    changed links, then the switches) and `restore` (after the dark time)."""
+    """A reconfiguration as batches: `ahead` (before the dark starts), `dark` (hosts off the
+    changed links, then the switches), `restore` (after the dark time, hosts only) and `after`
+    (switch deletions once the restore is done)."""
 
     ahead: Operations
     dark: Operations
     restore: Operations
+    # Deletions of rules for links that went dark for good, sent once the restore is done: the
+    # packets a host queued on such a link before it moved off still drain over it, and a rule
+    # deleted under them dropped their tails (TCP waited out a retransmission timeout for each).
+    after: Operations = field(default_factory=Operations)
 
 
 def steps(old: Rendering, dark: Rendering | Hold, new: Rendering) -> Steps:
@@ -145,6 +152,16 @@ def steps(old: Rendering, dark: Rendering | Hold, new: Rendering) -> Steps:
         adds[dpid] = darkening.add.get(dpid, ()) + tuple(r for r in early.get(dpid, ()) if r not in already)
     restore_lines = {rank: hold.release.get(rank, ()) + restore.host_lines.get(rank, ()) + hold.forget.get(rank, ())
                      for rank in set(restore.host_lines) | set(hold.release)}
+    # A deletion whose match nothing later reuses (no port re-pointed, no link back in the new
+    # plan) can wait until after the restore.
+    def reused(dpid: int) -> set:
+        return {key(r) for r in adds.get(dpid, ()) + tuple(new.rules.get(dpid, frozenset()))}
+    dark_delete, after = {}, {}
+    for dpid, rules in darkening.delete.items():
+        keep = reused(dpid)
+        dark_delete[dpid] = tuple(r for r in rules if key(r) in keep)
+        after[dpid] = tuple(r for r in rules if key(r) not in keep)
     return Steps(Operations(add={d: r for d, r in ahead.items() if r}),
-                 Operations(darkening.delete, adds, darkening.host_lines),
-                 Operations(restore.delete, restore.add, restore_lines))
+                 Operations(dark_delete, adds, darkening.host_lines),
+                 Operations(restore.delete, restore.add, restore_lines),
+                 Operations(delete={d: r for d, r in after.items() if r}))

@@ -246,7 +246,7 @@ def test_reconfiguration_steps_end_at_the_new_rules_and_never_touch_old_ones_ahe
         assert not {(r.table, r.priority, r.match) for r in added} & old_keys[dpid]
     rules = _applied(_applied({d: set(r) for d, r in old.rules.items()}, batches.ahead), batches.dark)
     assert all(set(dark.rules[d]) <= rules[d] for d in dark.rules)  # what stays lit carries on while dark
-    assert _applied(rules, batches.restore) == {d: set(r) for d, r in new.rules.items()}
+    assert _applied(_applied(rules, batches.restore), batches.after) == {d: set(r) for d, r in new.rules.items()}
     # The restore is the hosts' alone, so they can time it without waiting on a switch.
     assert not any(batches.restore.add.values()) and not any(batches.restore.delete.values())
 
@@ -264,8 +264,13 @@ def test_ring_restores_need_no_switch_and_end_at_the_new_rules(old_state, new_st
     old, dark, new = render(topo, change.old), render(topo, change.dark), render(topo, change.new)
     batches = reconfig.steps(old, dark, new)
     rules = _applied(_applied({d: set(r) for d, r in old.rules.items()}, batches.ahead), batches.dark)
-    assert _applied(rules, batches.restore) == {d: set(r) for d, r in new.rules.items()}
+    assert _applied(_applied(rules, batches.restore), batches.after) == {d: set(r) for d, r in new.rules.items()}
     assert not any(batches.restore.add.values()) and not any(batches.restore.delete.values())
+    # A lightpath gone for good keeps its rule until after the restore: what its source queued
+    # before moving off drains over it.
+    gone = {d: {r for r in old.rules[d] if r not in new.rules.get(d, frozenset())} for d in old.rules}
+    assert {d: set(r) for d, r in batches.after.delete.items()} == {d: r for d, r in gone.items() if r}
+    assert not any(batches.dark.delete.values())
 
 
 def test_multi_shot_circuits_keep_every_recurring_pair_reachable():
