@@ -10,8 +10,11 @@ a table and writes bench/results/replanning.json and replanning.md.
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 import time
+from datetime import datetime, timezone
+from pathlib import Path
 
 from bench_results import ratio_cells, run_in_tempdir, run_summary, save_rows
 
@@ -55,14 +58,23 @@ def bench(name: str) -> dict:
             **run_summary(result), "predicted_s": prepared.prediction.iteration_time_s, "static_s": static_s,
             "over_static": [t / static_s for t in times], "predicted_dark_s": breakdown.reconfiguration_s,
             "reconfigurations": result.get("reconfigurations"), "iterations": len(times),
-            "error": result.get("error"), "wall_s": time.monotonic() - started}
+            "error": result.get("error"), "wall_s": time.monotonic() - started,
+            "measured": datetime.now(timezone.utc).date().isoformat()}
+
+
+def earlier_rows() -> list[dict]:
+    try:
+        saved = json.loads((Path(__file__).resolve().parent / "results" / "replanning.json").read_text())
+    except (OSError, ValueError):
+        return []
+    return [{"measured": saved["when"][:10], **row} for row in saved["rows"]]
 
 
 def row_cells(row: dict) -> str:
     over_static = "/".join(f"{r:.2f}" for r in row["over_static"]) or "n/a"
     return (f"{row['scenario']} | {row['hosts']} | {row['predicted_s'] * 1e3:.1f} | {row['static_s'] * 1e3:.1f} | "
             f"{ratio_cells(row)} | {over_static} | {row['predicted_dark_s'] * 1e3:.2f} | "
-            f"{row['reconfigurations']} | {row['dilation']:.0f} | {row['wall_s']:.0f}")
+            f"{row['reconfigurations']} | {row['dilation']:.0f} | {row['wall_s']:.0f} | {row.get('measured', '')}")
 
 
 def main() -> int:
@@ -74,15 +86,18 @@ def main() -> int:
     if unknown:
         print(f"unknown case {unknown[0]}; choose from {', '.join(CASES)}", file=sys.stderr)
         return 2
-    rows = []
+    measured = []
     for name in names:
-        rows.append(bench(name))
-        print(row_cells(rows[-1]), flush=True)
+        measured.append(bench(name))
+        print(row_cells(measured[-1]), flush=True)
+    # Cases not re-run this time keep their last figures, with the date they were measured on.
+    rows = [*measured, *(r for r in earlier_rows() if r["scenario"] not in names)]
+    rows.sort(key=lambda r: list(CASES).index(r["scenario"]) if r["scenario"] in CASES else len(CASES))
     header = ["Placed models on re-planning fabrics: emulated against the prediction that re-plans as the "
               "controller does (min / mean / max), and against the same schedule on its starting plan.", "",
               "| case | GPUs | predicted ms | starting plan ms | emulated/predicted | sums | faithful | "
-              "emulated/starting plan | predicted dark ms | reconfigurations (run) | dilation | wall s |",
-              "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
+              "emulated/starting plan | predicted dark ms | reconfigurations (run) | dilation | wall s | measured |",
+              "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
     return save_rows("replanning", rows, header, row_cells)
 
 

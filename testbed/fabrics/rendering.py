@@ -38,11 +38,21 @@ HOLD_BASE = ipaddress.IPv4Address("198.18.0.0")
 LINUX_RTO_MIN_MS = 200
 
 
+# A retune can cut a lightpath or circuit to fewer wavelengths under a full queue, or move a flow
+# onto a relayed path behind other traffic: its packets' round trip jumps by more than Linux's
+# srtt + 4·rttvar allows, and TCP times out although nothing was lost. The Transformer on 16 SiP-Ring
+# GPUs (dilation 411, a wavelength ~2 Mb/s of wall rate) timed out 26-57 times an iteration, every
+# retransmission reported back as a duplicate (DSACK) and no packet dropped anywhere; with 2 s, none.
+# The fabric intends no loss, so the longer timeout costs nothing unless the machine drops packets
+# (which the drops and retransmissions monitors report).
+RETUNED_RTO_MIN_MS = 2000
+
+
 def rto_min_ms(dark_s: float) -> int:
-    """TCP's shortest retransmission timeout on the fabric's routes: Linux's 200 ms, or twice the
-    dark time when that is longer (dilated dark times reach a second), so a held packet is not
-    taken for a lost one."""
-    return max(LINUX_RTO_MIN_MS, math.ceil(2e3 * dark_s))
+    """TCP's shortest retransmission timeout on a re-planned fabric's routes: long enough for a
+    retune's jump in queueing delay, and twice the dark time when that is longer (dilated dark
+    times reach seconds), so a held or queued packet is not taken for a lost one."""
+    return max(RETUNED_RTO_MIN_MS, math.ceil(2e3 * dark_s))
 
 
 def route_line(dst_ip: str, via: str, dev: str, rto_ms: int) -> str:
