@@ -59,7 +59,7 @@ def bench(name: str) -> dict:
             "over_static": [t / static_s for t in times], "predicted_dark_s": breakdown.reconfiguration_s,
             "reconfigurations": result.get("reconfigurations"), "iterations": len(times),
             "error": result.get("error"), "wall_s": time.monotonic() - started,
-            "measured": datetime.now(timezone.utc).date().isoformat()}
+            "measured": datetime.now(timezone.utc).isoformat(timespec="minutes")[:16]}
 
 
 def earlier_rows() -> list[dict]:
@@ -67,7 +67,7 @@ def earlier_rows() -> list[dict]:
         saved = json.loads((Path(__file__).resolve().parent / "results" / "replanning.json").read_text())
     except (OSError, ValueError):
         return []
-    return [{"measured": saved["when"][:10], **row} for row in saved["rows"]]
+    return [{"measured": saved["when"][:16], **row} for row in saved["rows"]]
 
 
 def row_cells(row: dict) -> str:
