@@ -14,9 +14,8 @@ import json
 import sys
 import time
 from datetime import datetime, timezone
-from pathlib import Path
 
-from bench_results import ratio_cells, run_in_tempdir, run_summary, save_rows
+from bench_results import RESULTS, ratio_cells, run_in_tempdir, run_summary, save_rows
 
 from testbed.emulation.run import prepare
 from testbed.fabrics.scenario_file import parse_scenario
@@ -64,7 +63,7 @@ def bench(name: str) -> dict:
 
 def earlier_rows() -> list[dict]:
     try:
-        saved = json.loads((Path(__file__).resolve().parent / "results" / "replanning.json").read_text())
+        saved = json.loads((RESULTS / "replanning.json").read_text())
     except (OSError, ValueError):
         return []
     return [{"measured": saved["when"][:16], **row} for row in saved["rows"]]

@@ -154,11 +154,9 @@ def steps(old: Rendering, dark: Rendering | Hold, new: Rendering) -> Steps:
                      for rank in set(restore.host_lines) | set(hold.release)}
     # A deletion whose match nothing later reuses (no port re-pointed, no link back in the new
     # plan) can wait until after the restore.
-    def reused(dpid: int) -> set:
-        return {key(r) for r in adds.get(dpid, ()) + tuple(new.rules.get(dpid, frozenset()))}
     dark_delete, after = {}, {}
     for dpid, rules in darkening.delete.items():
-        keep = reused(dpid)
+        keep = {key(r) for r in (*adds.get(dpid, ()), *new.rules.get(dpid, frozenset()))}
         dark_delete[dpid] = tuple(r for r in rules if key(r) in keep)
         after[dpid] = tuple(r for r in rules if key(r) not in keep)
     return Steps(Operations(add={d: r for d, r in ahead.items() if r}),
