@@ -165,24 +165,23 @@ def drop_monitor(counters: dict[str, int] | None) -> Monitor:
                    "" if ok else "the datapath was overloaded: raise the dilation")
 
 
-RTO_MIN_S = 0.2  # Linux's shortest TCP retransmission timeout: what each timeout costs at least
 TIMEOUT_TOLERANCE = 0.05  # of an iteration's wall time
 
 
 def retransmission_monitor(timeouts: list[int], retransmits: list[int], iteration_wall_s: list[float],
-                           loss_injected: bool) -> Monitor:
+                           loss_injected: bool, rto_min_s: float) -> Monitor:
     """TCP retransmission timeouts in each measured iteration, from the hosts' own counters. A fast
     retransmit is TCP's ordinary answer to a full queue, as on real links; a timeout means a packet
     the machine dropped (a queue, the datapath under load) stalled a connection for at least
-    RTO_MIN_S of wall time, which no dilation hides. An iteration whose timeouts can cost more than
-    TIMEOUT_TOLERANCE of its wall time is not faithful."""
+    `rto_min_s` of wall time (the routes' shortest timeout), which no dilation hides. An iteration
+    whose timeouts can cost more than TIMEOUT_TOLERANCE of its wall time is not faithful."""
     total = sum(timeouts)
     segments = f"{sum(retransmits)} segments retransmitted"
     if loss_injected:
         return Monitor("retransmissions", float(total), True,
                        f"{total} retransmission timeouts, {segments}; loss is injected by the scenario")
     disturbed = [i for i, (n, wall) in enumerate(zip(timeouts, iteration_wall_s))
-                 if n * RTO_MIN_S > TIMEOUT_TOLERANCE * wall]
+                 if n * rto_min_s > TIMEOUT_TOLERANCE * wall]
     ok = not disturbed
     where = f"; they cost iteration{'s' if len(disturbed) > 1 else ''} {', '.join(map(str, disturbed))} " \
             f"more than {TIMEOUT_TOLERANCE:.0%} of its time" if disturbed else ""

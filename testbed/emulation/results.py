@@ -16,6 +16,7 @@ from testbed.core.steal import steal_fractions
 from testbed.emulation.records import RunMeasurements, RunOutcome, SwitchPackets
 from testbed.fabrics.all_kinds import KINDS
 from testbed.fabrics.ina.section import InaFabric
+from testbed.fabrics.topology import route_rto_min_s
 from testbed.model.contracts import Event, Results
 from testbed.model.units import Dilation, us_to_s
 
@@ -129,17 +130,17 @@ def collided_share(ina: dict) -> float:
 
 
 def _retransmission_per_iteration(ina: dict | None, tcp_timeouts: list[int], ranks: int, iterations: int,
-                                  dilation: float) -> float:
+                                  dilation: float, rto_min_s: float) -> float:
     """Real-world time a host waited on lost packets per iteration, on average: INA workers time
     their waits for a chunk's retransmission timeout (over every iteration, warm-ups included);
-    over TCP, each retransmission timeout of a measured iteration costs at least RTO_MIN_S of wall
-    time (a lower bound: TCP does not say how long it stalled)."""
+    over TCP, each retransmission timeout of a measured iteration costs at least the routes'
+    `rto_min_s` of wall time (a lower bound: TCP does not say how long it stalled)."""
     if ina is not None:
         waited_s = ina["workers"].get("timeout_wait_s", 0.0)
         return waited_s / ranks / iterations / dilation if ranks and iterations else 0.0
     if not tcp_timeouts or not ranks:
         return 0.0
-    return sum(tcp_timeouts) * fidelity.RTO_MIN_S / ranks / len(tcp_timeouts) / dilation
+    return sum(tcp_timeouts) * rto_min_s / ranks / len(tcp_timeouts) / dilation
 
 
 def _why_longest_dark(reconfigurations: list[dict]) -> str:
@@ -291,7 +292,7 @@ def _monitors(prepared: "Prepared", measured: RunMeasurements, per_host: list[di
         fidelity.drop_monitor(measured.switch_packets.to_json() if measured.switch_packets else None)
         if ina is None else fidelity.ina_loss_monitor(ina, loss_injected),
         fidelity.retransmission_monitor(iterations.tcp_timeouts, iterations.tcp_retransmits, emulated_times_s,
-                                        faulted),
+                                        faulted, route_rto_min_s(scenario.fabric, dilation.dilation)),
         fidelity.stall_monitor(stalls, faulted),
         fidelity.dark_time_monitor([e["measured_dark_s"] for e in reconfigurations],
                                    [e["configured_dark_s"] for e in reconfigurations],
@@ -340,7 +341,8 @@ def _measured_breakdown(prepared: "Prepared", events: list[dict[str, Any]], reco
         "communication_s": communication_s,
         "reconfiguration_s": dark_s,
         "retransmission_s": _retransmission_per_iteration(ina, iterations.tcp_timeouts, prepared.schedule.hosts,
-                                                          run_iterations, dilation.dilation),
+                                                          run_iterations, dilation.dilation,
+                                                          route_rto_min_s(scenario.fabric, dilation.dilation)),
     }
 
 

@@ -5,9 +5,11 @@ from __future__ import annotations
 
 from testbed.fabrics.all_kinds import behaviour
 from testbed.fabrics.base import TopologyBuilder, host_ip
+from testbed.fabrics.rendering import LINUX_RTO_MIN_MS, rto_min_ms
 from testbed.model.contracts import Topology
 from testbed.model.fabric_section import FabricSection, ReconfigurableSection
 from testbed.model.topology import HostSpec
+from testbed.model.units import ms_to_s, us_to_s
 
 
 def build_topology(fabric: FabricSection, tag: str, host_rate_bps: float, datapath: str) -> Topology:
@@ -33,6 +35,15 @@ def reconfig_us(fabric: FabricSection) -> float:
     if isinstance(fabric, ReconfigurableSection) and fabric.reconfig_us is not None:
         return fabric.reconfig_us
     return behaviour(fabric.kind).default_reconfig_us
+
+
+def route_rto_min_s(fabric: FabricSection, dilation: float) -> float:
+    """TCP's shortest retransmission timeout on the fabric's routes, in wall seconds: what a timeout
+    costs at least. A kind whose controller re-points links sets it from its dilated dark time
+    (rendering.rto_min_ms, as the controller renders its routes); the others keep Linux's."""
+    if behaviour(fabric.kind).link_rules is None:
+        return ms_to_s(LINUX_RTO_MIN_MS)
+    return ms_to_s(rto_min_ms(us_to_s(reconfig_us(fabric)) * dilation))
 
 
 def retune_threshold_us(fabric: FabricSection) -> float:

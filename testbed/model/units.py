@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 BITS_PER_BYTE = 8
+MS_PER_S = 1e3
 US_PER_S = 1e6
 BPS_PER_GBPS = 1e9
 
@@ -15,6 +16,10 @@ def gbps_to_bps(rate_gbps: float) -> float:
 
 def us_to_s(duration_us: float) -> float:
     return duration_us / US_PER_S
+
+
+def ms_to_s(duration_ms: float) -> float:
+    return duration_ms / MS_PER_S
 
 
 def s_to_us(duration_s: float) -> float:

@@ -24,13 +24,35 @@ def test_retransmission_timeouts_that_can_cost_over_5_percent_of_an_iteration_ar
     from testbed.core.fidelity import retransmission_monitor
 
     # Each timeout costs at least 200 ms: 1 of them is 2.5% of an 8 s iteration, 3 are 7.5%.
-    fast_only = retransmission_monitor([0, 0, 0], [4, 0, 7], [8.0, 8.0, 8.0], loss_injected=False)
+    fast_only = retransmission_monitor([0, 0, 0], [4, 0, 7], [8.0, 8.0, 8.0], False, 0.2)
     assert fast_only.ok and "11 segments retransmitted" in fast_only.detail  # TCP's answer to full queues
-    assert retransmission_monitor([1, 0], [9, 0], [8.0, 8.0], loss_injected=False).ok
-    disturbed = retransmission_monitor([3, 0, 4], [30, 0, 50], [8.0, 8.0, 8.0], loss_injected=False)
+    assert retransmission_monitor([1, 0], [9, 0], [8.0, 8.0], False, 0.2).ok
+    disturbed = retransmission_monitor([3, 0, 4], [30, 0, 50], [8.0, 8.0, 8.0], False, 0.2)
     assert not disturbed.ok and disturbed.value == 7.0
     assert "iterations 0, 2 more than 5%" in disturbed.detail and "idle machine" in disturbed.fix
-    assert retransmission_monitor([5, 2], [9, 9], [1.0, 1.0], loss_injected=True).ok  # the scenario's own loss
+    assert retransmission_monitor([5, 2], [9, 9], [1.0, 1.0], True, 0.2).ok  # the scenario's own loss
+    # On routes whose shortest timeout is 2 s, one timeout is 25% of an 8 s iteration.
+    assert not retransmission_monitor([1, 0], [9, 0], [8.0, 8.0], False, 2.0).ok
+
+
+def test_a_timeout_costs_the_routes_shortest_retransmission_timeout():
+    from testbed.fabrics.scenario_file import parse_scenario
+    from testbed.fabrics.topology import route_rto_min_s
+
+    def fabric(section):
+        return parse_scenario({"name": "t", "fabric": {"gpu_bandwidth_gbps": 100, **section},
+                               "workload": {"kind": "collective", "collective": "allreduce", "bytes": 1000}},
+                              "t").fabric
+
+    # Switched fabrics keep Linux's 200 ms.
+    assert route_rto_min_s(fabric({"kind": "elect-flat", "hosts": 4}), 1000.0) == 0.2
+    # SiP-Ring's routes: 2 s, or twice the dilated dark time when longer: 25 µs × 1,000 = 25 ms -> 2 s;
+    # 25 µs × 100,000 = 2.5 s -> 5 s.
+    ring = fabric({"kind": "sip-ring", "hosts": 4, "reconfig_us": 25, "wavelengths": 4, "wavelength_gbps": 25})
+    assert route_rto_min_s(ring, 1000.0) == 2.0
+    assert route_rto_min_s(ring, 100_000.0) == 5.0
+    # SiP-OCS at its default 10 ms dark time and dilation 200: 2 s × 2 = 4 s.
+    assert route_rto_min_s(fabric({"kind": "sip-ocs", "hosts": 4}), 200.0) == 4.0
 
 
 def test_compute_timing_is_judged_by_the_time_compute_added_to_the_iterations():

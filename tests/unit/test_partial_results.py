@@ -89,8 +89,10 @@ def test_time_lost_to_retransmissions_per_iteration_is_in_the_breakdown():
     # INA: 4 workers waited 0.8 s of wall time in all on chunk timeouts over 2 iterations at
     # dilation 100: 0.8 / 4 / 2 / 100 = 1 ms of real-world time per host and iteration.
     ina = {"node": {}, "workers": {"retransmits": 12, "timeout_wait_s": 0.8}}
-    assert abs(_retransmission_per_iteration(ina, [0, 0], 4, 2, 100.0) - 1e-3) < 1e-15
+    assert abs(_retransmission_per_iteration(ina, [0, 0], 4, 2, 100.0, 0.2) - 1e-3) < 1e-15
     # TCP: 2 timeouts in the first of 2 measured iterations on 4 hosts, 200 ms each at least:
     # 2 × 0.2 / 4 / 2 / 100 = 0.5 ms.
-    assert abs(_retransmission_per_iteration(None, [2, 0], 4, 2, 100.0) - 0.5e-3) < 1e-15
-    assert _retransmission_per_iteration(None, [], 4, 0, 100.0) == 0.0
+    assert abs(_retransmission_per_iteration(None, [2, 0], 4, 2, 100.0, 0.2) - 0.5e-3) < 1e-15
+    assert _retransmission_per_iteration(None, [], 4, 0, 100.0, 0.2) == 0.0
+    # On a re-planned fabric's routes each timeout costs 2 s: 2 × 2 / 4 / 2 / 100 = 5 ms.
+    assert abs(_retransmission_per_iteration(None, [2, 0], 4, 2, 100.0, 2.0) - 5e-3) < 1e-15
