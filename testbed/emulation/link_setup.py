@@ -13,6 +13,17 @@ RELAY_SYSCTLS = ("net.ipv4.ip_forward=1", "net.ipv4.conf.all.rp_filter=0", "net.
                  "net.ipv4.conf.all.send_redirects=0", "net.ipv4.conf.all.accept_redirects=0",
                  "net.ipv4.conf.default.send_redirects=0", "net.ipv4.conf.default.accept_redirects=0")
 
+# A retune moves a flow's route to another interface while its packets still queue on the old
+# one: later packets overtake them, and TCP read the gap as loss (RACK after a quarter of the
+# shortest round trip, then three duplicate acknowledgements), entering fast recovery about ten
+# times per retune with nothing lost (the originals were still in the host's queue) and halving
+# its window each time. Loss is judged by reordering degree alone, as tolerant as Linux allows:
+# the fabric intends no loss, and a real one still ends in the routes' timeout, which the
+# retransmission monitor prices. Reno, not the machine's default: a paced controller (BBR) probes
+# for a retune's added capacity over several round trips, a window uses it at once; and Reno is
+# the one every network namespace may choose.
+REORDERING_SYSCTLS = ("net.ipv4.tcp_recovery=0", "net.ipv4.tcp_reordering=300", "net.ipv4.tcp_congestion_control=reno")
+
 # Packets held while a link retunes wait on an unresolved neighbour (testbed/fabrics/rendering.py):
 # room for every flow's window, and probes that outlast any dark time (100 s; no one answers).
 HOLD_SYSCTLS = ("unres_qlen_bytes=33554432", "mcast_solicit=100", "retrans_time_ms=1000")
@@ -27,7 +38,7 @@ def host_commands(topology: Topology) -> dict[str, list[str]]:
         # (every all-to-all peer, every pipeline stage) would start each message in it.
         commands = ["sysctl -qw net.ipv4.tcp_slow_start_after_idle=0"]
         if routed:
-            commands.append("sysctl -qw " + " ".join(RELAY_SYSCTLS))
+            commands.append("sysctl -qw " + " ".join(RELAY_SYSCTLS + REORDERING_SYSCTLS))
         for intf in host.interfaces:
             commands.append(offload_command(intf.name))
             # Acknowledgements of the flows this host receives leave through the same queue as

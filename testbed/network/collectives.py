@@ -36,7 +36,8 @@ class Breakdown:
                  ("dark time", self.reconfiguration_s), ("retransmissions", self.retransmission_s)]
         text = ", ".join(f"{name} {value * 1e3:.3f} ms" for name, value in parts if value or name != "retransmissions")
         if self.exposed_dp_s:
-            text += f" (of which after the last compute: {self.exposed_dp_s * 1e3:.3f} ms)"
+            # Exposed time is part of communication and dark time, not a further term.
+            text += f"; {self.exposed_dp_s * 1e3:.3f} ms of communication and dark time after the last compute"
         return text
 
 
