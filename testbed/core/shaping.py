@@ -19,6 +19,20 @@ HTB_IDLE_BURST_BYTES = 50_000
 # while several at once (incast) are held to B once it drains.
 INTO_HOST_BURST_BYTES = 64 * 1024
 
+# Every host's transport, whatever the machine's default: the alpha-beta model has no slow start,
+# and a connection idle since the last iteration (every all-to-all peer, every pipeline stage)
+# would start each message in it; and one congestion control, so that flows sharing a link share
+# it as the oracle does (equally). Reno: two jobs' rings on shared uplinks came out 1.00-1.02 of
+# the equal share with it, 0.78-1.07 with BBR (a paced controller's share depends on its
+# probing), and a retune's added capacity is used at once; and Reno is the one every network
+# namespace may choose.
+TRANSPORT_SYSCTLS = ("net.ipv4.tcp_slow_start_after_idle=0", "net.ipv4.tcp_congestion_control=reno")
+
+
+def transport_command() -> str:
+    """The sysctl line every emulated host runs before it opens a connection."""
+    return "sysctl -qw " + " ".join(TRANSPORT_SYSCTLS)
+
 
 def burst_bytes(rate_bps: float) -> int:
     return max(2 * MTU_FRAME_BYTES, int(bits_to_bytes(rate_bps * BURST_WINDOW_S)))

@@ -4,7 +4,7 @@ and relaying on routed fabrics. Pure: the Mininet shim runs them, unit tests rea
 
 from __future__ import annotations
 
-from testbed.core.shaping import INTO_HOST_BURST_BYTES, htb_commands_small_first, offload_command
+from testbed.core.shaping import INTO_HOST_BURST_BYTES, htb_commands_small_first, offload_command, transport_command
 from testbed.fabrics.all_kinds import KINDS
 from testbed.model.contracts import Topology
 
@@ -20,9 +20,9 @@ RELAY_SYSCTLS = ("net.ipv4.ip_forward=1", "net.ipv4.conf.all.rp_filter=0", "net.
 # its window each time. Loss is judged by reordering degree alone, as tolerant as Linux allows:
 # the fabric intends no loss, and a real one still ends in the routes' timeout, which the
 # retransmission monitor prices. Reno, not the machine's default: a paced controller (BBR) probes
-# for a retune's added capacity over several round trips, a window uses it at once; and Reno is
-# the one every network namespace may choose.
-REORDERING_SYSCTLS = ("net.ipv4.tcp_recovery=0", "net.ipv4.tcp_reordering=300", "net.ipv4.tcp_congestion_control=reno")
+# for a retune's added capacity over several round trips, a window uses it at once (see
+# testbed/core/shaping.py).
+REORDERING_SYSCTLS = ("net.ipv4.tcp_recovery=0", "net.ipv4.tcp_reordering=300")
 
 # Packets held while a link retunes wait on an unresolved neighbour (testbed/fabrics/rendering.py):
 # room for every flow's window, and probes that outlast any dark time (100 s; no one answers).
@@ -34,9 +34,7 @@ def host_commands(topology: Topology) -> dict[str, list[str]]:
     routed = KINDS[topology.fabric].routed
     out: dict[str, list[str]] = {}
     for host in topology.hosts:
-        # The alpha-beta model has no slow start: a connection idle since the last iteration
-        # (every all-to-all peer, every pipeline stage) would start each message in it.
-        commands = ["sysctl -qw net.ipv4.tcp_slow_start_after_idle=0"]
+        commands = [transport_command()]
         if routed:
             commands.append("sysctl -qw " + " ".join(RELAY_SYSCTLS + REORDERING_SYSCTLS))
         for intf in host.interfaces:

@@ -15,6 +15,7 @@ from testbed.core.shaping import (
     htb_commands_small_first,
     line_rate_bps,
     offload_command,
+    transport_command,
 )
 from testbed.fabrics.ina.loss import InaProtocol, lossy_allreduce_s
 from testbed.fabrics.ina.section import InaFabric
@@ -51,7 +52,7 @@ def ina_host_commands(topology: Topology, link_loss_frac: float = 0.0) -> dict[s
     commands: dict[str, list[str]] = {}
     for worker, port in zip(workers, node.interfaces):
         intf = worker.interfaces[0].name
-        cmds = ["sysctl -qw net.ipv4.tcp_slow_start_after_idle=0", offload_command(intf)]
+        cmds = [transport_command(), offload_command(intf)]
         cmds += htb_commands_small_first(intf, worker.interfaces[0].payload_rate_bps, burst=MTU_FRAME_BYTES)
         # Everything a worker sends goes to the node's port facing it (the node routes it on).
         cmds += [f"ip neigh replace {other.ip} lladdr {port.mac} dev {intf} nud permanent"
