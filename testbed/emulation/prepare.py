@@ -152,8 +152,8 @@ def _gpu_messages(scenario: Scenario, steps: Sequence[Step]) -> tuple[list[int],
     """The messages one GPU sends and how many timed events it runs: its sends, receives and
     computes, and in an imported trace each collective's messages (a ring all-reduce of M among n
     sends 2(n-1) of M/n, each a step of its own), not one event of its whole buffer. A placed
-    model's collectives are DP buckets the planner already sized to be bandwidth-bound
-    (worthwhile_bucket_bytes): its sends are what the sizing must protect."""
+    model's collectives are DP buckets of at least 25 MB (fused further where that finishes
+    sooner): its sends are what the sizing must protect."""
     sizes, timed = [], 0
     rate, alpha = gbps_to_bps(scenario.fabric.gpu_bandwidth_gbps), us_to_s(scenario.fabric.latency_us)
     for step in steps:

@@ -4,7 +4,6 @@ producing their gradients finish, as data-parallel frameworks overlap it with ba
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import dataclass
 
 from testbed.placer.place import MpPlacement
@@ -45,14 +44,16 @@ def gradient_buckets(placement: MpPlacement, bucket_bytes: float) -> tuple[tuple
     return tuple(buckets)
 
 
-def worthwhile_bucket_bytes(allreduce_s: Callable[[float], float]) -> float:
-    """The smallest bucket worth all-reducing alone, given the DP all-reduce's time for M bytes:
-    where its latency equals its time moving data. A ring all-reduce pays 2(n−1)·α of latency and
-    2(n−1)/n·M/R moving data at the rate R its ring gets, so below M = n·α·R latency dominates (at
-    1,024 GPUs, α = 1 µs and 1 Tb/s: 128 MB), and a framework at that scale fuses smaller ones."""
-    latency_s = allreduce_s(1.0)
-    per_byte_s = (allreduce_s(1e9) - latency_s) / (1e9 - 1.0)
-    return latency_s / per_byte_s if per_byte_s > 0 else 0.0
+# Fusions a DP framework may choose between (PyTorch DDP's bucket_cap_mb doubled, and everything in
+# one bucket): a fixed set, so that the best of them, each no slower on a faster fabric, is too.
+FUSION_DOUBLINGS = 8  # 25 MB up to 6.4 GB, past the largest zoo model's gradient shard
+ONE_BUCKET = float("inf")
+
+
+def fusion_candidates_bytes() -> tuple[float, ...]:
+    """Fusion thresholds to try (merge_buckets' min_bytes): none (the plan's own buckets), 25 MB·2^j
+    for j = 0..FUSION_DOUBLINGS-1, and one bucket."""
+    return (0.0, *(DEFAULT_BUCKET_BYTES * 2 ** j for j in range(FUSION_DOUBLINGS)), ONE_BUCKET)
 
 
 def merge_buckets(buckets: tuple[Bucket, ...], min_bytes: float) -> tuple[Bucket, ...]:

@@ -94,7 +94,7 @@ def _with_buckets(plan: Plan, local: int, steps: list[Step], alias: dict[str, st
 def plan_schedule(plan: Plan, name: str, iterations: int, min_bucket_bytes: float = 0.0) -> Schedule:
     """The plan's per-GPU schedule: in order when there is no DP, else a DAG whose DP all-reduce
     runs in gradient buckets beside the backward compute (testbed.oracle.iteration's model);
-    buckets smaller than `min_bucket_bytes` are fused (buckets.worthwhile_bucket_bytes)."""
+    buckets smaller than `min_bucket_bytes` are fused (the oracle's choice, iteration.dp_fusion_bytes)."""
     plan = replace(plan, buckets=tuple(merge_buckets(own, min_bucket_bytes) for own in plan.buckets))
     closing = [frozenset(f"c{b.subops[-1][0]}.{b.subops[-1][1]}" for b in buckets) for buckets in plan.buckets] \
         or [frozenset()] * plan.k

@@ -11,8 +11,7 @@ from testbed.fabrics.ina.section import InaFabric
 from testbed.model.errors import InputError
 from testbed.model.scenario import Scenario
 from testbed.model.schedule import GpuSchedule, Schedule, Step
-from testbed.oracle.fabrics import dp_allreduce_s
-from testbed.placer.buckets import worthwhile_bucket_bytes
+from testbed.oracle.iteration import dp_fusion_bytes
 from testbed.placer.emit import plan_schedule
 from testbed.placer.plan import Plan, make_plan
 from testbed.placer.profiles import device, load_user_profile
@@ -124,7 +123,6 @@ def schedule_for(scenario: Scenario) -> Schedule:
                            scenario.workload.process_groups, scenario.name, scenario.workload.comm_groups)
     if scenario.workload.kind == "model":
         plan = model_plan(scenario)
-        fabric = scenario.fabric
-        smallest = worthwhile_bucket_bytes(lambda size: dp_allreduce_s(fabric, plan.k, plan.l, size))
-        return plan_schedule(plan, scenario.name, scenario.workload.iterations, smallest)
+        return plan_schedule(plan, scenario.name, scenario.workload.iterations,
+                             dp_fusion_bytes(plan, scenario.fabric))
     return collective_schedule(scenario)

@@ -137,8 +137,14 @@ def shares(fabric: SipRingFabric, sizes: list[int]) -> list[tuple[SipRingFabric,
     return [(fabric.model_copy(update={"wavelengths": count}), 0) for count in counts]
 
 
+def placement_degree(fabric: SipRingFabric) -> int:
+    """The peers a GPU may talk to in a placement: within reach on either side, and no more than
+    its W wavelengths can carry at once (one lightpath a peer needs a wavelength of its own)."""
+    return min(2 * fabric.neighbors, fabric.wavelengths)
+
+
 RULES = LinkRules(link_state="lightpaths", validate=validate_lightpaths, render=render_lightpaths,
                   plan=controller_plan, init_lines=init_lines)
-BEHAVIOUR = relayed(build, flow_model, dp_allreduce_s, "lightpath", lambda fabric: 2 * fabric.neighbors,
+BEHAVIOUR = relayed(build, flow_model, dp_allreduce_s, "lightpath", placement_degree,
                     default_reconfig_us=25.0, replan=replan, replans=lambda fabric: True, link_rules=RULES,
                     shares=shares)
