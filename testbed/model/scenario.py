@@ -35,6 +35,9 @@ class ModelWorkload(Strict):
     # Convolutions may be cut by rows (a spatial split) where that moves fewer bytes than a channel
     # split; false: channel splits only
     spatial_splits: bool = True
+    # What the DP all-reduce moves per parameter: fp16 (mixed precision's gradients, 2 bytes) or
+    # fp32 (4 bytes: twice the model's fp16 parameter bytes)
+    gradient_precision: Literal["fp16", "fp32"] = "fp16"
 
 
 class Workload(Strict):

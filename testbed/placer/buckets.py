@@ -17,16 +17,18 @@ class Bucket:
     bytes: float
 
 
-def gradient_buckets(placement: MpPlacement, bucket_bytes: float) -> tuple[tuple[Bucket, ...], ...]:
+def gradient_buckets(placement: MpPlacement, bucket_bytes: float,
+                     scale: float = 1.0) -> tuple[tuple[Bucket, ...], ...]:
     """Per MP-group GPU, its buckets in the order they fill: a bucket closes once it holds at least
-    `bucket_bytes` (0: one bucket of every gradient, after the GPU's last backward sub-op)."""
+    `bucket_bytes` (0: one bucket of every gradient, after the GPU's last backward sub-op). Each
+    sub-op's gradient is `scale` times its parameter bytes (2 for fp32 gradients of fp16 weights)."""
     ops = placement.ops
     per_gpu: list[list[tuple[float, tuple[int, int], float]]] = [[] for _ in range(placement.k)]
     for j, op in enumerate(ops):
         if op.gradient_bytes <= 0:
             continue
         for c in range(op.parts):
-            per_gpu[placement.gpu[j][c]].append((placement.end_us[j][c], (j, c), op.gradient_bytes))
+            per_gpu[placement.gpu[j][c]].append((placement.end_us[j][c], (j, c), op.gradient_bytes * scale))
     buckets: list[tuple[Bucket, ...]] = []
     for produced in per_gpu:
         mine: list[Bucket] = []

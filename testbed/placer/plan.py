@@ -16,7 +16,7 @@ from testbed.placer.place import (
     place_mp_group,
 )
 from testbed.placer.profiles import DeviceProfile
-from testbed.placer.zoo import ModelGraph
+from testbed.placer.zoo import BYTES_PER_ELEMENT, GRADIENT_BYTES, ModelGraph
 
 
 @dataclass(frozen=True)
@@ -94,8 +94,11 @@ def _memory_and_grads(placement: MpPlacement) -> tuple[list[float], list[float]]
 
 def make_plan(graph: ModelGraph, device: DeviceProfile, k: int, l: int, global_batch: int,
               degree: int | None, tau_us: float = TAU_US, gpu_bandwidth_gbps: float = 1000.0,
-              bucket_bytes: float = DEFAULT_BUCKET_BYTES, spatial: bool = True) -> Plan:
-    """Balance, place one MP group under the degree limit, and check that it fits in memory."""
+              bucket_bytes: float = DEFAULT_BUCKET_BYTES, spatial: bool = True,
+              gradient_precision: str = "fp16") -> Plan:
+    """Balance, place one MP group under the degree limit, and check that it fits in memory.
+    `gradient_precision` is what the DP all-reduce moves: fp16 (mixed precision's gradients, the
+    zoo's parameter bytes) or fp32 (twice those bytes)."""
     if global_batch % l:
         raise InputError(f"global batch {global_batch} does not divide into {l} DP groups; pick a multiple of {l}")
     local_batch = global_batch // l
@@ -111,6 +114,8 @@ def make_plan(graph: ModelGraph, device: DeviceProfile, k: int, l: int, global_b
                   spatial=spatial and not tight)
     placement = place_mp_group(ops, k, radius, gpu_bandwidth_gbps, device.memory_bytes)
     memory, grads = _memory_and_grads(placement)
+    scale = GRADIENT_BYTES[gradient_precision] / BYTES_PER_ELEMENT
+    grads = [g * scale for g in grads]
     worst = max(memory)
     if worst > device.memory_bytes:
         raise InputError(
@@ -120,7 +125,7 @@ def make_plan(graph: ModelGraph, device: DeviceProfile, k: int, l: int, global_b
     found = messages(placement)
     return Plan(graph.name, k, l, global_batch, degree, placement, tuple(memory), tuple(grads),
                 mp_traffic(placement, found), device, found, needs(placement),
-                gradient_buckets(placement, bucket_bytes) if l > 1 else ())
+                gradient_buckets(placement, bucket_bytes, scale) if l > 1 else ())
 
 
 def verify(plan: Plan) -> list[str]:

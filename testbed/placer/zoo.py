@@ -9,6 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 
 BYTES_PER_ELEMENT = 2  # fp16
+GRADIENT_BYTES = {"fp16": 2, "fp32": 4}  # per parameter, what a DP all-reduce moves at each precision
 PARAMETRIC_KINDS = frozenset({"conv", "linear", "embedding"})
 
 

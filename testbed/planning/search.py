@@ -35,8 +35,9 @@ class PlanCache:
     """Placements depend on the model, k, l, batch and degree, not on bandwidth: reuse them."""
 
     def __init__(self, graph: ModelGraph, device: DeviceProfile, bucket_bytes: float = DEFAULT_BUCKET_BYTES,
-                 spatial: bool = True) -> None:
+                 spatial: bool = True, gradient_precision: str = "fp16") -> None:
         self.graph, self.device, self.bucket_bytes, self.spatial = graph, device, bucket_bytes, spatial
+        self.gradient_precision = gradient_precision
         self._plans: dict[tuple[int, int, int, int | None], Plan | None] = {}
 
     def get(self, k: int, l: int, batch: int, degree: int | None) -> Plan | None:
@@ -45,7 +46,8 @@ class PlanCache:
         if key not in self._plans:
             try:
                 self._plans[key] = make_plan(self.graph, self.device, k, l, batch, degree,
-                                             bucket_bytes=self.bucket_bytes, spatial=self.spatial)
+                                             bucket_bytes=self.bucket_bytes, spatial=self.spatial,
+                                             gradient_precision=self.gradient_precision)
             except InputError:
                 self._plans[key] = None  # infeasible: out of memory or no placement
         return self._plans[key]
@@ -83,7 +85,7 @@ def search_space(scenario: Scenario, gpus: int | None = None) -> SearchSpace:
     hosts = gpus or scenario.fabric.hosts
     ks = [k for k in (1, 2, 4, 8, 16, 32, 64) if hosts % k == 0]
     cache = PlanCache(MODELS[model.name](), device(model.device, model.efficiency), model.dp_bucket_bytes,
-                      model.spatial_splits)
+                      model.spatial_splits, model.gradient_precision)
     return SearchSpace(cache, hosts, scenario.fabric.model_copy(update={"hosts": hosts}), ks,
                        len(ks) * len(curve(model.name).batches))
 

@@ -106,7 +106,7 @@ def model_plan(scenario: Scenario) -> Plan:
     try:
         return make_plan(graph, device(model.device, model.efficiency), model.mp, model.dp, model.global_batch,
                          placement_degree(scenario), model.tau_us, scenario.fabric.gpu_bandwidth_gbps,
-                         model.dp_bucket_bytes, model.spatial_splits)
+                         model.dp_bucket_bytes, model.spatial_splits, model.gradient_precision)
     except InputError as error:
         raise InputError(f"{scenario.name}: workload.model: {error}") from None
 

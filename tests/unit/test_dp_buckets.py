@@ -18,7 +18,7 @@ def test_buckets_queue_on_one_ring():
     assert overlapped_finish_s([(1, 2), (2, 2), (10, 1)]) == 11
 
 
-def two_op_scenario(tmp_path, bucket_bytes: int, latency_us: float = 1):
+def two_op_scenario(tmp_path, bucket_bytes: int, latency_us: float = 1, precision: str = "fp16"):
     """Ops a -> b, each 100 µs a sample and 10 MB of parameters; backward is twice forward.
     Pure data parallelism on 2 GPUs, one sample each, 100 Gb/s, α = 1 µs unless given."""
     profile = tmp_path / "two.yaml"
@@ -30,7 +30,8 @@ def two_op_scenario(tmp_path, bucket_bytes: int, latency_us: float = 1):
                                                      "latency_us": latency_us},
                            "workload": {"kind": "model", "model": {"name": "two", "profile": str(profile),
                                                                    "global_batch": 2, "mp": 1, "dp": 2,
-                                                                   "dp_bucket_bytes": bucket_bytes}}})
+                                                                   "dp_bucket_bytes": bucket_bytes,
+                                                                   "gradient_precision": precision}}})
 
 
 @pytest.mark.parametrize("bucket_bytes, latency_us, expected_us, sizes", [
@@ -54,6 +55,15 @@ def test_overlap_by_hand_in_the_oracle_and_the_schedule(tmp_path, bucket_bytes, 
     assert [s.bytes for s in buckets] == sizes
     assert simulate_schedule(schedule.to_json(), scenario.fabric).iteration_time_s * 1e6 == \
         pytest.approx(expected_us, abs=0.5)
+
+
+def test_fp32_gradients_move_twice_the_parameter_bytes(tmp_path):
+    # One bucket of both ops' fp32 gradients, 2 × 20 MB: 604 + 40 MB at 100 Gb/s (3,200 µs) + 2α.
+    scenario = two_op_scenario(tmp_path, 0, precision="fp32")
+    plan = model_plan(scenario)
+    assert plan.grad_bytes == (40_000_000,)
+    assert predict_plan(plan, scenario.fabric).iteration_time_s * 1e6 == pytest.approx(3806, abs=0.5)
+    assert [s.bytes for s in schedule_for(scenario).gpus[0].steps if s.kind == "collective"] == [40_000_000]
 
 
 def test_buckets_hold_every_gradient_once():
