@@ -54,21 +54,22 @@ def placement_timing() -> dict:
 
 
 # Per worker process: placements are reused across bandwidths.
-_CACHES: dict[tuple[str, str, float, str, bool], PlanCache] = {}
+_CACHES: dict[tuple[str, str, float, str, bool, str], PlanCache] = {}
 
 
 def sweep_point(model: str, bandwidth: float, device_name: str = "v100",
                 noise_batch: float | None = None, batches: list[int] | None = None,
                 bucket_bytes: float = DEFAULT_BUCKET_BYTES, efficiency: str = "constant",
-                spatial: bool = True) -> list[dict]:
+                spatial: bool = True, gradient_precision: str = "fp16") -> list[dict]:
     """Every fabric's best (k, l, batch) for `model` at `bandwidth`; `device_name`, `noise_batch`
     (the accuracy curve's knee), `batches`, `bucket_bytes` (0: no DP overlap), `efficiency`
-    (the GPU's at small pieces) and `spatial` (False: channel splits only) replace the defaults for
-    sensitivity studies."""
-    key = (model, device_name, bucket_bytes, efficiency, spatial)
+    (the GPU's at small pieces), `spatial` (False: channel splits only) and `gradient_precision`
+    (fp32: twice the DP bytes) replace the defaults for sensitivity studies."""
+    key = (model, device_name, bucket_bytes, efficiency, spatial, gradient_precision)
     cache = _CACHES.get(key)
     if cache is None:
-        cache = _CACHES[key] = PlanCache(MODELS[model](), device(device_name, efficiency), bucket_bytes, spatial)
+        cache = _CACHES[key] = PlanCache(MODELS[model](), device(device_name, efficiency), bucket_bytes, spatial,
+                                         gradient_precision)
     accuracy = replace(curve(model), noise_batch=noise_batch) if noise_batch else None
     ks = [16, 32, 64] if model == "megatron" else None
     rows = []

@@ -43,6 +43,7 @@ class Variant:
     bucket_bytes: float | None = None  # DP gradient buckets (0: the all-reduce after the backward pass)
     efficiency: str = "constant"  # the GPU's throughput on small pieces (testbed/placer/profiles.py)
     spatial: bool = True  # convolutions may be cut by rows (testbed/placer/balance.py)
+    gradient_precision: str = "fp16"  # what the DP all-reduce moves per parameter
 
 
 VARIANTS = {
@@ -61,6 +62,8 @@ VARIANTS = {
                           "large-GEMM rate (wave quantization) instead of at it", efficiency="waves"),
     "channel-splits-only": Variant("convolutions cut by channel only, never by rows (no spatial splits)",
                                    spatial=False),
+    "fp32-gradients": Variant("fp32 gradients in the DP all-reduce (4 bytes a parameter) instead of fp16",
+                              gradient_precision="fp32"),
 }
 
 
@@ -73,7 +76,7 @@ def _point(variant: str, model: str, bandwidth: float) -> list[dict]:
     return [dict(row, variant=variant)
             for row in sweep_point(model, bandwidth, v.device, v.knees.get(model), batches,
                                    DEFAULT_BUCKET_BYTES if v.bucket_bytes is None else v.bucket_bytes,
-                                   v.efficiency, v.spatial)]
+                                   v.efficiency, v.spatial, v.gradient_precision)]
 
 
 def _cluster_200g(rows: list[dict]) -> list[dict]:
