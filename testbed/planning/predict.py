@@ -21,11 +21,11 @@ from testbed.network.collectives import (  # noqa: F401 (the oracle's public nam
 from testbed.network.flows import Flow, completion_times
 from testbed.oracle.byteps import byteps_time_s
 from testbed.oracle.fabrics import mp_flow_model
-from testbed.oracle.iteration import predict_plan
+from testbed.oracle.iteration import predict_plan_fused
 from testbed.oracle.retune_threshold import with_retune_threshold
 from testbed.planning.byteps_schedule import instances, local_steps_us
 from testbed.planning.jobs import JobPrediction, combined_schedule, job_times
-from testbed.planning.workloads import model_plan, schedule_for
+from testbed.planning.workloads import model_plan, model_schedule, schedule_for
 
 
 def predict_ina_fabric(scenario: Scenario, schedule: Schedule, timing: InaRunTiming = InaRunTiming()) -> Prediction:
@@ -72,10 +72,12 @@ def predict_scenario(scenario: Scenario) -> Prediction:
     """The oracle for any scenario, the one a run is judged against: a placed model's schedule
     simulated step by step (with the controller's re-plans), traces likewise, collectives directly."""
     if scenario.workload.kind == "model":
-        estimate = predict_plan(model_plan(scenario), scenario.fabric)
+        plan = model_plan(scenario)
+        estimate, fusion_bytes = predict_plan_fused(plan, scenario.fabric)
         if scenario.fabric.hosts > SIMULATED_MODEL_HOSTS:
             return estimate
-        simulated = with_retune_threshold(schedule_for(scenario).to_json(), scenario.fabric).prediction
+        schedule = model_schedule(scenario, plan, fusion_bytes)
+        simulated = with_retune_threshold(schedule.to_json(), scenario.fabric).prediction
         # The placer searches with its closed-form estimate (one MP group and its DP ring, fast
         # enough for thousands of candidates); the prediction is the simulation of what runs.
         return Prediction(simulated.iteration_time_s, simulated.breakdown,

@@ -123,6 +123,11 @@ def schedule_for(scenario: Scenario) -> Schedule:
                            scenario.workload.process_groups, scenario.name, scenario.workload.comm_groups)
     if scenario.workload.kind == "model":
         plan = model_plan(scenario)
-        return plan_schedule(plan, scenario.name, scenario.workload.iterations,
-                             dp_fusion_bytes(plan, scenario.fabric))
+        return model_schedule(scenario, plan, dp_fusion_bytes(plan, scenario.fabric))
     return collective_schedule(scenario)
+
+
+def model_schedule(scenario: Scenario, plan: Plan, fusion_bytes: float) -> Schedule:
+    """The schedule a run of the model workload replays: `plan` with its gradient buckets fused as
+    its prediction chose (testbed.oracle.iteration.predict_plan_fused)."""
+    return plan_schedule(plan, scenario.name, scenario.workload.iterations, fusion_bytes)
