@@ -21,9 +21,9 @@ from testbed.fabrics.scenario_file import make_fabric
 from testbed.model.fabric_section import FabricSection
 from testbed.placer.accuracy import curve
 from testbed.placer.balance import balance
-from testbed.placer.buckets import DEFAULT_BUCKET_BYTES
 from testbed.placer.place import mp_radius, place_mp_group
 from testbed.placer.profiles import device
+from testbed.placer.settings import PlanSettings
 from testbed.placer.zoo import MODELS
 from testbed.planning.search import PlanCache, search
 
@@ -54,22 +54,20 @@ def placement_timing() -> dict:
 
 
 # Per worker process: placements are reused across bandwidths.
-_CACHES: dict[tuple[str, str, float, str, bool, str], PlanCache] = {}
+_CACHES: dict[tuple[str, str, str, PlanSettings], PlanCache] = {}
 
 
 def sweep_point(model: str, bandwidth: float, device_name: str = "v100",
                 noise_batch: float | None = None, batches: list[int] | None = None,
-                bucket_bytes: float = DEFAULT_BUCKET_BYTES, efficiency: str = "constant",
-                spatial: bool = True, gradient_precision: str = "fp16") -> list[dict]:
+                efficiency: str = "constant", settings: PlanSettings = PlanSettings()) -> list[dict]:
     """Every fabric's best (k, l, batch) for `model` at `bandwidth`; `device_name`, `noise_batch`
-    (the accuracy curve's knee), `batches`, `bucket_bytes` (0: no DP overlap), `efficiency`
-    (the GPU's at small pieces), `spatial` (False: channel splits only) and `gradient_precision`
-    (fp32: twice the DP bytes) replace the defaults for sensitivity studies."""
-    key = (model, device_name, bucket_bytes, efficiency, spatial, gradient_precision)
+    (the accuracy curve's knee), `batches`, `efficiency` (the GPU's at small pieces) and the plan
+    `settings` (DP buckets, spatial splits, split pairing, gradient precision) replace the
+    defaults for sensitivity studies."""
+    key = (model, device_name, efficiency, settings)
     cache = _CACHES.get(key)
     if cache is None:
-        cache = _CACHES[key] = PlanCache(MODELS[model](), device(device_name, efficiency), bucket_bytes, spatial,
-                                         gradient_precision)
+        cache = _CACHES[key] = PlanCache(MODELS[model](), device(device_name, efficiency), settings)
     accuracy = replace(curve(model), noise_batch=noise_batch) if noise_batch else None
     ks = [16, 32, 64] if model == "megatron" else None
     rows = []

@@ -24,8 +24,8 @@ from placer_sweep import GPUS, sweep_point
 from rich.progress import Progress
 
 from testbed.placer.accuracy import curve
-from testbed.placer.buckets import DEFAULT_BUCKET_BYTES
 from testbed.placer.report import claims
+from testbed.placer.settings import PlanSettings
 
 HERE = Path(__file__).resolve().parent
 MODELS = ("resnet50", "transformer")
@@ -40,10 +40,9 @@ class Variant:
     device: str = "v100"
     knees: dict[str, float] = field(default_factory=dict)  # B_noise per model
     smallest_batch: int | None = None  # extra global batches below the accuracy curve's own
-    bucket_bytes: float | None = None  # DP gradient buckets (0: the all-reduce after the backward pass)
     efficiency: str = "constant"  # the GPU's throughput on small pieces (testbed/placer/profiles.py)
-    spatial: bool = True  # convolutions may be cut by rows (testbed/placer/balance.py)
-    gradient_precision: str = "fp16"  # what the DP all-reduce moves per parameter
+    # DP buckets, spatial splits, split pairing, gradient precision (testbed/placer/settings.py)
+    settings: PlanSettings = PlanSettings()
 
 
 VARIANTS = {
@@ -56,14 +55,24 @@ VARIANTS = {
     "batch-floor-256": Variant("global batches from 256 (below one sample per GPU: MP plans only)",
                                smallest_batch=256),
     "no-overlap": Variant("DP all-reduce after the whole backward pass instead of in 25 MB buckets beside it",
-                          bucket_bytes=0),
+                          settings=PlanSettings(bucket_bytes=0)),
     "a100": Variant("A100 instead of V100 (2.5× the compute, 2.3× the memory bandwidth)", device="a100"),
     "gemm-waves": Variant("a GEMM piece too small to fill the V100's 80 SMs with output tiles runs below the "
                           "large-GEMM rate (wave quantization) instead of at it", efficiency="waves"),
     "channel-splits-only": Variant("convolutions cut by channel only, never by rows (no spatial splits)",
-                                   spatial=False),
+                                   settings=PlanSettings(spatial=False)),
     "fp32-gradients": Variant("fp32 gradients in the DP all-reduce (4 bytes a parameter) instead of fp16",
-                              gradient_precision="fp32"),
+                              settings=PlanSettings(gradient_precision="fp32")),
+    "paper-compute": Variant("SiP-ML's compute model (§4.2): each op timed over the sample dimension at the local "
+                             "batch (wave quantization), a model-parallel split dividing it linearly",
+                             efficiency="paper"),
+    "no-pairing": Variant("every weighted op cut by output channel, gathering its whole input (SiP-ML's split) "
+                          "instead of Megatron's column/row pairs", settings=PlanSettings(pairing=False)),
+    "paper-setup": Variant("both of the above: the paper's compute model and its split", efficiency="paper",
+                           settings=PlanSettings(pairing=False)),
+    "paper-setup-fp32-knee-8192": Variant("the paper's setup with fp32 gradients and the ResNet-50 knee at 8,192",
+                                          efficiency="paper", knees={"resnet50": 8192},
+                                          settings=PlanSettings(pairing=False, gradient_precision="fp32")),
 }
 
 
@@ -74,9 +83,8 @@ def _point(variant: str, model: str, bandwidth: float) -> list[dict]:
         own = curve(model).batches
         batches = [b for b in (256, 512) if b >= v.smallest_batch and b < min(own)] + list(own)
     return [dict(row, variant=variant)
-            for row in sweep_point(model, bandwidth, v.device, v.knees.get(model), batches,
-                                   DEFAULT_BUCKET_BYTES if v.bucket_bytes is None else v.bucket_bytes,
-                                   v.efficiency, v.spatial, v.gradient_precision)]
+            for row in sweep_point(model, bandwidth, v.device, v.knees.get(model), batches, v.efficiency,
+                                   v.settings)]
 
 
 def _cluster_200g(rows: list[dict]) -> list[dict]:

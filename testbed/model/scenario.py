@@ -23,8 +23,10 @@ class ModelWorkload(Strict):
     degree: int | None = Field(default=None, ge=1)  # default: the fabric's (Q for sip-ocs)
     device: str = "v100"  # the GPU whose compute profile times the ops: v100, a100 or h100
     # constant: every op at the device's large-GEMM throughput; waves: a GEMM piece too small to
-    # fill the GPU's multiprocessors with output tiles gets less (testbed/placer/profiles.py)
-    efficiency: Literal["constant", "waves"] = "constant"
+    # fill the GPU's multiprocessors with output tiles gets less (testbed/placer/profiles.py);
+    # paper: SiP-ML §4.2's model: waves over the sample dimension at the local batch, and a split
+    # of the model along any other dimension divides that time linearly
+    efficiency: Literal["constant", "waves", "paper"] = "constant"
     profile: str | None = None  # a user op profile (YAML/JSON) instead of the zoo model
     # SiP-ML's balance target: an op is split into parts of about this much compute (fewer where
     # the degree or the op's size caps them)
@@ -38,6 +40,10 @@ class ModelWorkload(Strict):
     # What the DP all-reduce moves per parameter: fp16 (mixed precision's gradients, 2 bytes) or
     # fp32 (4 bytes: twice the model's fp16 parameter bytes)
     gradient_precision: Literal["fp16", "fp32"] = "fp16"
+    # true: a weighted op after a channel-cut one is cut by input channel (Megatron's column/row
+    # pairs: its output is partial sums, nothing is gathered); false: every weighted op is cut by
+    # output channel and needs its whole input (SiP-ML §3.2's split, a broadcast pattern)
+    split_pairing: bool = True
 
 
 class Workload(Strict):

@@ -14,6 +14,9 @@ Splits (Megatron-style for weights, so that most edges are one-to-one):
           gradient from every part (reduce-scatter), hands that shard to the DP all-reduce, and the
           summed shards are gathered back (all-gather), whose bytes are charged with the
           reduce-scatter's, ahead of the DP all-reduce rather than after it.
+Without pairing (split_pairing: false) no op is cut by row: every weighted op is cut by output
+channel, so each part gathers the whole input (SiP-ML §3.2's broadcast) and its backward sums the
+parts' partial input gradients.
 A weighted op with rows is cut by height or by channel, whichever moves fewer bytes: a channel split
 moves activations (its input gathered, or its output's partial sums), a height split its weight
 gradients and the halos.
@@ -90,13 +93,13 @@ class BalancedOp:
 
 
 def _forward_split(op: Op, parents: list[BalancedOp], local_batch: int, spatial: bool,
-                   parts: Callable[[int], int]) -> tuple[str, int | None]:
+                   parts: Callable[[int], int], pairing: bool = True) -> tuple[str, int | None]:
     """(split, forced parts): aligned splits take their producer's part count; `parts(limit)` is
-    how many parts τ asks for, at most `limit`."""
+    how many parts τ asks for, at most `limit`; without `pairing` no op is cut by input channel."""
     sliced = [p for p in parents if p.layout == "channel"]
     rows = [p for p in parents if p.layout == "height"]
     if op.parametric:
-        if len(parents) == 1 and sliced:
+        if pairing and len(parents) == 1 and sliced:
             return "row", sliced[0].parts
         if spatial and op.rows > 1 and _height_is_cheaper(op, parents, local_batch, parts(op.rows),
                                                           parts(op.max_parts)):
@@ -131,9 +134,10 @@ def _height_is_cheaper(op: Op, parents: list[BalancedOp], local_batch: int, heig
 
 
 def balance(graph: ModelGraph, profile: DeviceProfile, local_batch: int, k: int, tau_us: float = TAU_US,
-            max_parts: int | None = None, spatial: bool = True) -> list[BalancedOp]:
-    """The graph's ops as sub-ops, in topological order; `spatial`: convolutions may be cut by rows
-    (each height-split op's backward is then followed by its `.wgrad` sub-ops, so indices here
+            max_parts: int | None = None, spatial: bool = True, pairing: bool = True) -> list[BalancedOp]:
+    """The graph's ops as sub-ops, in topological order; `pairing`: a weighted op after a channel-cut
+    op is cut by input channel (else by output channel, gathering its input); `spatial`: convolutions
+    may be cut by rows (each height-split op's backward is then followed by its `.wgrad` sub-ops, so indices here
     differ from the graph's)."""
     index: dict[str, int] = {}
     cap = max(1, min(k, max_parts or k))
@@ -149,7 +153,8 @@ def balance(graph: ModelGraph, profile: DeviceProfile, local_batch: int, k: int,
         else:
             def wanted(limit: int, total_us: float = total_us) -> int:
                 return max(1, min(cap, limit, round(total_us / tau_us)))
-            split, forced = _forward_split(op, [balanced[p] for p in parents], local_batch, spatial, wanted)
+            split, forced = _forward_split(op, [balanced[p] for p in parents], local_batch, spatial, wanted,
+                                           pairing)
             parts = forced or wanted(op.rows if split == "height" else op.max_parts)
         part_us = max(MIN_OP_US, total_us / parts / _efficiency(op, balanced, self_parent, profile, local_batch,
                                                                 split, parts)) + LAUNCH_US
@@ -176,9 +181,13 @@ def _efficiency(op: Op, balanced: list[BalancedOp], self_parent: int | None, pro
                 local_batch: int, split: str, parts: int) -> float:
     """Share of the device's GEMM throughput one part of `op` gets. A backward op is taken at its
     forward op's output shape, an approximation: its data-gradient GEMM has the input's shape and
-    its weight-gradient GEMM the weights'."""
-    if profile.efficiency != "waves":
+    its weight-gradient GEMM the weights'. "paper" (SiP-ML §4.2): the op's curve over the sample
+    dimension at the group's local batch (waves at the whole op's shape), and a split along any
+    other dimension, which has no profile, divides that time linearly."""
+    if profile.efficiency == "constant":
         return 1.0
+    if profile.efficiency == "paper" and split != "sample":
+        parts = 1
     shape = gemm_part_shape(balanced[self_parent].op if self_parent is not None else op, local_batch, split, parts)
     return gemm_efficiency(*shape, profile.sms) if shape else 1.0
 

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 
 from testbed.model.errors import InputError
 from testbed.placer.balance import TAU_US, balance, inputs_of
-from testbed.placer.buckets import DEFAULT_BUCKET_BYTES, Bucket, gradient_buckets
+from testbed.placer.buckets import Bucket, gradient_buckets
 from testbed.placer.place import (
     MpPlacement,
     circular_distance,
@@ -16,6 +16,7 @@ from testbed.placer.place import (
     place_mp_group,
 )
 from testbed.placer.profiles import DeviceProfile
+from testbed.placer.settings import PlanSettings
 from testbed.placer.zoo import BYTES_PER_ELEMENT, GRADIENT_BYTES, ModelGraph
 
 
@@ -94,11 +95,8 @@ def _memory_and_grads(placement: MpPlacement) -> tuple[list[float], list[float]]
 
 def make_plan(graph: ModelGraph, device: DeviceProfile, k: int, l: int, global_batch: int,
               degree: int | None, tau_us: float = TAU_US, gpu_bandwidth_gbps: float = 1000.0,
-              bucket_bytes: float = DEFAULT_BUCKET_BYTES, spatial: bool = True,
-              gradient_precision: str = "fp16") -> Plan:
-    """Balance, place one MP group under the degree limit, and check that it fits in memory.
-    `gradient_precision` is what the DP all-reduce moves: fp16 (mixed precision's gradients, the
-    zoo's parameter bytes) or fp32 (twice those bytes)."""
+              settings: PlanSettings = PlanSettings()) -> Plan:
+    """Balance, place one MP group under the degree limit, and check that it fits in memory."""
     if global_batch % l:
         raise InputError(f"global batch {global_batch} does not divide into {l} DP groups; pick a multiple of {l}")
     local_batch = global_batch // l
@@ -111,10 +109,10 @@ def make_plan(graph: ModelGraph, device: DeviceProfile, k: int, l: int, global_b
     # A height split's parts all exchange weight gradients, which only the full mesh allows for
     # any placement of its parts; under a tighter degree convolutions are cut by channel.
     ops = balance(graph, device, local_batch, k, tau_us, max_parts=radius + 1 if tight else None,
-                  spatial=spatial and not tight)
+                  spatial=settings.spatial and not tight, pairing=settings.pairing)
     placement = place_mp_group(ops, k, radius, gpu_bandwidth_gbps, device.memory_bytes)
     memory, grads = _memory_and_grads(placement)
-    scale = GRADIENT_BYTES[gradient_precision] / BYTES_PER_ELEMENT
+    scale = GRADIENT_BYTES[settings.gradient_precision] / BYTES_PER_ELEMENT
     grads = [g * scale for g in grads]
     worst = max(memory)
     if worst > device.memory_bytes:
@@ -125,7 +123,7 @@ def make_plan(graph: ModelGraph, device: DeviceProfile, k: int, l: int, global_b
     found = messages(placement)
     return Plan(graph.name, k, l, global_batch, degree, placement, tuple(memory), tuple(grads),
                 mp_traffic(placement, found), device, found, needs(placement),
-                gradient_buckets(placement, bucket_bytes, scale) if l > 1 else ())
+                gradient_buckets(placement, settings.bucket_bytes, scale) if l > 1 else ())
 
 
 def verify(plan: Plan) -> list[str]:

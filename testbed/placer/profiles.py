@@ -26,7 +26,9 @@ class DeviceProfile:
     source: str
     sms: int = 80  # streaming multiprocessors: a GEMM's output tiles run this many at a time
     # "waves": a GEMM too small to fill the GPU gets a share of matmul_flops (gemm_efficiency);
-    # "constant": every op gets all of it, however small its piece.
+    # "constant": every op gets all of it, however small its piece;
+    # "paper": SiP-ML §4.2's model: an op's time at the local batch from its curve over the sample
+    # dimension (waves at the whole op's shape), divided linearly by a split along any other dimension.
     efficiency: str = "constant"
 
 
@@ -36,7 +38,7 @@ DEVICES = {
     "a100": DeviceProfile("a100", 0.45 * 312e12, 0.7 * 2039e9, 80e9, "NVIDIA A100 SXM4 80 GB datasheet", sms=108),
     "h100": DeviceProfile("h100", 0.45 * 989e12, 0.7 * 3350e9, 80e9, "NVIDIA H100 SXM5 80 GB datasheet", sms=132),
 }
-EFFICIENCY_MODELS = ("constant", "waves")
+EFFICIENCY_MODELS = ("constant", "waves", "paper")
 COMPUTE_BOUND = frozenset({"conv", "linear", "attention"})
 GEMM_KINDS = frozenset({"conv", "linear"})  # one GEMM whose output is positions × channels
 # Output tile shapes cuBLAS chooses among for fp16 GEMMs (NVIDIA, Matrix Multiplication Background

@@ -11,9 +11,9 @@ from testbed.model.fabric_section import FabricSection
 from testbed.model.scenario import Scenario
 from testbed.oracle.iteration import predict_plan
 from testbed.placer.accuracy import AccuracyCurve, curve
-from testbed.placer.buckets import DEFAULT_BUCKET_BYTES
 from testbed.placer.plan import Plan, make_plan
 from testbed.placer.profiles import DeviceProfile, device
+from testbed.placer.settings import PlanSettings, plan_settings
 from testbed.placer.zoo import MODELS, ModelGraph
 
 
@@ -34,10 +34,8 @@ class Choice:
 class PlanCache:
     """Placements depend on the model, k, l, batch and degree, not on bandwidth: reuse them."""
 
-    def __init__(self, graph: ModelGraph, device: DeviceProfile, bucket_bytes: float = DEFAULT_BUCKET_BYTES,
-                 spatial: bool = True, gradient_precision: str = "fp16") -> None:
-        self.graph, self.device, self.bucket_bytes, self.spatial = graph, device, bucket_bytes, spatial
-        self.gradient_precision = gradient_precision
+    def __init__(self, graph: ModelGraph, device: DeviceProfile, settings: PlanSettings = PlanSettings()) -> None:
+        self.graph, self.device, self.settings = graph, device, settings
         self._plans: dict[tuple[int, int, int, int | None], Plan | None] = {}
 
     def get(self, k: int, l: int, batch: int, degree: int | None) -> Plan | None:
@@ -46,8 +44,7 @@ class PlanCache:
         if key not in self._plans:
             try:
                 self._plans[key] = make_plan(self.graph, self.device, k, l, batch, degree,
-                                             bucket_bytes=self.bucket_bytes, spatial=self.spatial,
-                                             gradient_precision=self.gradient_precision)
+                                             settings=self.settings)
             except InputError:
                 self._plans[key] = None  # infeasible: out of memory or no placement
         return self._plans[key]
@@ -84,8 +81,7 @@ def search_space(scenario: Scenario, gpus: int | None = None) -> SearchSpace:
         raise InputError(f"--gpus {gpus}: search needs at least 2 GPUs (leave it out for fabric.hosts)")
     hosts = gpus or scenario.fabric.hosts
     ks = [k for k in (1, 2, 4, 8, 16, 32, 64) if hosts % k == 0]
-    cache = PlanCache(MODELS[model.name](), device(model.device, model.efficiency), model.dp_bucket_bytes,
-                      model.spatial_splits, model.gradient_precision)
+    cache = PlanCache(MODELS[model.name](), device(model.device, model.efficiency), plan_settings(model))
     return SearchSpace(cache, hosts, scenario.fabric.model_copy(update={"hosts": hosts}), ks,
                        len(ks) * len(curve(model.name).batches))
 

@@ -15,6 +15,7 @@ from testbed.oracle.iteration import dp_fusion_bytes
 from testbed.placer.emit import plan_schedule
 from testbed.placer.plan import Plan, make_plan
 from testbed.placer.profiles import device, load_user_profile
+from testbed.placer.settings import plan_settings
 from testbed.placer.zoo import MODELS
 from testbed.planning.byteps_schedule import byteps_schedule
 from testbed.planning.jobs import combined_schedule
@@ -106,7 +107,7 @@ def model_plan(scenario: Scenario) -> Plan:
     try:
         return make_plan(graph, device(model.device, model.efficiency), model.mp, model.dp, model.global_batch,
                          placement_degree(scenario), model.tau_us, scenario.fabric.gpu_bandwidth_gbps,
-                         model.dp_bucket_bytes, model.spatial_splits, model.gradient_precision)
+                         plan_settings(model))
     except InputError as error:
         raise InputError(f"{scenario.name}: workload.model: {error}") from None
 

@@ -11,6 +11,7 @@ from testbed.oracle.fabrics import dp_allreduce_s, mp_flow_model
 from testbed.oracle.iteration import dp_ring_bytes, predict_plan
 from testbed.placer.plan import make_plan
 from testbed.placer.profiles import device
+from testbed.placer.settings import PlanSettings
 from testbed.placer.zoo import MODELS
 from testbed.planning.predict import ring_allreduce_time_s
 
@@ -25,7 +26,7 @@ def test_max_min_fairness():
 
 def test_pure_dp_on_elect_flat_is_compute_plus_ring_allreduce():
     # Without gradient buckets the all-reduce follows the backward pass: compute + ring.
-    plan = make_plan(MODELS["resnet50"](), device("v100"), 1, 8, 256, None, bucket_bytes=0)
+    plan = make_plan(MODELS["resnet50"](), device("v100"), 1, 8, 256, None, settings=PlanSettings(bucket_bytes=0))
     fabric = make_fabric(kind="elect-flat", hosts=8, gpu_bandwidth_gbps=100, latency_us=2)
     prediction = predict_plan(plan, fabric)
     compute = prediction.breakdown.compute_s

@@ -8,6 +8,7 @@ from testbed.placer.balance import GRADIENT_SUM, balance, inputs_of
 from testbed.placer.emit import plan_schedule
 from testbed.placer.plan import make_plan, verify
 from testbed.placer.profiles import device
+from testbed.placer.settings import PlanSettings
 from testbed.placer.zoo import MODELS, _Builder
 from testbed.planning.workloads import model_plan
 
@@ -83,7 +84,7 @@ def test_the_dimension_that_moves_fewer_bytes_is_chosen():
 def test_spatial_splits_cut_resnet_traffic_and_emit_a_valid_schedule():
     graph = MODELS["resnet50"]()
     with_rows = make_plan(graph, V100, 8, 2, 128, None)
-    channels = make_plan(graph, V100, 8, 2, 128, None, spatial=False)
+    channels = make_plan(graph, V100, 8, 2, 128, None, settings=PlanSettings(spatial=False))
     assert not any(op.split == "height" for op in channels.placement.ops)
     # Channel splits move activations: at 8 samples a GPU these are tens of MB an iteration, the
     # weights of the row-split convolutions a few.

@@ -1,0 +1,71 @@
+"""The paper's setup (SiP-ML §3.2, §4.2): its compute model and its output-channel split, against
+values worked out by hand from the layer shapes."""
+
+import pytest
+
+from testbed.fabrics.scenario_file import parse_scenario
+from testbed.placer.balance import balance
+from testbed.placer.plan import make_plan
+from testbed.placer.profiles import device
+from testbed.placer.settings import PlanSettings
+from testbed.placer.zoo import _Builder
+from testbed.planning.workloads import model_plan
+
+WIDTH = 2048  # channels in and out of each linear layer
+FLOPS_PER_SAMPLE = 2 * WIDTH * WIDTH
+V100_FLOPS = 0.45 * 125e12
+
+
+def _two_linears():
+    builder = _Builder()
+    builder.add("fc1", "linear", FLOPS_PER_SAMPLE, WIDTH, WIDTH * WIDTH, max_parts=WIDTH)
+    builder.add("fc2", "linear", FLOPS_PER_SAMPLE, WIDTH, WIDTH * WIDTH, ("fc1",), max_parts=WIDTH)
+    return builder.build("two-linears")
+
+
+def test_the_paper_compute_model_divides_a_channel_split_linearly():
+    # 32 samples through a 2048-channel linear: a 32 × 2048 output GEMM. 64×64 tiles: 32 tiles in
+    # one wave of 80 SMs, 32·2048 / (80·4096) = 0.2 of the large-GEMM rate. Cut by channel into 4
+    # (512 each): 8 tiles, 32·512 / (80·4096) = 0.05. "waves" times each part at its own shape,
+    # "paper" at the whole op's (the batch it was profiled at), divided by 4.
+    total_us = 32 * FLOPS_PER_SAMPLE / V100_FLOPS * 1e6
+    waves = balance(_two_linears(), device("v100", "waves"), 32, 4, tau_us=1.0)[0]
+    paper = balance(_two_linears(), device("v100", "paper"), 32, 4, tau_us=1.0)[0]
+    constant = balance(_two_linears(), device("v100"), 32, 4, tau_us=1.0)[0]
+    assert (paper.split, paper.parts) == ("column", 4)
+    assert waves.part_us == pytest.approx(total_us / 4 / 0.05 + 1.0)
+    assert paper.part_us == pytest.approx(total_us / 4 / 0.2 + 1.0)
+    assert constant.part_us == pytest.approx(total_us / 4 + 1.0)
+
+
+def test_the_paper_compute_model_penalises_a_small_local_batch():
+    # One sample: a 1 × 2048 GEMM, 32 tiles of 64×64 in one wave: 2048 / (80·4096) = 1/160.
+    one = balance(_two_linears(), device("v100", "paper"), 1, 1)[0]
+    assert one.part_us == pytest.approx(FLOPS_PER_SAMPLE / V100_FLOPS * 1e6 * 160 + 1.0)
+
+
+def test_without_pairing_each_part_gathers_its_whole_input_and_sums_the_input_gradient():
+    batch, k = 64, 4
+    out_bytes = WIDTH * 2 * batch  # fc1's fp16 output for the local batch
+    paired = make_plan(_two_linears(), device("v100"), k, 1, batch, None, tau_us=1.0)
+    assert [op.split for op in paired.placement.ops] == ["column", "row", "row", "column"]
+    # Megatron's pair: fc2 takes fc1's channel slices where they were made, fc1's backward the
+    # slices of the input gradient fc2's backward made: nothing crosses between GPUs.
+    assert sum(paired.mp_traffic.values()) == 0
+    broadcast = make_plan(_two_linears(), device("v100"), k, 1, batch, None, tau_us=1.0,
+                          settings=PlanSettings(pairing=False))
+    assert [op.split for op in broadcast.placement.ops] == ["column", "column", "column", "column"]
+    # Forward, each of fc2's 4 parts gathers the 3 slices of fc1's output it lacks: 3·out in all;
+    # backward, each of fc1's parts takes its slice of the 3 other parts' partial input gradients.
+    assert sum(broadcast.mp_traffic.values()) == pytest.approx(2 * 3 * out_bytes)
+
+
+def test_a_scenario_chooses_the_paper_setup():
+    scenario = parse_scenario({
+        "name": "paper-setup", "fabric": {"kind": "elect-flat", "hosts": 8, "gpu_bandwidth_gbps": 100},
+        "workload": {"kind": "model", "model": {"name": "transformer", "global_batch": 16, "mp": 4, "dp": 2,
+                                                "efficiency": "paper", "split_pairing": False}}})
+    plan = model_plan(scenario)
+    assert plan.device.efficiency == "paper"
+    assert "row" not in {op.split for op in plan.placement.ops}
+
