@@ -16,6 +16,7 @@ from testbed.model.fabric_section import FabricSection
 from testbed.model.openflow import FlowRule
 from testbed.model.topology import InterfaceSpec, KindLayout, LinkSpec, SwitchSpec
 from testbed.network.flow_model import FlowModel, Traffic, relayed_forwarding_factor
+from testbed.network.flows import Resource
 
 S = TypeVar("S", bound=FabricSection)  # the kind's own section
 
@@ -145,6 +146,9 @@ class FabricBehaviour(Generic[S]):
     # job_sharing: partitioned: shares(fabric, each job's GPU count) -> per job the fabric it plans
     # on alone (its share of wavelengths or switches) and the first switch it owns; None: no shares
     shares: Callable[[S, list[int]], list[tuple[S, int]]] | None = None
+    # dp_load(fabric, k, l, DP bytes a GPU sends): the bytes the DP ring puts, per iteration, on the
+    # MP group's own resources (links the two share; empty where the DP ring has links of its own)
+    dp_load: Callable[[S, int, int, float], dict[Resource, float]] = lambda fabric, k, l, dp_bytes: {}
 
 
 def relayed(build: Callable[[S, TopologyBuilder], dict[str, KindLayout]],

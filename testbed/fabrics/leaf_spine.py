@@ -82,6 +82,20 @@ def dp_allreduce_s(fabric: FabricSection, tiers: TwoTier, k: int, l: int, grad_b
     return ring_allreduce_s(l, grad_bytes, rate, us_to_s(fabric.latency_us))
 
 
+def dp_load(tiers: TwoTier, k: int, l: int, dp_bytes: float) -> dict[Resource, float]:
+    """The DP ring's bytes on the uplinks an MP group's own flows cross. Only a group wider than a
+    leaf crosses uplinks; then every GPU of a leaf sends its DP bytes to its counterpart k away, on
+    another leaf, and receives as many, spread over the spines (were the hash perfect)."""
+    if l <= 1 or k <= tiers.per_leaf or dp_bytes <= 0:
+        return {}
+    load: dict[Resource, float] = {}
+    for leaf in range(math.ceil(k / tiers.per_leaf)):
+        members = min(tiers.per_leaf, k - leaf * tiers.per_leaf)
+        for spine in range(tiers.spines):
+            load[("up", leaf, spine)] = load[("down", spine, leaf)] = members * dp_bytes / tiers.spines
+    return load
+
+
 def forwarding_load_factor(tiers: TwoTier, traffic: Traffic) -> float:
     """Between leaves a packet crosses three switches (leaf, spine, leaf), within one."""
     pairs = {p: v for p, v in traffic.items() if v > 0 and p[0] != p[1]}
@@ -128,5 +142,6 @@ def behaviour(tiers_of: Callable[[S], TwoTier], build: Callable[[S, TopologyBuil
         dp_allreduce_s=lambda fabric, k, l, grad_bytes, planned: dp_allreduce_s(
             fabric, tiers_of(fabric), k, l, grad_bytes),
         forwarding_load_factor=lambda fabric, traffic: forwarding_load_factor(tiers_of(fabric), traffic),
+        dp_load=lambda fabric, k, l, dp_bytes: dp_load(tiers_of(fabric), k, l, dp_bytes),
         switch_rules=forward_with_ecmp if multipath else forward_by_destination,
     )

@@ -7,6 +7,7 @@ from testbed.fabrics import partitioned
 from testbed.fabrics.all_kinds import behaviour
 from testbed.model.fabric_section import FabricSection
 from testbed.network.flow_model import FlowModel, Traffic
+from testbed.network.flows import Resource
 
 
 def mp_flow_model(fabric: FabricSection, k: int, l: int, traffic: Traffic, dp_bytes: float = 0.0) -> FlowModel:
@@ -30,6 +31,11 @@ def dp_allreduce_s(fabric: FabricSection, k: int, l: int, grad_bytes: float,
     if l <= 1 or grad_bytes <= 0:
         return 0.0
     return behaviour(fabric.kind).dp_allreduce_s(fabric, k, l, grad_bytes, planned_rate_bps)
+
+
+def dp_load(fabric: FabricSection, k: int, l: int, dp_bytes: float) -> dict[Resource, float]:
+    """Bytes the DP ring (`dp_bytes` sent by each GPU) puts on resources of the MP group's flow model."""
+    return behaviour(fabric.kind).dp_load(fabric, k, l, dp_bytes)
 
 
 def forwarding_load_factor(fabric: FabricSection, traffic: Traffic) -> float:

@@ -5,14 +5,15 @@ from __future__ import annotations
 
 import bisect
 from collections import defaultdict
+from dataclasses import replace
 from typing import Any
 
 from testbed.model.fabric_section import FabricSection
 from testbed.model.units import us_to_s
 from testbed.network.collectives import Breakdown, Prediction
 from testbed.network.flow_model import FlowModel
-from testbed.network.flows import DarkWindow, Flow, RatesMemo, completion_times
-from testbed.oracle.fabrics import dp_allreduce_s, mp_flow_model
+from testbed.network.flows import DarkWindow, Flow, RatesMemo, Resource, completion_times
+from testbed.oracle.fabrics import dp_allreduce_s, dp_load, mp_flow_model
 from testbed.oracle.replanning import PeriodTraffic, period_traffic, plan_replans, replans_during_run
 from testbed.placer.buckets import Bucket, fusion_candidates_bytes, merge_buckets, overlapped_finish_s
 from testbed.placer.plan import Plan
@@ -102,6 +103,18 @@ def _critical_path_s(plan: Plan, fabric: FabricSection, model: FlowModel, dark: 
     return max(avail), end
 
 
+def beside_dp(model: FlowModel, load: dict[Resource, float], mp_s: float) -> FlowModel:
+    """The MP group's flow model with the links it shares with the DP ring (`load`: the ring's bytes
+    on each) reduced by the ring's average rate over the MP critical path `mp_s`, which its buckets
+    overlap; never below half a link, since TCP gives MP's flows their share while they send."""
+    capacity = dict(model.capacity_bps)
+    for resource, size in load.items():
+        capacity[resource] = max(capacity[resource] / 2, capacity[resource] - size * 8 / mp_s)
+    least = min(capacity[r] / model.capacity_bps[r] for r in load)
+    return replace(model, capacity_bps=capacity, notes=[
+        *model.notes, f"the DP ring shares the MP group's uplinks: MP ran on {least:.0%} of them"])
+
+
 def predict_plan(plan: Plan, fabric: FabricSection, enough_s: float = float("inf")) -> Prediction:
     """The plan's iteration time; a search passes the best time it has (`enough_s`), and a plan
     that cannot beat it may get a lower bound at or above it instead of its full prediction."""
@@ -125,6 +138,9 @@ def predict_plan_fused(plan: Plan, fabric: FabricSection,
     dp_s = dp_allreduce_s(fabric, plan.k, plan.l, max(plan.grad_bytes), model.dp_rate_bps)
     # The DP all-reduce cannot end before the backward does: the MP path alone bounds the search.
     mp_s, model, ends = mp_makespan_s(plan, fabric, model, enough_s)
+    shared = dp_load(fabric, plan.k, plan.l, dp_ring_bytes(plan))
+    if shared and mp_s < enough_s:
+        mp_s, model, ends = mp_makespan_s(plan, fabric, beside_dp(model, shared, mp_s), enough_s)
     notes = model.notes
     busiest = [0.0] * plan.k
     for i, op in enumerate(plan.placement.ops):
