@@ -1,7 +1,10 @@
 """Benchmark: placement speed, and the SiP-ML paper sweep with the oracle (N = 1,024 GPUs).
 
-Writes bench/results/placer_sweep.json, docs/placer-sweep-table.md and docs/placer-sweep.png.
-Run: `.venv/bin/python bench/placer_sweep.py` (no root). Targets: placing the Transformer at k=16
+Writes bench/results/placer_sweep.json, docs/placer-sweep-table.md and docs/placer-sweep.png; with
+`--setup paper`, the same sweep under the paper's own method (its compute model, efficiency: paper,
+and its output-channel split, split_pairing: false) into bench/results/placer_sweep_paper.json.
+Either run rewrites docs/sipml-claims.md from both files (each claim per model and bandwidth).
+Run: `.venv/bin/python bench/placer_sweep.py [--setup paper]` (no root). Targets: placing the Transformer at k=16
 under 10 s; the whole sweep under 10 minutes on a 2-core machine.
 """
 
@@ -30,6 +33,8 @@ from testbed.planning.search import PlanCache, search
 HERE = Path(__file__).resolve().parent
 BANDWIDTHS_GBPS = (128, 256, 512, 1024, 2048, 4096, 8192)
 GPUS = 1024
+# (the GPU's efficiency model, the plan settings) of each setup the sweep can run under
+SETUPS = {"default": ("constant", PlanSettings()), "paper": ("paper", PlanSettings(pairing=False))}
 
 
 def fabrics(bandwidth_gbps: float) -> dict[str, FabricSection]:
@@ -87,7 +92,10 @@ def main() -> int:
     parser.add_argument("--models", default="resnet50,transformer,megatron")
     parser.add_argument("--bandwidths", default=",".join(map(str, BANDWIDTHS_GBPS)))
     parser.add_argument("--workers", type=int, default=2)
+    parser.add_argument("--setup", choices=sorted(SETUPS), default="default",
+                        help="paper: SiP-ML's compute model and output-channel split instead of ours")
     args = parser.parse_args()
+    efficiency, settings = SETUPS[args.setup]
     timing = placement_timing()
     print(f"placement: transformer k=16, {timing['sub_ops']} sub-ops in {timing['seconds']:.2f} s")
     bandwidths = [float(b) for b in args.bandwidths.split(",")]
@@ -98,19 +106,25 @@ def main() -> int:
     tasks = [(m, b) for m in sorted(models, key=lambda m: m != "megatron") for b in bandwidths]
     with ProcessPoolExecutor(max_workers=args.workers) as pool, Progress() as progress:
         task = progress.add_task("sweep", total=len(tasks))
-        for found in [pool.submit(sweep_point, m, b) for m, b in tasks]:
+        for found in [pool.submit(sweep_point, m, b, efficiency=efficiency, settings=settings) for m, b in tasks]:
             rows.extend(found.result())
             progress.advance(task)
     rows.sort(key=lambda r: (models.index(r["model"]), r["gpu_bandwidth_gbps"]))
     sweep_s = time.monotonic() - started
     print(f"sweep: {len(rows)} (model, fabric, bandwidth) points in {sweep_s:.0f} s")
-    report = {"when": datetime.now(timezone.utc).isoformat(timespec="seconds"), "gpus": GPUS,
+    report = {"when": datetime.now(timezone.utc).isoformat(timespec="seconds"), "gpus": GPUS, "setup": args.setup,
               "placement": timing, "sweep_seconds": sweep_s, "rows": rows}
-    (HERE / "results").mkdir(exist_ok=True)
-    (HERE / "results" / "placer_sweep.json").write_text(json.dumps(report, indent=1) + "\n")
-    from testbed.placer.report import write_sweep_docs
+    results = HERE / "results"
+    results.mkdir(exist_ok=True)
+    name = "placer_sweep.json" if args.setup == "default" else f"placer_sweep_{args.setup}.json"
+    (results / name).write_text(json.dumps(report, indent=1) + "\n")
+    from testbed.placer.report import write_claims_page, write_sweep_docs
 
-    write_sweep_docs(report, HERE.parent / "docs")
+    if args.setup == "default":
+        write_sweep_docs(report, HERE.parent / "docs")
+    if (results / "placer_sweep.json").exists() and (results / "placer_sweep_paper.json").exists():
+        write_claims_page(json.loads((results / "placer_sweep.json").read_text()),
+                          json.loads((results / "placer_sweep_paper.json").read_text()), HERE.parent / "docs")
     return 0
 
 
