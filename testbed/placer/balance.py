@@ -33,7 +33,7 @@ from testbed.placer.profiles import (
     DeviceProfile,
     gemm_efficiency,
     gemm_part_shape,
-    op_us_per_sample,
+    op_total_us,
 )
 from testbed.placer.zoo import ModelGraph, Op
 
@@ -144,7 +144,7 @@ def balance(graph: ModelGraph, profile: DeviceProfile, local_batch: int, k: int,
     balanced: list[BalancedOp] = []
     for op in graph.ops:
         i = index[op.name] = len(balanced)
-        total_us = local_batch * op_us_per_sample(op, profile)
+        total_us = op_total_us(op, profile, local_batch)
         parents = tuple(index[d] for d in op.deps)
         self_parent = index[op.name[:-4]] if op.backward else None
         if self_parent is not None:
@@ -156,8 +156,12 @@ def balance(graph: ModelGraph, profile: DeviceProfile, local_batch: int, k: int,
             split, forced = _forward_split(op, [balanced[p] for p in parents], local_batch, spatial, wanted,
                                            pairing)
             parts = forced or wanted(op.rows if split == "height" else op.max_parts)
-        part_us = max(MIN_OP_US, total_us / parts / _efficiency(op, balanced, self_parent, profile, local_batch,
-                                                                split, parts)) + LAUNCH_US
+        # A measured curve over the batch times a sample split's part at its own batch; a split along
+        # a dimension it has no profile for divides the time linearly (SiP-ML §4.2).
+        part_total_us = (op_total_us(op, profile, local_batch / parts) if op.compute_us_by_batch and split == "sample"
+                         else total_us / parts)
+        part_us = max(MIN_OP_US, part_total_us / _efficiency(op, balanced, self_parent, profile, local_batch,
+                                                             split, parts)) + LAUNCH_US
         balanced.append(BalancedOp(i, op, parts, split, part_us, op.out_bytes_per_sample * local_batch, parents,
                                    self_parent))
         if self_parent is not None and split == "height" and parts > 1 and op.param_bytes > 0:

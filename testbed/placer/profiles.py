@@ -102,12 +102,29 @@ def op_us_per_sample(op: Op, profile: DeviceProfile) -> float:
     return seconds * 1e6
 
 
+def op_total_us(op: Op, profile: DeviceProfile, batch: float) -> float:
+    """Compute time of `batch` samples through `op`, in µs: from its measured curve over the batch
+    where the profile has one (linear between its points; beyond them, the nearest point's time per
+    sample), else `batch` times op_us_per_sample."""
+    curve = op.compute_us_by_batch
+    if not curve:
+        return batch * op_us_per_sample(op, profile)
+    if batch <= curve[0][0]:
+        return curve[0][1] * batch / curve[0][0]
+    for (b0, t0), (b1, t1) in zip(curve, curve[1:]):
+        if batch <= b1:
+            return t0 + (t1 - t0) * (batch - b0) / (b1 - b0)
+    return curve[-1][1] * batch / curve[-1][0]
+
+
 class _ProfiledOp(BaseModel):
     model_config = ConfigDict(extra="forbid")
     name: str
     kind: str = "linear"
     compute_us_per_sample: float | None = Field(default=None, ge=0)
     compute_us_per_batch: float | None = Field(default=None, ge=0)
+    # µs at each measured batch size, e.g. {1: 40, 8: 60, 64: 310}: the op's curve over the batch
+    compute_us_by_batch: dict[int, float] | None = None
     output_bytes: float = Field(ge=0, description="per sample")
     parameter_bytes: float = Field(default=0, ge=0)
     deps: list[str] = []
@@ -119,6 +136,12 @@ class _Profile(BaseModel):
     name: str
     batch: int = Field(default=1, ge=1, description="batch size compute_us_per_batch was measured at")
     ops: list[_ProfiledOp] = Field(min_length=1)
+
+
+def _backward_timed(op: Op, forward: Op) -> Op:
+    factor = 2.0 if op.parametric else 1.0
+    return replace(op, compute_us_per_sample=factor * _per_sample(forward),
+                   compute_us_by_batch=tuple((b, factor * t) for b, t in forward.compute_us_by_batch))
 
 
 def load_user_profile(path: str | Path) -> ModelGraph:
@@ -142,22 +165,25 @@ def load_user_profile(path: str | Path) -> ModelGraph:
             raise InputError(f"{path}: op '{entry.name}' depends on '{missing[0]}', which is not defined before it")
         if entry.name in seen:
             raise InputError(f"{path}: op '{entry.name}' is defined twice")
-        if (entry.compute_us_per_sample is None) == (entry.compute_us_per_batch is None):
-            raise InputError(f"{path}: op '{entry.name}' needs exactly one of compute_us_per_sample "
-                             "or compute_us_per_batch")
+        timings = (entry.compute_us_per_sample, entry.compute_us_per_batch, entry.compute_us_by_batch)
+        if sum(t is not None for t in timings) != 1:
+            raise InputError(f"{path}: op '{entry.name}' needs exactly one of compute_us_per_sample, "
+                             "compute_us_per_batch or compute_us_by_batch")
+        curve = tuple(sorted((float(b), float(t)) for b, t in (entry.compute_us_by_batch or {}).items()))
+        if entry.compute_us_by_batch is not None and (not curve or curve[0][0] < 1 or min(t for _, t in curve) < 0):
+            raise InputError(f"{path}: op '{entry.name}': compute_us_by_batch needs batch sizes of at least 1 "
+                             "and times of at least 0, e.g. {1: 40, 8: 60}")
         seen.add(entry.name)
         builder.add(entry.name, entry.kind, 0.0, entry.output_bytes / BYTES_PER_ELEMENT,
                     entry.parameter_bytes / BYTES_PER_ELEMENT, tuple(entry.deps), entry.max_parts)
         per_sample = entry.compute_us_per_sample
-        if per_sample is None:
+        if curve:
+            per_sample = curve[-1][1] / curve[-1][0]
+        elif per_sample is None:
             assert entry.compute_us_per_batch is not None  # the profile's validation requires one of them
             per_sample = entry.compute_us_per_batch / profile.batch
-        builder.ops[-1] = replace(builder.ops[-1], compute_us_per_sample=per_sample)
+        builder.ops[-1] = replace(builder.ops[-1], compute_us_per_sample=per_sample, compute_us_by_batch=curve)
     graph = builder.build(profile.name, (f"user profile {path.name}",))
     # Backward ops of measured forward ops: twice the time for ops with parameters, else the same.
-    ops = tuple(
-        replace(op, compute_us_per_sample=(2.0 if op.parametric else 1.0)
-                * _per_sample(graph.op(op.name[:-4]))) if op.backward else op
-        for op in graph.ops
-    )
+    ops = tuple(_backward_timed(op, graph.op(op.name[:-4])) if op.backward else op for op in graph.ops)
     return ModelGraph(graph.name, ops, graph.notes)

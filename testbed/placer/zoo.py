@@ -25,6 +25,9 @@ class Op:
     max_parts: int = 1 << 30  # how finely the split dimension can be cut
     # Measured time per sample (µs), from a user profile; overrides the FLOP-based estimate.
     compute_us_per_sample: float | None = None
+    # Measured (batch, µs) points of the op's time over the batch, from a user profile: SiP-ML's
+    # profile along the sample dimension (§4.2); the time at a batch comes from this curve.
+    compute_us_by_batch: tuple[tuple[float, float], ...] = ()
     # False under activation checkpointing: the output is recomputed in backward, not kept.
     keeps_activation: bool = True
     # Spatial extent: the output's rows (image height; 0: not cut by rows) and, for a spatial split,

@@ -69,3 +69,44 @@ def test_a_scenario_chooses_the_paper_setup():
     assert plan.device.efficiency == "paper"
     assert "row" not in {op.split for op in plan.placement.ops}
 
+
+
+def test_a_measured_curve_over_the_batch_times_each_part(tmp_path):
+    from testbed.placer.profiles import load_user_profile
+
+    profile = tmp_path / "curve.yaml"
+    profile.write_text(
+        "name: measured\n"
+        "ops:\n"
+        "  - {name: fc, kind: linear, compute_us_by_batch: {1: 40, 8: 60, 64: 310}, output_bytes: 4096,\n"
+        "     parameter_bytes: 1000000, max_parts: 2048}\n"
+        "  - {name: norm, kind: norm, compute_us_by_batch: {1: 20, 8: 24}, output_bytes: 4096, deps: [fc]}\n")
+    graph = load_user_profile(profile)
+    by_name = {op.op.name: op for op in balance(graph, device("v100"), 32, 1)}
+    # 32 samples: between the points at 8 and 64, 60 + (310 − 60)·24/56 µs, plus 1 µs of launch;
+    # its backward twice that (an op with weights).
+    assert by_name["fc"].part_us == pytest.approx(60 + 250 * 24 / 56 + 1)
+    assert by_name["fc.bwd"].part_us == pytest.approx(2 * (60 + 250 * 24 / 56) + 1)
+    # Beyond the last point, its time per sample: 128 samples of norm take 24·128/8 µs.
+    assert balance(graph, device("v100"), 128, 1)[1].part_us == pytest.approx(24 * 16 + 1)
+    # Cut by sample into 4 at a local batch of 8, a part runs 2 samples: 20 + 4·1/7 µs (the curve),
+    # not 24/4; fc cut by channel into 4 divides its 60 µs linearly.
+    cut = {op.op.name: op for op in balance(graph, device("v100"), 8, 4, tau_us=1.0)}
+    assert (cut["norm"].split, cut["norm"].parts) == ("sample", 4)
+    assert cut["norm"].part_us == pytest.approx(20 + 4 / 7 + 1)
+    assert (cut["fc"].split, cut["fc"].parts) == ("column", 4)
+    assert cut["fc"].part_us == pytest.approx(60 / 4 + 1)
+
+
+def test_a_curve_with_a_batch_below_one_is_refused_in_one_sentence(tmp_path):
+    from testbed.model.errors import InputError
+    from testbed.placer.profiles import load_user_profile
+
+    profile = tmp_path / "bad.yaml"
+    profile.write_text("name: bad\nops:\n  - {name: fc, compute_us_by_batch: {0: 5}, output_bytes: 8}\n")
+    with pytest.raises(InputError, match="compute_us_by_batch needs batch sizes of at least 1"):
+        load_user_profile(profile)
+    profile.write_text("name: bad\nops:\n  - {name: fc, compute_us_per_sample: 1, compute_us_by_batch: {1: 5},"
+                       " output_bytes: 8}\n")
+    with pytest.raises(InputError, match="exactly one of"):
+        load_user_profile(profile)
