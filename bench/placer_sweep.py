@@ -62,6 +62,15 @@ def placement_timing() -> dict:
 _CACHES: dict[tuple[str, str, str, PlanSettings], PlanCache] = {}
 
 
+def plan_cache(model: str, device_name: str = "v100", efficiency: str = "constant",
+               settings: PlanSettings = PlanSettings()) -> PlanCache:
+    """This worker's placements of `model` under these assumptions, reused across fabrics and bandwidths."""
+    key = (model, device_name, efficiency, settings)
+    if key not in _CACHES:
+        _CACHES[key] = PlanCache(MODELS[model](), device(device_name, efficiency), settings)
+    return _CACHES[key]
+
+
 def sweep_point(model: str, bandwidth: float, device_name: str = "v100",
                 noise_batch: float | None = None, batches: list[int] | None = None,
                 efficiency: str = "constant", settings: PlanSettings = PlanSettings()) -> list[dict]:
@@ -69,10 +78,7 @@ def sweep_point(model: str, bandwidth: float, device_name: str = "v100",
     (the accuracy curve's knee), `batches`, `efficiency` (the GPU's at small pieces) and the plan
     `settings` (DP buckets, spatial splits, split pairing, gradient precision) replace the
     defaults for sensitivity studies."""
-    key = (model, device_name, efficiency, settings)
-    cache = _CACHES.get(key)
-    if cache is None:
-        cache = _CACHES[key] = PlanCache(MODELS[model](), device(device_name, efficiency), settings)
+    cache = plan_cache(model, device_name, efficiency, settings)
     accuracy = replace(curve(model), noise_batch=noise_batch) if noise_batch else None
     ks = [16, 32, 64] if model == "megatron" else None
     rows = []

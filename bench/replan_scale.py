@@ -14,28 +14,21 @@ import time
 from concurrent.futures import ProcessPoolExecutor
 
 from bench_results import save_rows
-from placer_sweep import GPUS
+from placer_sweep import GPUS, fabrics, plan_cache
 from rich.progress import Progress
 
-from testbed.fabrics.scenario_file import make_fabric
-from testbed.placer.profiles import device
-from testbed.placer.zoo import MODELS
-from testbed.planning.search import PlanCache, search
+from testbed.planning.search import search
 
 DELAYS_US = (1.0, 10.0, 25.0, 100.0, 1_000.0, 10_000.0)
 PERIODS_US = (100.0, 1_000.0)
-_CACHES: dict[str, PlanCache] = {}  # per worker process: placements do not depend on the delay
 
 
 def point(model: str, bandwidth_gbps: float, delay_us: float, period_us: float) -> dict:
     started = time.monotonic()
-    cache = _CACHES.get(model)
-    if cache is None:
-        cache = _CACHES[model] = PlanCache(MODELS[model](), device("v100"))
-    fabric = make_fabric(kind="sip-ring", hosts=GPUS, gpu_bandwidth_gbps=bandwidth_gbps, latency_us=1,
-                         wavelengths=max(1, round(bandwidth_gbps / 25)), reconfig_us=delay_us,
-                         estimate_period_us=period_us)
-    choice = search(cache, GPUS, fabric)
+    # The paper sweep's SiP-Ring at this bandwidth; placements do not depend on the delay.
+    fabric = fabrics(bandwidth_gbps)["SiP-Ring"].model_copy(update={"reconfig_us": delay_us,
+                                                                     "estimate_period_us": period_us})
+    choice = search(plan_cache(model), GPUS, fabric)
     return {"status": "predicted", "correct": None, "model": model, "gpu_bandwidth_gbps": bandwidth_gbps,
             "reconfig_us": delay_us, "period_us": period_us, "k": choice.k, "l": choice.l,
             "global_batch": choice.global_batch, "iteration_s": choice.iteration_s,

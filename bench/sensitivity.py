@@ -16,11 +16,11 @@ import argparse
 import json
 import time
 from concurrent.futures import ProcessPoolExecutor
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime, timezone
 from pathlib import Path
 
-from placer_sweep import GPUS, sweep_point
+from placer_sweep import GPUS, SETUPS, sweep_point
 from rich.progress import Progress
 
 from testbed.placer.accuracy import curve
@@ -45,6 +45,7 @@ class Variant:
     settings: PlanSettings = PlanSettings()
 
 
+PAPER_EFFICIENCY, PAPER_SETTINGS = SETUPS["paper"]  # placer_sweep.py --setup paper
 VARIANTS = {
     "baseline": Variant("none: the constants of testbed/placer (V100; knees 65,536 and 2,048; batches from 1,024; "
                         "DP all-reduce in 25 MB buckets beside the backward pass; convolutions cut by rows or "
@@ -68,11 +69,11 @@ VARIANTS = {
                              efficiency="paper"),
     "no-pairing": Variant("every weighted op cut by output channel, gathering its whole input (SiP-ML's split) "
                           "instead of Megatron's column/row pairs", settings=PlanSettings(pairing=False)),
-    "paper-setup": Variant("both of the above: the paper's compute model and its split", efficiency="paper",
-                           settings=PlanSettings(pairing=False)),
+    "paper-setup": Variant("both of the above: the paper's compute model and its split", efficiency=PAPER_EFFICIENCY,
+                           settings=PAPER_SETTINGS),
     "paper-setup-fp32-knee-8192": Variant("the paper's setup with fp32 gradients and the ResNet-50 knee at 8,192",
-                                          efficiency="paper", knees={"resnet50": 8192},
-                                          settings=PlanSettings(pairing=False, gradient_precision="fp32")),
+                                          efficiency=PAPER_EFFICIENCY, knees={"resnet50": 8192},
+                                          settings=replace(PAPER_SETTINGS, gradient_precision="fp32")),
 }
 
 

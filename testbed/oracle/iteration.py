@@ -134,11 +134,12 @@ def predict_plan_fused(plan: Plan, fabric: FabricSection,
     candidates, each no slower at a higher bandwidth, keeps the time from rising with B (fusing
     at the bandwidth's own latency-bound size, n·α·R, did: ResNet-50 at 1,024 GPUs ran 21.73 ms
     at 128 Gb/s and 21.80 ms at 256)."""
-    model = mp_flow_model(fabric, plan.k, plan.l, plan.mp_traffic, dp_ring_bytes(plan))
+    dp_bytes = dp_ring_bytes(plan)
+    model = mp_flow_model(fabric, plan.k, plan.l, plan.mp_traffic, dp_bytes)
     dp_s = dp_allreduce_s(fabric, plan.k, plan.l, max(plan.grad_bytes), model.dp_rate_bps)
     # The DP all-reduce cannot end before the backward does: the MP path alone bounds the search.
     mp_s, model, ends = mp_makespan_s(plan, fabric, model, enough_s)
-    shared = dp_load(fabric, plan.k, plan.l, dp_ring_bytes(plan))
+    shared = dp_load(fabric, plan.k, plan.l, dp_bytes)
     if shared and mp_s < enough_s:
         mp_s, model, ends = mp_makespan_s(plan, fabric, beside_dp(model, shared, mp_s), enough_s)
     notes = model.notes
