@@ -2,7 +2,7 @@
 
 import pytest
 
-from testbed.placer.report import claims_summary, point_claims, write_claims_page
+from testbed.placer.report import claims_summary, faster_than_flat, point_claims, write_claims_page
 
 
 def _rows(model, b, **tta):
@@ -38,3 +38,9 @@ def test_the_summary_spans_every_model_and_the_page_lists_both_setups(tmp_path):
                       {"gpus": 1024, "when": "2026-12-05", "rows": ROWS}, tmp_path)
     page = (tmp_path / "sipml-claims.md").read_text()
     assert "| megatron | — / — | 4.00 / 4.00 |" in page
+    assert "- default setup: no fabric beats Elect-Flat at any point." in page
+
+
+def test_a_fabric_faster_than_elect_flat_is_reported():
+    rows = _rows("resnet50", 1024, flat=4.0, ocs=5.0, ring=3.0) + _rows("resnet50", 2048, flat=2.0, ring=2.0)
+    assert faster_than_flat(rows) == [("resnet50", "SiP-Ring", 1024, 0.75)]
