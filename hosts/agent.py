@@ -173,12 +173,15 @@ class Agent:
                                  self.position)
         handles: list[SendHandle] = []
         outcomes = []
+        end = time.monotonic()  # a round without steps ends at once
         for index, step in enumerate(self.steps):
             self.position["step"] = step["id"]
             outcome = self._step(index, iteration, round_, transport, inputs, handles)
             if outcome is not None:
                 outcomes.append(outcome)
-        end = time.monotonic()
+            # A collective ends when its last message was delivered, which may be before this
+            # rank heard so (hosts.transport.DELIVERED); any other step when it returns.
+            end = max(end, outcome["end_s"] if outcome is not None else time.monotonic())
         self.position["step"] = "the round's last sends"
         for handle in handles:
             handle.wait(600.0)
@@ -229,7 +232,7 @@ class Agent:
         tag_base = (step["channel"] + 1) << CHANNEL_BITS if "channel" in step else (round_ + 1) << 16
         result, records = ops.run(step["op"], step["algorithm"], transport, group, data, tag_base=tag_base,
                                   services=tuple(step.get("services", ())), chunks=int(step.get("chunks", 0)))
-        end = time.monotonic()
+        end = max((r.end_s for r in records), default=time.monotonic())
         self._step_events(step["id"], iteration, records)
         self._event("collective", start, end, iteration, step=step["id"], op=step["op"], algorithm=step["algorithm"],
                     bytes=step["bytes"], emulated_bytes=int(data.nbytes) if data is not None else 0)

@@ -10,7 +10,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from hosts.transport import Transport
+from hosts.transport import SendHandle, Transport
 from testbed.shared import collective_plans as plans
 from testbed.shared.collective_plans import ELEMENT_BYTES, Exchange
 
@@ -50,6 +50,7 @@ class _Exchange:
         handle = None
         if send_to is not None and payload is not None:
             handle = self.transport.send(send_to, self.tag + step, payload, confirm=self.confirm)
+        received = None
         if recv_from is not None and into is not None:
             if reduce:
                 incoming = np.empty_like(into)
@@ -57,11 +58,23 @@ class _Exchange:
                 into += incoming
             else:
                 self.transport.recv_into(recv_from, self.tag + step, into)
+            received = self.clock()
+        end = None
         if handle is not None:
             handle.wait(SEND_TIMEOUT_S)
+            end = _ended(handle, received)
         size = int(payload.nbytes) if payload is not None and send_to is not None else 0
         got = int(into.nbytes) if into is not None and recv_from is not None else 0
-        self.records.append(StepRecord(phase, step, send_to, recv_from, size, start, self.clock(), got))
+        self.records.append(StepRecord(phase, step, send_to, recv_from, size, start,
+                                       self.clock() if end is None else end, got))
+
+
+def _ended(handle: SendHandle, received: float | None) -> float | None:
+    """When a step whose send was confirmed ended: its message delivered and its own receive, if
+    any, done (None: the send was not confirmed; the step ends when its wait does)."""
+    if handle.delivered_s is None:
+        return None
+    return handle.delivered_s if received is None else max(handle.delivered_s, received)
 
 
 def execute(transport: Transport, group: list[int], plan: list[Exchange], send: np.ndarray,
@@ -148,8 +161,9 @@ def execute_at_once(transport: Transport, group: list[int], plan: list[Exchange]
     for e, handle in sends:
         handle.wait(SEND_TIMEOUT_S)
         assert e.send_to is not None and e.send is not None
+        end = _ended(handle, None)
         records.append(StepRecord(e.phase, e.step, group[e.send_to], None, ELEMENT_BYTES * (e.send[1] - e.send[0]),
-                                  start, clock()))
+                                  start, clock() if end is None else end))
     return records
 
 

@@ -13,8 +13,10 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-# What a finished step reports: its index, the collective's outcome (or None) and any exception.
-Done = tuple[int, Any, BaseException | None]
+# What a finished step reports: its index, the collective's outcome (or None), any exception and
+# when it ended (a collective: when its last message was delivered, which may be before its
+# thread heard so; any other step: when it returned).
+Done = tuple[int, Any, BaseException | None, float]
 POLL_S = 0.5  # how often the waiting loop wakes (so that SIGTERM's Stopped gets through)
 
 
@@ -35,12 +37,15 @@ class DagRound:
         self.computing = False
         self.compute_queue: queue.SimpleQueue[int | None] = queue.SimpleQueue()
         self.running: set[str] = set()
+        self.ended_s = 0.0  # when the last step to end did
 
     def _do(self, index: int) -> None:
         try:
-            self.done.put((index, self.run_step(index), None))
+            outcome = self.run_step(index)
+            ended = outcome["end_s"] if isinstance(outcome, dict) and "end_s" in outcome else time.monotonic()
+            self.done.put((index, outcome, None, ended))
         except BaseException as error:  # reported to the waiting loop, which raises it there
-            self.done.put((index, None, error))
+            self.done.put((index, None, error, time.monotonic()))
 
     def _compute_loop(self) -> None:
         while (index := self.compute_queue.get()) is not None:
@@ -72,12 +77,13 @@ class DagRound:
             while left:
                 position["step"] = ", ".join(sorted(self.running)[:4]) + (" …" if len(self.running) > 4 else "")
                 try:
-                    index, outcome, error = self.done.get(timeout=POLL_S)
+                    index, outcome, error, ended = self.done.get(timeout=POLL_S)
                 except queue.Empty:
                     continue
                 if error is not None:
                     raise error
                 left -= 1
+                self.ended_s = max(self.ended_s, ended)
                 self.running.discard(self.steps[index]["id"])
                 if self.steps[index]["kind"] == "compute":
                     self.computing = False
@@ -95,5 +101,6 @@ class DagRound:
 
 def run_dag_round(steps: list[dict], run_step: Callable[[int], Any], position: dict) -> tuple[list[Any], float]:
     """The round's collective outcomes and when its last step ended."""
-    outcomes = DagRound(steps, run_step).run(position)
-    return outcomes, time.monotonic()
+    dag = DagRound(steps, run_step)
+    outcomes = dag.run(position)
+    return outcomes, dag.ended_s if steps else time.monotonic()

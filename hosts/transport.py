@@ -15,11 +15,17 @@ from typing import Protocol
 import numpy as np
 
 from hosts.timing import precise_sleep
+from testbed.shared.wire import CONTROL_TOS
 
 HEADER = struct.Struct("!IQB")  # tag, payload bytes, flags (below)
 CONFIRM, EAGER = 1, 2  # flags: the sender waits for an ACK; the receiver takes it without a receive posted
 HELLO = struct.Struct("!I")  # sender rank, first bytes on every connection
-ACK = b"\x06"  # receiver to sender, once a whole message has arrived
+# Receiver to sender, once a whole message has arrived: when it did, on the clock every emulated
+# host shares (one machine's CLOCK_MONOTONIC, which network namespaces do not separate). A send's
+# step ends when its bytes were delivered, as the alpha-beta model ends it; the way back only says
+# so, and on a busy machine the sender wakes to it milliseconds later (seven senders of a gather
+# ended 2-15 ms after the root had every byte).
+DELIVERED = struct.Struct("!d")
 
 
 class TransportError(RuntimeError):
@@ -54,9 +60,11 @@ class SendHandle:
         self._error: BaseException | None = None
         self._peer = peer
         self._board = board
+        self.delivered_s: float | None = None  # a confirmed send: when the receiver had it all
 
-    def _finish(self, error: BaseException | None = None) -> None:
+    def _finish(self, error: BaseException | None = None, delivered_s: float | None = None) -> None:
         self._error = error
+        self.delivered_s = delivered_s
         self._done.set()
 
     def wait(self, timeout_s: float | None = None) -> None:
@@ -220,6 +228,7 @@ class TcpTransport:
             except OSError:
                 return
             conn.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            conn.setsockopt(socket.IPPROTO_IP, socket.IP_TOS, CONTROL_TOS)  # it only answers: small first
             hello = bytearray(HELLO.size)
             _recv_exact(conn, memoryview(hello))
             (peer,) = HELLO.unpack(hello)
@@ -257,7 +266,7 @@ class TcpTransport:
                     payload = np.empty(size, dtype=np.uint8)
                     _recv_exact(sock, payload.data)
                 if confirm:
-                    sock.sendall(ACK)
+                    sock.sendall(DELIVERED.pack(time.monotonic()))
                 if posted is None:
                     with self._inbox_lock:  # a receive may have been posted while it was read
                         posted = self._inbox(peer).take_posted(tag)
@@ -325,11 +334,14 @@ class TcpTransport:
                     self.latency.overshoots_s.append(precise_sleep(self.latency.target_s))
                 sock.sendall(HEADER.pack(tag, payload.nbytes, (CONFIRM if confirm else 0) | (EAGER if eager else 0)))
                 sock.sendall(memoryview(payload).cast("B"))
+                delivered_s = None
                 if confirm:
                     # Rendezvous: complete when the receiver has it, not when the kernel buffered
                     # it, so this rank's next send cannot overlap it (as alpha-beta assumes).
-                    _recv_exact(sock, memoryview(bytearray(1)))
-                handle._finish()
+                    stamp = bytearray(DELIVERED.size)
+                    _recv_exact(sock, memoryview(stamp))
+                    (delivered_s,) = DELIVERED.unpack(stamp)
+                handle._finish(delivered_s=delivered_s)
             except OSError as error:
                 handle._finish(error)
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from testbed.model.units import bits_to_bytes
+from testbed.shared.wire import CONTROL_TOS
 
 MTU_FRAME_BYTES = 1514
 # A full TCP segment carries 1448 payload bytes in a 1514-byte frame (Ethernet 14, IPv4 20, TCP with
@@ -18,6 +19,12 @@ HTB_IDLE_BURST_BYTES = 50_000
 # deeper bucket than the host's own: one sender's traffic, already held to B, passes it unqueued,
 # while several at once (incast) are held to B once it drains.
 INTO_HOST_BURST_BYTES = 64 * 1024
+# ... and a deeper queue than a NIC's 1,000 frames: the fabric the oracle models is lossless (a
+# gather's seven senders are paused, not dropped), while here every sender's whole window lands
+# in this port at once: seven 262 KB messages (1,267 frames) lost 13 frames into a 1,000-frame
+# queue and waited out retransmission timeouts. The frames are copies the senders' windows
+# bound, so the depth costs memory only while an incast is under way.
+INTO_HOST_QUEUE_PACKETS = 20_000
 
 # Every host's transport, whatever the machine's default: the alpha-beta model has no slow start,
 # and a connection idle since the last iteration (every all-to-all peer, every pipeline stage)
@@ -60,8 +67,27 @@ def offload_command(interface: str) -> str:
     return f"ethtool -K {interface} rx off tx off sg off tso off gso off gro off"
 
 
-# IPv4 total length below 256 bytes: acknowledgements and other control packets.
-SMALL_PACKET_FILTER = "u32 match u16 0x0000 0xff00 at 2"
+# What rides in the small class: IPv4 packets below 256 bytes, but of TCP only those without PSH
+# (acknowledgements, not data), and whatever a receiver sends back on its connections (marked
+# CONTROL_TOS: acknowledgements and delivery stamps). The last segment of every message is also
+# short and carries PSH: let it overtake its own message's queued segments and the receiver sees
+# a hole, acknowledges out of order and has the sender retransmit what was only queued (a 7-to-1
+# gather: 58 segments an iteration, all spurious, 5% of what the port carried).
+SMALL_PACKET_FILTERS = (
+    "u32 match u16 0x0000 0xff00 at 2 match u8 0x06 0xff at 9 match u8 0x00 0x08 at 33",  # TCP
+    "u32 match u16 0x0000 0xff00 at 2 match u8 0x11 0xff at 9",  # UDP
+    "u32 match u16 0x0000 0xff00 at 2 match u8 0x01 0xff at 9",  # ICMP
+    f"u32 match u8 0x{CONTROL_TOS:02x} 0xfc at 1",  # a receiver's answers
+)
+
+
+def small_packet_filters(interface: str, classid: str) -> list[str]:
+    """tc filter lines that send SMALL_PACKET_FILTERS' packets to `classid`, at priority 1, the
+    first filters of the qdisc (hash table 800:). Each has its own handle, so re-shaping a port
+    replaces them rather than adding copies."""
+    return [f"tc filter replace dev {interface} parent 1: protocol ip prio 1 handle 800::{n:x} {match} "
+            f"classid {classid}" for n, match in enumerate(SMALL_PACKET_FILTERS, start=1)]
+
 # Linux acknowledges about every second full segment with a 66-byte frame (Ethernet 14, IPv4 20,
 # TCP with timestamps 32); headroom for quick-ack phases and a sender's own small packets.
 ACK_FRAME_BYTES = 66
@@ -77,7 +103,8 @@ def ack_allowance_bps(acknowledged_payload_bps: float) -> int:
 
 
 def htb_commands_small_first(interface: str, payload_rate_bps: float,
-                             acknowledged_payload_bps: float | None = None, burst: int | None = None) -> list[str]:
+                             acknowledged_payload_bps: float | None = None, burst: int | None = None,
+                             queue_packets: int | None = None) -> list[str]:
     """Like htb_commands, with small packets (acknowledgements) in a class of their own that rides
     on top of the link's B and goes ahead of queued data.
 
@@ -88,7 +115,8 @@ def htb_commands_small_first(interface: str, payload_rate_bps: float,
     (class 1:10) and acknowledgements get their own allowance for `acknowledged_payload_bps` of
     received payload (class 1:5, by default the link's own rate). Small first, because a host that
     sends while it receives would otherwise hold the acknowledgements of what it receives behind its
-    own full queue. `burst` is the buckets' depth in bytes (by default burst_bytes of the rate)."""
+    own full queue. `burst` is the buckets' depth in bytes (by default burst_bytes of the rate);
+    `queue_packets` the data queue's depth (by default the interface's, 1,000 frames)."""
     rate = int(round(line_rate_bps(payload_rate_bps)))
     small = ack_allowance_bps(payload_rate_bps if acknowledged_payload_bps is None else acknowledged_payload_bps)
     burst = burst or burst_bytes(rate)
@@ -100,5 +128,7 @@ def htb_commands_small_first(interface: str, payload_rate_bps: float,
         f"burst {burst} cburst {burst} prio 1",
         f"tc class replace dev {interface} parent 1:1 classid 1:5 htb rate {small}bit ceil {rate + small}bit "
         f"burst {burst} cburst {burst} prio 0",
-        f"tc filter replace dev {interface} parent 1: protocol ip prio 1 {SMALL_PACKET_FILTER} classid 1:5",
+        *small_packet_filters(interface, "1:5"),
+        *([f"tc qdisc replace dev {interface} parent 1:10 handle 10: pfifo limit {queue_packets}"]
+          if queue_packets else []),
     ]

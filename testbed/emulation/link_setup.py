@@ -4,7 +4,13 @@ and relaying on routed fabrics. Pure: the Mininet shim runs them, unit tests rea
 
 from __future__ import annotations
 
-from testbed.core.shaping import INTO_HOST_BURST_BYTES, htb_commands_small_first, offload_command, transport_command
+from testbed.core.shaping import (
+    INTO_HOST_BURST_BYTES,
+    INTO_HOST_QUEUE_PACKETS,
+    htb_commands_small_first,
+    offload_command,
+    transport_command,
+)
 from testbed.fabrics.all_kinds import KINDS
 from testbed.model.contracts import Topology
 
@@ -75,5 +81,6 @@ def switch_port_shaping(topology: Topology) -> list[str]:
         for end in ends:
             # Acknowledgements of the other direction's flow share this queue: small first.
             shaping += [offload_command(end) + " >/dev/null 2>&1"] + htb_commands_small_first(
-                end, link.payload_rate_bps, burst=INTO_HOST_BURST_BYTES if into_host else None)
+                end, link.payload_rate_bps, burst=INTO_HOST_BURST_BYTES if into_host else None,
+                queue_packets=INTO_HOST_QUEUE_PACKETS if into_host else None)
     return shaping

@@ -85,3 +85,29 @@ def test_a_size_mismatch_is_an_error_not_a_hang():
     finally:
         a.close()
         b.close()
+
+
+def test_a_confirmed_send_reports_when_its_bytes_were_delivered():
+    """The receiver stamps the instant it had the whole message on the clock every host shares; the
+    sender's step ends then, not when the stamp reached it (hosts.transport.DELIVERED)."""
+    import time
+
+    sender, receiver = _mesh(2)
+    try:
+        issued = time.monotonic()
+        handle = sender.send(1, 9, np.ones(1 << 20, dtype=np.uint8), confirm=True, eager=True)
+        out = np.zeros(1 << 20, dtype=np.uint8)
+        receiver.recv_into(0, 9, out)
+        received = time.monotonic()
+        handle.wait(30)
+        heard = time.monotonic()
+        assert out.all()
+        assert handle.delivered_s is not None
+        assert issued < handle.delivered_s <= heard
+        assert handle.delivered_s <= received  # stamped by the reader thread before recv_into returned
+        unconfirmed = sender.send(1, 10, np.ones(8, dtype=np.uint8), eager=True)
+        unconfirmed.wait(30)
+        assert unconfirmed.delivered_s is None
+    finally:
+        sender.close()
+        receiver.close()

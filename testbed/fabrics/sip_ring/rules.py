@@ -3,7 +3,7 @@ wavelengths and rendered as per-destination rules, one HTB class per lightpath a
 
 from __future__ import annotations
 
-from testbed.core.shaping import SMALL_PACKET_FILTER, ack_allowance_bps, burst_bytes, line_rate_bps
+from testbed.core.shaping import ack_allowance_bps, burst_bytes, line_rate_bps, small_packet_filters
 from testbed.fabrics.rendering import (
     FORWARD_TABLE,
     LINUX_RTO_MIN_MS,
@@ -45,7 +45,7 @@ def init_lines(topology: Topology) -> dict[int, list[str]]:
                 f"ceil {rate + small}bit burst {burst} cburst {burst}",
                 f"tc class replace dev {dev} parent 1:1 classid 1:ffff htb rate {small}bit "
                 f"ceil {rate + small}bit prio 0"]
-        own.append(f"tc filter add dev {dev} parent 1: protocol ip prio 1 {SMALL_PACKET_FILTER} classid 1:ffff")
+        own += small_packet_filters(dev, "1:ffff")
         for peer in topology.hosts:
             if peer is not host:
                 own.append(ring_class(dev, peer.rank, wave_bps))
