@@ -8,6 +8,7 @@ completed in its result file.
 from __future__ import annotations
 
 import argparse
+import gc
 import json
 import signal
 import sys
@@ -88,6 +89,7 @@ class Agent:
         # Where this host is, for the runner's stall report: the round and the step it is in.
         self.position: dict = {"round": None, "iteration": None, "step": "start-up"}
         self.transport: TcpTransport | None = None
+        self.outputs: dict[int, np.ndarray | None] = {}  # per step, made with the round's inputs
         self.barrier_learned: dict = {}  # how long the barrier's start token took around the ring
 
     def waiting_report(self) -> dict:
@@ -152,6 +154,7 @@ class Agent:
             buffers[index] = ops.make_input(step["op"], data_seed(self.config.seed, group), iteration,
                                             group.index(self.rank),
                                             len(group), elements)
+            self.outputs[index] = ops.output_buffer(step["op"], buffers[index])
         return buffers
 
     def _emulated(self, size_bytes: int) -> int:
@@ -218,11 +221,11 @@ class Agent:
             self._event("recv", began, time.monotonic(), iteration, step=step["id"], peer=step["peer"],
                         bytes=step["bytes"], emulated_bytes=size, tag=step["tag"])
         else:
-            return self._run_step(step, inputs[index], iteration, round_, transport)
+            return self._run_step(step, inputs[index], iteration, round_, transport, self.outputs.get(index))
         return None
 
     def _run_step(self, step: dict, data: np.ndarray | None, iteration: int, round_: int,
-                  transport: TcpTransport) -> dict:
+                  transport: TcpTransport, out: np.ndarray | None = None) -> dict:
         group = list(step["group"])
         if step["algorithm"] == "ina":
             assert data is not None  # every INA worker holds a buffer
@@ -231,7 +234,8 @@ class Agent:
         # Collectives of a DAG run at once and take tags of their own channel; in order, one at a time.
         tag_base = (step["channel"] + 1) << CHANNEL_BITS if "channel" in step else (round_ + 1) << 16
         result, records = ops.run(step["op"], step["algorithm"], transport, group, data, tag_base=tag_base,
-                                  services=tuple(step.get("services", ())), chunks=int(step.get("chunks", 0)))
+                                  services=tuple(step.get("services", ())), chunks=int(step.get("chunks", 0)),
+                                  out=out)
         end = max((r.end_s for r in records), default=time.monotonic())
         self._step_events(step["id"], iteration, records)
         self._event("collective", start, end, iteration, step=step["id"], op=step["op"], algorithm=step["algorithm"],
@@ -296,8 +300,16 @@ class Agent:
             start = time.monotonic()
             tcp_before = tcp_counters()
             events_before = len(self.events)
-            # The iteration ends when its last step is done; checking and bookkeeping are not timed.
-            outcomes, end = self._run_round(iteration, round_, transport, inputs)
+            # The iteration ends when its last step is done; checking and bookkeeping are not timed,
+            # nor is Python's garbage collection, which may take milliseconds of wall time at any
+            # allocation (as timeit keeps it out): it runs between rounds, at idle priority.
+            gc.disable()
+            try:
+                outcomes, end = self._run_round(iteration, round_, transport, inputs)
+            finally:
+                gc.enable()
+            with background_priority():
+                gc.collect()
             if not measured:
                 del self.events[events_before:]
                 self._progressed(round_)
