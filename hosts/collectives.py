@@ -52,17 +52,21 @@ class _Exchange:
             handle = self.transport.send(send_to, self.tag + step, payload, confirm=self.confirm)
         received = None
         if recv_from is not None and into is not None:
+            # The receive ends when its message was in (what the transport stamps, if it does);
+            # a reduction's add is not timed, as the alpha-beta model has none.
             if reduce:
                 incoming = np.empty_like(into)
-                self.transport.recv_into(recv_from, self.tag + step, incoming)
+                arrived = self.transport.recv_into(recv_from, self.tag + step, incoming)
                 into += incoming
             else:
-                self.transport.recv_into(recv_from, self.tag + step, into)
-            received = self.clock()
+                arrived = self.transport.recv_into(recv_from, self.tag + step, into)
+            received = self.clock() if arrived is None else arrived
         end = None
         if handle is not None:
             handle.wait(SEND_TIMEOUT_S)
             end = _ended(handle, received)
+        elif received is not None:
+            end = received
         size = int(payload.nbytes) if payload is not None and send_to is not None else 0
         got = int(into.nbytes) if into is not None and recv_from is not None else 0
         self.records.append(StepRecord(phase, step, send_to, recv_from, size, start,
@@ -155,9 +159,9 @@ def execute_at_once(transport: Transport, group: list[int], plan: list[Exchange]
     records = []
     for e in plan:
         if e.recv_from is not None and e.recv is not None:
-            transport.recv_into(group[e.recv_from], tag_base + e.step, data[e.recv[0]:e.recv[1]])
-            records.append(StepRecord(e.phase, e.step, None, group[e.recv_from], 0, start, clock(),
-                                      ELEMENT_BYTES * (e.recv[1] - e.recv[0])))
+            arrived = transport.recv_into(group[e.recv_from], tag_base + e.step, data[e.recv[0]:e.recv[1]])
+            records.append(StepRecord(e.phase, e.step, None, group[e.recv_from], 0, start,
+                                      clock() if arrived is None else arrived, ELEMENT_BYTES * (e.recv[1] - e.recv[0])))
     for e, handle in sends:
         handle.wait(SEND_TIMEOUT_S)
         assert e.send_to is not None and e.send is not None

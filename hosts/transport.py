@@ -85,7 +85,7 @@ class Transport(Protocol):
     def send(self, peer: int, tag: int, payload: np.ndarray, confirm: bool = False,
              eager: bool = False) -> SendHandle: ...
 
-    def recv_into(self, peer: int, tag: int, out: np.ndarray) -> None: ...
+    def recv_into(self, peer: int, tag: int, out: np.ndarray) -> float | None: ...
 
     def recv_any(self, peer: int) -> tuple[int, np.ndarray]: ...
 
@@ -120,8 +120,9 @@ class InProcessTransport:
         handle._finish()
         return handle
 
-    def recv_into(self, peer: int, tag: int, out: np.ndarray) -> None:
-        """Like TcpTransport.recv_into: messages may be asked for in another order than sent."""
+    def recv_into(self, peer: int, tag: int, out: np.ndarray) -> float | None:
+        """Like TcpTransport.recv_into: messages may be asked for in another order than sent (and
+        no arrival time: None)."""
         early = self._stash.setdefault(peer, [])
         while not any(got == tag for got, _ in early):
             early.append(self._mailboxes[(peer, self.rank)].get(timeout=30))
@@ -130,6 +131,7 @@ class InProcessTransport:
             raise TransportError(f"rank {self.rank} expected tag {tag} ({out.nbytes} B) from {peer}, "
                                  f"got {payload.nbytes} B")
         out.data.cast("B")[:] = np.ascontiguousarray(payload).data.cast("B")
+        return None
 
     def recv_any(self, peer: int) -> tuple[int, np.ndarray]:
         """The next message from `peer`, whatever its tag, as bytes (one caller per peer)."""
@@ -160,6 +162,7 @@ class _Posted:
         self.tag: int | None = None
         self.payload: np.ndarray | None = None  # a recv_any's message
         self.error: BaseException | None = None
+        self.arrived_s: float | None = None  # when its last byte was read
         self.done = threading.Event()
 
 
@@ -265,8 +268,9 @@ class TcpTransport:
                 else:
                     payload = np.empty(size, dtype=np.uint8)
                     _recv_exact(sock, payload.data)
+                arrived_s = time.monotonic()
                 if confirm:
-                    sock.sendall(DELIVERED.pack(time.monotonic()))
+                    sock.sendall(DELIVERED.pack(arrived_s))
                 if posted is None:
                     with self._inbox_lock:  # a receive may have been posted while it was read
                         posted = self._inbox(peer).take_posted(tag)
@@ -274,13 +278,15 @@ class TcpTransport:
                             assert payload is not None  # nothing was posted, so it was read into memory
                             self._inbox(peer).arrived.append((tag, payload))
                             continue
-                self._complete(posted, peer, tag, payload)
+                self._complete(posted, peer, tag, payload, arrived_s)
         except (OSError, TransportError) as error:
             with self._inbox_lock:
                 self._inbox(peer).fail(error if not self._closed else TransportError("transport closed"))
 
-    def _complete(self, posted: _Posted, peer: int, tag: int, payload: np.ndarray | None) -> None:
+    def _complete(self, posted: _Posted, peer: int, tag: int, payload: np.ndarray | None,
+                  arrived_s: float) -> None:
         posted.tag = tag
+        posted.arrived_s = arrived_s
         if posted.out is None:
             posted.payload = payload
         elif payload is not None:
@@ -359,13 +365,19 @@ class TcpTransport:
         self._sender(peer).put((tag, np.ascontiguousarray(payload), confirm, eager, handle))
         return handle
 
-    def recv_into(self, peer: int, tag: int, out: np.ndarray) -> None:
+    def recv_into(self, peer: int, tag: int, out: np.ndarray) -> float | None:
         """Receive message `tag` from `peer` into `out`, whatever order the peer sent it in: a
         message that arrived first waits in memory for its receive (a schedule orders sends and
-        receives independently on each GPU), and a receive posted first is read into directly."""
-        got = self._receive(peer, tag, out)
+        receives independently on each GPU), and a receive posted first is read into directly.
+        Returns when the receive was done on the clock every host shares: when its last byte was
+        read, which the waiting thread may hear of milliseconds later on a busy machine, or, for
+        a message that was in before its receive, when it was copied."""
+        posted = _Posted(out)
+        got = self._receive(peer, tag, out, posted)
         if got is not None:
             self._copy(peer, tag, got[1], out)
+            return time.monotonic()
+        return posted.arrived_s
 
     def recv_any(self, peer: int) -> tuple[int, np.ndarray]:
         """The next message from `peer`, whatever its tag, as bytes: for readers that dispatch on
@@ -374,7 +386,8 @@ class TcpTransport:
         assert got is not None
         return got
 
-    def _receive(self, peer: int, tag: int | None, out: np.ndarray | None) -> tuple[int, np.ndarray] | None:
+    def _receive(self, peer: int, tag: int | None, out: np.ndarray | None,
+                 posted: _Posted | None = None) -> tuple[int, np.ndarray] | None:
         """The message (`tag`, or the next of any tag) if it already arrived; else post a receive
         (into `out` if given) and wait for it, returning what a recv_any gets (None: it is in `out`)."""
         with self._inbox_lock:
@@ -385,7 +398,7 @@ class TcpTransport:
             if inbox.error is not None:
                 raise TransportError(f"rank {self.rank}: no message {'' if tag is None else tag} from rank {peer}: "
                                      f"{inbox.error}")
-            posted = _Posted(out)
+            posted = _Posted(out) if posted is None else posted
             (inbox.any_posted if tag is None else inbox.posted.setdefault(tag, [])).append(posted)
             self._posting.notify_all()
         with self.board.waiting("receive", peer, tag):

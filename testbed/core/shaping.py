@@ -19,12 +19,13 @@ HTB_IDLE_BURST_BYTES = 50_000
 # deeper bucket than the host's own: one sender's traffic, already held to B, passes it unqueued,
 # while several at once (incast) are held to B once it drains.
 INTO_HOST_BURST_BYTES = 64 * 1024
-# ... and a deeper queue than a NIC's 1,000 frames: the fabric the oracle models is lossless (a
-# gather's seven senders are paused, not dropped), while here every sender's whole window lands
-# in this port at once: seven 262 KB messages (1,267 frames) lost 13 frames into a 1,000-frame
-# queue and waited out retransmission timeouts. The frames are copies the senders' windows
-# bound, so the depth costs memory only while an incast is under way.
-INTO_HOST_QUEUE_PACKETS = 20_000
+# Shaped data queues are deeper than a NIC's 1,000 frames: the fabric the oracle models is
+# lossless (a gather's seven senders are paused, not dropped), while here every sender's whole
+# window lands in the port into the receiver at once (seven 262 KB messages, 1,267 frames, lost
+# 13 frames into a 1,000-frame queue and waited out retransmission timeouts), and a host that
+# sends to many at once (a scatter to 15) queues every socket's allowance in its own. The frames
+# are copies the senders' windows bound, so the depth costs memory only while a queue is full.
+LOSSLESS_QUEUE_PACKETS = 20_000
 
 # Every host's transport, whatever the machine's default: the alpha-beta model has no slow start,
 # and a connection idle since the last iteration (every all-to-all peer, every pipeline stage)

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from testbed.core.shaping import (
     INTO_HOST_BURST_BYTES,
-    INTO_HOST_QUEUE_PACKETS,
+    LOSSLESS_QUEUE_PACKETS,
     htb_commands_small_first,
     offload_command,
     transport_command,
@@ -48,7 +48,8 @@ def host_commands(topology: Topology) -> dict[str, list[str]]:
             # Acknowledgements of the flows this host receives leave through the same queue as
             # its own data: small packets first, or a host that sends and receives at once
             # (every collective but a broadcast) throttles what it receives.
-            commands += htb_commands_small_first(intf.name, intf.payload_rate_bps)
+            commands += htb_commands_small_first(intf.name, intf.payload_rate_bps,
+                                                 queue_packets=LOSSLESS_QUEUE_PACKETS)
             if routed:
                 dev = intf.name.replace('.', '/')
                 commands.append(f"sysctl -qw net.ipv4.conf.{dev}.rp_filter=0 "
@@ -82,5 +83,5 @@ def switch_port_shaping(topology: Topology) -> list[str]:
             # Acknowledgements of the other direction's flow share this queue: small first.
             shaping += [offload_command(end) + " >/dev/null 2>&1"] + htb_commands_small_first(
                 end, link.payload_rate_bps, burst=INTO_HOST_BURST_BYTES if into_host else None,
-                queue_packets=INTO_HOST_QUEUE_PACKETS if into_host else None)
+                queue_packets=LOSSLESS_QUEUE_PACKETS if into_host else None)
     return shaping

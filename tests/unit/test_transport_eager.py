@@ -97,7 +97,7 @@ def test_a_confirmed_send_reports_when_its_bytes_were_delivered():
         issued = time.monotonic()
         handle = sender.send(1, 9, np.ones(1 << 20, dtype=np.uint8), confirm=True, eager=True)
         out = np.zeros(1 << 20, dtype=np.uint8)
-        receiver.recv_into(0, 9, out)
+        arrived = receiver.recv_into(0, 9, out)
         received = time.monotonic()
         handle.wait(30)
         heard = time.monotonic()
@@ -105,6 +105,9 @@ def test_a_confirmed_send_reports_when_its_bytes_were_delivered():
         assert handle.delivered_s is not None
         assert issued < handle.delivered_s <= heard
         assert handle.delivered_s <= received  # stamped by the reader thread before recv_into returned
+        # The receive ends when its last byte was read, or (read into memory before its receive
+        # was posted) when recv_into copied it: never after the receiver heard of it.
+        assert arrived is not None and handle.delivered_s <= arrived <= received
         unconfirmed = sender.send(1, 10, np.ones(8, dtype=np.uint8), eager=True)
         unconfirmed.wait(30)
         assert unconfirmed.delivered_s is None
