@@ -22,7 +22,7 @@ import numpy as np
 
 from hosts import ops
 from hosts.collectives import STOP, StepRecord, ring_barrier
-from hosts.dag_round import run_dag_round
+from hosts.dag_round import ended_at, run_dag_round
 from hosts.data import digest
 from hosts.timing import (
     background_priority,
@@ -182,9 +182,7 @@ class Agent:
             outcome = self._step(index, iteration, round_, transport, inputs, handles)
             if outcome is not None:
                 outcomes.append(outcome)
-            # A collective ends when its last message was delivered, which may be before this
-            # rank heard so (hosts.transport.DELIVERED); any other step when it returns.
-            end = max(end, outcome["end_s"] if outcome is not None else time.monotonic())
+            end = max(end, ended_at(outcome))
         self.position["step"] = "the round's last sends"
         for handle in handles:
             handle.wait(600.0)

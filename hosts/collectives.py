@@ -61,23 +61,21 @@ class _Exchange:
             else:
                 arrived = self.transport.recv_into(recv_from, self.tag + step, into)
             received = self.clock() if arrived is None else arrived
-        end = None
         if handle is not None:
             handle.wait(SEND_TIMEOUT_S)
-            end = _ended(handle, received)
-        elif received is not None:
-            end = received
         size = int(payload.nbytes) if payload is not None and send_to is not None else 0
         got = int(into.nbytes) if into is not None and recv_from is not None else 0
         self.records.append(StepRecord(phase, step, send_to, recv_from, size, start,
-                                       self.clock() if end is None else end, got))
+                                       _ended(handle, received, self.clock), got))
 
 
-def _ended(handle: SendHandle, received: float | None) -> float | None:
-    """When a step whose send was confirmed ended: its message delivered and its own receive, if
-    any, done (None: the send was not confirmed; the step ends when its wait does)."""
+def _ended(handle: SendHandle | None, received: float | None, clock) -> float:
+    """When a step ended: its confirmed send delivered and its receive (if any) in; a step whose
+    send was not confirmed when its wait returned (`clock` now)."""
+    if handle is None:
+        return clock() if received is None else received
     if handle.delivered_s is None:
-        return None
+        return clock()
     return handle.delivered_s if received is None else max(handle.delivered_s, received)
 
 
@@ -165,9 +163,8 @@ def execute_at_once(transport: Transport, group: list[int], plan: list[Exchange]
     for e, handle in sends:
         handle.wait(SEND_TIMEOUT_S)
         assert e.send_to is not None and e.send is not None
-        end = _ended(handle, None)
         records.append(StepRecord(e.phase, e.step, group[e.send_to], None, ELEMENT_BYTES * (e.send[1] - e.send[0]),
-                                  start, clock() if end is None else end))
+                                  start, _ended(handle, None, clock)))
     return records
 
 

@@ -20,6 +20,12 @@ Done = tuple[int, Any, BaseException | None, float]
 POLL_S = 0.5  # how often the waiting loop wakes (so that SIGTERM's Stopped gets through)
 
 
+def ended_at(outcome: Any) -> float:
+    """When a step that returned `outcome` ended: a collective's own end (when its last message was
+    delivered, which may be before its thread heard so), else now."""
+    return outcome["end_s"] if isinstance(outcome, dict) and "end_s" in outcome else time.monotonic()
+
+
 class DagRound:
     """Runs `steps` once: `run_step(index)` does one step (blocking) and returns its outcome."""
 
@@ -42,8 +48,7 @@ class DagRound:
     def _do(self, index: int) -> None:
         try:
             outcome = self.run_step(index)
-            ended = outcome["end_s"] if isinstance(outcome, dict) and "end_s" in outcome else time.monotonic()
-            self.done.put((index, outcome, None, ended))
+            self.done.put((index, outcome, None, ended_at(outcome)))
         except BaseException as error:  # reported to the waiting loop, which raises it there
             self.done.put((index, None, error, time.monotonic()))
 
