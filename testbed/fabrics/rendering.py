@@ -26,7 +26,7 @@ from typing import Any, Literal
 
 from testbed.model.contracts import Topology
 from testbed.model.openflow import FlowRule
-from testbed.network.relay import adjacency, relay_path
+from testbed.network.relay import adjacency, next_hops_to
 
 PRIORITY_LINK = 100
 PRIORITY_COUNT = 100
@@ -147,19 +147,19 @@ def next_hops_over(topology: Topology,
                    pairs: list[tuple[int, int]]) -> tuple[dict[int, dict[int, int]], list[tuple[int, int]]]:
     """Next hop from every host to every other one over `pairs` (None-free: unreachable listed apart)."""
     n = len(topology.hosts)
-    neighbours = adjacency(n, sorted(pairs))
+    neighbours = adjacency(n, pairs)
     hops: dict[int, dict[int, int]] = {g: {} for g in range(n)}
     unreachable = []
-    for src in range(n):
-        for dst in range(n):
+    for dst in range(n):
+        towards = next_hops_to(neighbours, dst)
+        for src in range(n):
             if src == dst:
                 continue
-            path = relay_path(neighbours, src, dst)
-            if path is None:
-                unreachable.append((src, dst))
+            if src in towards:
+                hops[src][dst] = towards[src]
             else:
-                hops[src][dst] = path[1]
-    return hops, unreachable
+                unreachable.append((src, dst))
+    return hops, sorted(unreachable)
 
 
 

@@ -8,31 +8,46 @@ from typing import Iterable
 
 
 def adjacency(nodes: int, links: Iterable[tuple[int, int]]) -> dict[int, list[int]]:
-    """Directed neighbours of every node, in the order the links are given (that order breaks ties)."""
-    out: dict[int, list[int]] = {g: [] for g in range(nodes)}
+    """Directed neighbours of every node, lowest first (the order links are given in does not
+    matter: ties between equally short paths always go the same way)."""
+    out: dict[int, set[int]] = {g: set() for g in range(nodes)}
     for a, b in links:
-        if b not in out[a]:
-            out[a].append(b)
-    return out
+        out[a].add(b)
+    return {g: sorted(peers) for g, peers in out.items()}
+
+
+def next_hops_to(neighbours: dict[int, list[int]], dst: int) -> dict[int, int]:
+    """Every node's next hop towards `dst` on a shortest path (the lowest-numbered of equally good
+    ones); nodes that cannot reach dst are absent.
+
+    A tree towards dst, not a path chosen at each source: relayed packets are forwarded by every
+    GPU on the way with its own route to dst, so the path a flow takes is the one its hops' routes
+    make, and the oracle must price that path."""
+    incoming: dict[int, list[int]] = {g: [] for g in neighbours}
+    for a, peers in neighbours.items():
+        for b in peers:
+            incoming.setdefault(b, []).append(a)
+    hops = {dst: 0}
+    queue = deque([dst])
+    while queue:
+        here = queue.popleft()
+        for prev in incoming.get(here, ()):
+            if prev not in hops:
+                hops[prev] = hops[here] + 1
+                queue.append(prev)
+    return {node: min(b for b in neighbours[node] if hops.get(b) == far - 1)
+            for node, far in hops.items() if node != dst}
 
 
 def relay_path(neighbours: dict[int, list[int]], src: int, dst: int) -> list[int] | None:
-    """Nodes from src to dst (both included) with the fewest hops, or None if dst is unreachable."""
+    """Nodes from src to dst (both included) with the fewest hops, as hop-by-hop forwarding takes
+    them (next_hops_to), or None if dst is unreachable."""
     if src == dst:
         return [src]
-    previous: dict[int, int | None] = {src: None}
-    queue = deque([src])
-    while queue and dst not in previous:
-        here = queue.popleft()
-        for nxt in neighbours[here]:
-            if nxt not in previous:
-                previous[nxt] = here
-                queue.append(nxt)
-    if dst not in previous:
+    towards = next_hops_to(neighbours, dst)
+    if src not in towards:
         return None
-    path: list[int] = []
-    node: int | None = dst
-    while node is not None:
-        path.append(node)
-        node = previous[node]
-    return list(reversed(path))
+    path = [src]
+    while path[-1] != dst:
+        path.append(towards[path[-1]])
+    return path

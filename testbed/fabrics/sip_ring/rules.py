@@ -3,7 +3,13 @@ wavelengths and rendered as per-destination rules, one HTB class per lightpath a
 
 from __future__ import annotations
 
-from testbed.core.shaping import ack_allowance_bps, burst_bytes, line_rate_bps, small_packet_filters
+from testbed.core.shaping import (
+    ack_allowance_bps,
+    burst_bytes,
+    line_rate_bps,
+    own_and_relayed_classes,
+    small_packet_filters,
+)
 from testbed.fabrics.rendering import (
     FORWARD_TABLE,
     LINUX_RTO_MIN_MS,
@@ -49,6 +55,7 @@ def init_lines(topology: Topology) -> dict[int, list[str]]:
         for peer in topology.hosts:
             if peer is not host:
                 own.append(ring_class(dev, peer.rank, wave_bps))
+                own += own_and_relayed_classes(dev, peer.rank + 2, host.ip, wave_bps, topology.host_rate_bps)
                 own.append(f"tc filter add dev {dev} parent 1: protocol all prio 2 u32 match ether dst "
                            f"{peer.mac} classid 1:{peer.rank + 2:x}")
     return lines

@@ -1,0 +1,47 @@
+"""Relay paths are the paths hop-by-hop routes make: shortest (against networkx's breadth-first
+lengths), the same whatever order the links come in, and every node on a path continues it with
+its own route to the destination (the oracle once priced a path the routes did not take)."""
+
+from __future__ import annotations
+
+import networkx as nx
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from testbed.network.relay import adjacency, next_hops_to, relay_path
+
+links_strategy = st.integers(min_value=2, max_value=9).flatmap(lambda n: st.tuples(
+    st.just(n), st.lists(st.tuples(st.integers(0, n - 1), st.integers(0, n - 1)).filter(lambda p: p[0] != p[1]),
+                         max_size=4 * n)))
+
+
+@settings(max_examples=300, deadline=None)
+@given(links_strategy, st.randoms(use_true_random=False))
+def test_relay_paths_are_shortest_consistent_and_order_free(graph, shuffler):
+    n, links = graph
+    neighbours = adjacency(n, links)
+    shuffled = list(links)
+    shuffler.shuffle(shuffled)
+    again = adjacency(n, shuffled)
+    reference = nx.DiGraph()
+    reference.add_nodes_from(range(n))
+    reference.add_edges_from(links)
+    for dst in range(n):
+        towards = next_hops_to(neighbours, dst)
+        assert towards == next_hops_to(again, dst)
+        for src in range(n):
+            path = relay_path(neighbours, src, dst)
+            if src != dst and not nx.has_path(reference, src, dst):
+                assert path is None and src not in towards
+                continue
+            assert path is not None
+            assert len(path) - 1 == nx.shortest_path_length(reference, src, dst)
+            assert all(reference.has_edge(a, b) for a, b in zip(path, path[1:]))
+            for i, node in enumerate(path[:-1]):
+                assert relay_path(neighbours, node, dst) == path[i:]  # each hop's own route continues it
+
+
+def test_ties_go_to_the_lowest_numbered_next_hop():
+    """4 → 0 is two hops either via 1 or via 3: the route, and so the oracle's path, take 1."""
+    neighbours = adjacency(5, [(4, 3), (4, 1), (3, 0), (1, 0)])
+    assert relay_path(neighbours, 4, 0) == [4, 1, 0]
