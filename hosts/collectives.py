@@ -34,12 +34,16 @@ class StepRecord:
 class _Exchange:
     """Send and receive at once (the send runs on the transport's sender thread) and record it.
 
-    `confirm` makes each send complete only once delivered. Ring algorithms do not need it (every
-    step already waits for the neighbour's message); trees, halving-doubling and all-to-all do, or
-    a rank would start its next send while the previous one is still on the wire."""
+    `confirm` makes each send complete only once delivered, and move only once its receiver
+    reached the exchange (rendezvous, as the oracle runs these step by step). Ring algorithms do
+    not need it (every step already waits for the neighbour's message); trees, halving-doubling
+    and all-to-all do, or a rank would start its next send while the previous one is still on the
+    wire, or into a receiver still busy with the step before."""
 
-    def __init__(self, transport: Transport, tag_base: int, clock, confirm: bool = True) -> None:
+    def __init__(self, transport: Transport, tag_base: int, clock, confirm: bool = True,
+                 rendezvous: bool | None = None) -> None:
         self.transport, self.tag, self.clock, self.confirm = transport, tag_base, clock, confirm
+        self.rendezvous = confirm if rendezvous is None else rendezvous
         self.records: list[StepRecord] = []
 
     def __call__(self, phase: str, send_to: int | None, payload: np.ndarray | None, recv_from: int | None,
@@ -49,7 +53,8 @@ class _Exchange:
         step = len(self.records) if step is None else step
         handle = None
         if send_to is not None and payload is not None:
-            handle = self.transport.send(send_to, self.tag + step, payload, confirm=self.confirm)
+            handle = self.transport.send(send_to, self.tag + step, payload, confirm=self.confirm,
+                                         rendezvous=self.rendezvous)
         received = None
         if recv_from is not None and into is not None:
             # The receive ends when its message was in (what the transport stamps, if it does);
@@ -206,7 +211,7 @@ def alltoall(transport: Transport, group: list[int], send: np.ndarray, recv: np.
 def sendrecv(transport: Transport, peer_send: int | None, payload: np.ndarray | None, peer_recv: int | None,
              into: np.ndarray | None, tag: int, clock=time.monotonic) -> list[StepRecord]:
     """Point-to-point, as between pipeline stages."""
-    ex = _Exchange(transport, tag, clock)
+    ex = _Exchange(transport, tag, clock, rendezvous=False)  # a ring shift: every pair moves at once
     ex("send-recv", peer_send, payload, peer_recv, into)
     return ex.records
 

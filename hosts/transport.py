@@ -18,7 +18,9 @@ from hosts.timing import precise_sleep
 from testbed.shared.wire import CONTROL_TOS
 
 HEADER = struct.Struct("!IQB")  # tag, payload bytes, flags (below)
-CONFIRM, EAGER = 1, 2  # flags: the sender waits for an ACK; the receiver takes it without a receive posted
+# flags: the sender waits for a DELIVERED stamp; the receiver takes it without a receive posted;
+# the payload waits for a CLEAR_TO_SEND
+CONFIRM, EAGER, RENDEZVOUS = 1, 2, 4
 HELLO = struct.Struct("!I")  # sender rank, first bytes on every connection
 # Receiver to sender, once a whole message has arrived: when it did, on the clock every emulated
 # host shares (one machine's CLOCK_MONOTONIC, which network namespaces do not separate). A send's
@@ -26,11 +28,13 @@ HELLO = struct.Struct("!I")  # sender rank, first bytes on every connection
 # so, and on a busy machine the sender wakes to it milliseconds later (seven senders of a gather
 # ended 2-15 ms after the root had every byte).
 DELIVERED = struct.Struct("!d")
-# Receiver to sender, for a message not sent eagerly, once a receive from the sender is posted:
-# only then does its payload move (rendezvous, as the oracle moves a collective's message once
-# both ends reached its exchange). Without it TCP moved a message into the receiver's socket
-# buffer while the receiver was still busy with the step before, and a pairwise all-to-all on
-# SiP-Ring's relayed lightpaths finished 9-11% early.
+# Receiver to sender, for a rendezvous message, once a receive from the sender is posted: only
+# then does its payload move, as the oracle moves a step-by-step collective's message (all-to-all,
+# trees, halving-doubling) once both ends reached its exchange. Without it TCP moved a message
+# into the receiver's socket buffer while the receiver was still busy with the step before, and
+# a pairwise all-to-all on SiP-Ring's relayed lightpaths finished 9-11% early. Rings and
+# collectives whose messages all move at once (gather, scatter) do without: the oracle has their
+# traffic flow as soon as it is sent, and a handshake per message would only add to them.
 CLEAR_TO_SEND = b"\x01"
 
 
@@ -89,7 +93,7 @@ class Transport(Protocol):
     rank: int
 
     def send(self, peer: int, tag: int, payload: np.ndarray, confirm: bool = False,
-             eager: bool = False) -> SendHandle: ...
+             eager: bool = False, rendezvous: bool = False) -> SendHandle: ...
 
     def recv_into(self, peer: int, tag: int, out: np.ndarray) -> float | None: ...
 
@@ -120,7 +124,7 @@ class InProcessTransport:
         return [InProcessTransport(r, boxes) for r in range(ranks)]
 
     def send(self, peer: int, tag: int, payload: np.ndarray, confirm: bool = False,
-             eager: bool = False) -> SendHandle:
+             eager: bool = False, rendezvous: bool = False) -> SendHandle:
         self._mailboxes[(self.rank, peer)].put((tag, np.array(payload, copy=True)))
         handle = SendHandle()
         handle._finish()
@@ -268,7 +272,7 @@ class TcpTransport:
                     while posted is None and not flags & EAGER and not inbox.waiting() and not self._closed:
                         self._posting.wait(0.5)
                         posted = inbox.take_posted(tag)
-                if not flags & EAGER:
+                if flags & RENDEZVOUS:
                     sock.sendall(CLEAR_TO_SEND)
                 if posted is not None and posted.out is not None and posted.out.nbytes == size:
                     _recv_exact(sock, posted.out.data.cast("B"))  # the common case: no copy
@@ -342,19 +346,19 @@ class TcpTransport:
             item = work.get()
             if item is None:
                 return
-            tag, payload, confirm, eager, handle = item
+            tag, payload, flags, handle = item
             try:
-                header = HEADER.pack(tag, payload.nbytes, (CONFIRM if confirm else 0) | (EAGER if eager else 0))
-                if not eager:  # the payload waits for the receiver's clear-to-send, then alpha
+                header = HEADER.pack(tag, payload.nbytes, flags)
+                if flags & RENDEZVOUS:  # the payload waits for the receiver's clear-to-send, then alpha
                     sock.sendall(header)
                     _recv_exact(sock, memoryview(bytearray(len(CLEAR_TO_SEND))))
                 if self.latency.target_s > 0:
                     self.latency.overshoots_s.append(precise_sleep(self.latency.target_s))
-                if eager:
+                if not flags & RENDEZVOUS:
                     sock.sendall(header)
                 sock.sendall(memoryview(payload).cast("B"))
                 delivered_s = None
-                if confirm:
+                if flags & CONFIRM:
                     # Rendezvous: complete when the receiver has it, not when the kernel buffered
                     # it, so this rank's next send cannot overlap it (as alpha-beta assumes).
                     stamp = bytearray(DELIVERED.size)
@@ -370,12 +374,14 @@ class TcpTransport:
             self._sender(peer)
 
     def send(self, peer: int, tag: int, payload: np.ndarray, confirm: bool = False,
-             eager: bool = False) -> SendHandle:
+             eager: bool = False, rendezvous: bool = False) -> SendHandle:
         """Queue a message; `eager` (a trace's point-to-point send, as ASTRA-sim and NCCL send
         them) lets the receiver take it before its receive is posted, so the send completes once
-        delivered; otherwise it moves while the receiver has a receive from this rank posted."""
+        delivered; otherwise it is read while the receiver has a receive from this rank posted,
+        and with `rendezvous` its payload does not move before then either (CLEAR_TO_SEND)."""
         handle = SendHandle(peer, self.board)
-        self._sender(peer).put((tag, np.ascontiguousarray(payload), confirm, eager, handle))
+        flags = (CONFIRM if confirm else 0) | (EAGER if eager else 0) | (RENDEZVOUS if rendezvous else 0)
+        self._sender(peer).put((tag, np.ascontiguousarray(payload), flags, handle))
         return handle
 
     def recv_into(self, peer: int, tag: int, out: np.ndarray) -> float | None:

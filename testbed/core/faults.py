@@ -55,19 +55,36 @@ def leaf_classes(tc_class_show: str) -> list[str]:
     return [c for c in classes if c not in parents]
 
 
+def leaf_queues(tc_qdisc_show: str) -> dict[str, str]:
+    """The FIFO each HTB leaf holds, from `tc qdisc show` output (`pfifo limit 20000` by leaf
+    class): what clearing a fault puts back, where HTB would graft its default 1,000-frame queue."""
+    queues = {}
+    for line in tc_qdisc_show.splitlines():
+        fields = line.split()
+        if len(fields) >= 2 and fields[0] == "qdisc" and fields[1] in ("pfifo", "bfifo") \
+                and "parent" in fields[:-1] and "limit" in fields[:-1]:
+            limit = fields[fields.index("limit") + 1].rstrip("pb")
+            queues[fields[fields.index("parent") + 1]] = f"{fields[1]} limit {limit}"
+    return queues
+
+
 NETEM_LIMIT_PACKETS = 10_000  # netem queues what it delays; with loss only, a queue as deep as HTB's
 
 
-def netem_commands(step: FaultStep, interface: str, leaves: list[str] | None) -> list[str]:
+def netem_commands(step: FaultStep, interface: str, leaves: list[str] | None,
+                   queues: dict[str, str] | None = None) -> list[str]:
     """Commands that start or end a lossy or dead link with netem on the egress of one end of it:
     under each of its shaping classes (`leaves`), or as the root qdisc of an unshaped port (None).
-    Packets are lost on the wire, so no sender hears of it (an iptables drop on output fails the
-    sender's own call instead)."""
+    Ending it puts back each leaf's own queue (`queues`, leaf_queues before the fault). Packets are
+    lost on the wire, so no sender hears of it (an iptables drop on output fails the sender's own
+    call instead)."""
     fault = step.fault
     loss = "100%" if fault.kind == "link_down" else f"{(fault.loss_frac or 0.0) * 100:.4f}%"
     parents = [f"parent {leaf}" for leaf in leaves] if leaves is not None else ["root"]
-    if step.undo:  # HTB grafts its default leaf queue back; a port goes back to its own default
-        return [f"tc qdisc del dev {interface} {parent}" for parent in parents]
+    if step.undo:  # a leaf's own queue back (else HTB grafts its default); a port its own default
+        had = queues or {}
+        return [f"tc qdisc replace dev {interface} {parent} {had[parent[7:]]}" if parent[7:] in had
+                else f"tc qdisc del dev {interface} {parent}" for parent in parents]
     return [f"tc qdisc replace dev {interface} {parent} netem loss {loss} limit {NETEM_LIMIT_PACKETS}"
             for parent in parents]
 

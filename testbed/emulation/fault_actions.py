@@ -8,7 +8,7 @@ from __future__ import annotations
 import subprocess
 from typing import TYPE_CHECKING, Any
 
-from testbed.core.faults import FaultStep, leaf_classes, netem_commands
+from testbed.core.faults import FaultStep, leaf_classes, leaf_queues, netem_commands
 from testbed.emulation.fabric import run_checked
 from testbed.model.errors import RunFailed
 from testbed.model.topology import InterfaceSpec
@@ -30,17 +30,18 @@ class FaultActions:
     def __init__(self, live: "LiveFabric", agents: list[subprocess.Popen], sides: "SideProcesses",
                  netem: bool) -> None:
         self.live, self.agents, self.sides, self.netem = live, agents, sides, netem
+        self._queues: dict[str, dict[str, str]] = {}  # by interface: its leaves' queues before a fault
 
-    def _far_end(self, intf: InterfaceSpec) -> tuple[Any, str, bool]:
-        """(node, interface, shaped) at the other end of a GPU's interface: a switch port, which
-        nothing shapes, in the root namespace; or a shaped port of another host (the ina node's)."""
+    def _far_end(self, intf: InterfaceSpec) -> tuple[Any, str]:
+        """(node, interface) at the other end of a GPU's interface: a switch port in the root
+        namespace (shaped into the host on switched fabrics), or another host's (the ina node's)."""
         fabric = self.live.fabric
         if intf.switch is not None:
-            return fabric.root_node(), f"{intf.switch}-eth{intf.port}", False  # Mininet's port name
+            return fabric.root_node(), f"{intf.switch}-eth{intf.port}"  # Mininet's port name
         for rank, host in enumerate(fabric.topology.hosts):
             for other in host.interfaces:
                 if other.name == intf.peer:
-                    return fabric.host(rank), other.name, True
+                    return fabric.host(rank), other.name
         raise RunFailed(f"interface {intf.name} has no other end in the topology")
 
     def apply(self, step: FaultStep) -> str | None:
@@ -55,10 +56,12 @@ class FaultActions:
                     run_checked(host, command, doing)
                 return "iptables"
             for intf in self.live.fabric.topology.hosts[rank].interfaces:
-                for node, interface, shaped in ((host, intf.name, True), self._far_end(intf)):
+                for node, interface in ((host, intf.name), self._far_end(intf)):
                     # An interface without shaping classes takes netem as its root qdisc.
-                    leaves = (leaf_classes(node.cmd(f"tc class show dev {interface}")) or None) if shaped else None
-                    for command in netem_commands(step, interface, leaves):
+                    leaves = leaf_classes(node.cmd(f"tc class show dev {interface}")) or None
+                    if not step.undo:
+                        self._queues[interface] = leaf_queues(node.cmd(f"tc qdisc show dev {interface}"))
+                    for command in netem_commands(step, interface, leaves, self._queues.get(interface)):
                         run_checked(node, command, doing)
             return "netem"
         elif fault.kind == "agent_kill":

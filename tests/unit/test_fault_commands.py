@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from testbed.core.faults import FaultStep, leaf_classes, netem_commands
+from testbed.core.faults import FaultStep, leaf_classes, leaf_queues, netem_commands
 from testbed.model.scenario import Fault
 
 # `tc class show dev h1-eth0` after htb_commands_small_first(..., 100e6), as this machine prints it.
@@ -41,3 +41,16 @@ def test_a_dead_link_loses_everything():
     fault = Fault(kind="link_down", at_ms=40, host=2, duration_ms=10)
     assert netem_commands(FaultStep(0.0, fault, 0, False), "h3-eth0", ["1:1"]) == [
         "tc qdisc replace dev h3-eth0 parent 1:1 netem loss 100% limit 10000"]
+
+
+def test_clearing_a_fault_puts_each_leafs_own_queue_back():
+    """`tc qdisc show` of a host side shaped with the lossless data queue: clearing netem restores
+    the 20,000-frame FIFO under 1:10 (deleting it grafted HTB's default of 1,000 frames back)."""
+    shown = ("qdisc htb 1: root refcnt 2 r2q 10 default 0x10 direct_packets_stat 0 direct_qlen 1000\n"
+             "qdisc pfifo 10: parent 1:10 limit 20000p\n")
+    queues = leaf_queues(shown)
+    assert queues == {"1:10": "pfifo limit 20000"}
+    fault = Fault(kind="link_loss", at_ms=30, host=1, loss_frac=0.05)
+    end = FaultStep(0.0, fault, 0, True)
+    assert netem_commands(end, "h2-eth0", ["1:5", "1:10"], queues) == [
+        "tc qdisc del dev h2-eth0 parent 1:5", "tc qdisc replace dev h2-eth0 parent 1:10 pfifo limit 20000"]

@@ -39,21 +39,38 @@ def test_every_rank_sends_to_its_successor_before_receiving():
             t.close()
 
 
-@pytest.mark.parametrize("size", [1000, BIG])
-def test_a_message_not_sent_eagerly_waits_for_a_receive_from_its_sender(size):
-    """Collectives and summation services move a message once its receiver reached the exchange
-    (rendezvous, as the oracle has them): without `eager`, even a message the socket buffers
-    would hold does not move (its send does not complete) until a receive from that sender is
-    posted."""
+def test_a_message_not_sent_eagerly_waits_for_a_receive_from_its_sender():
+    """Collectives and summation services rely on TCP holding a sender back until its receiver
+    reads: without `eager`, a message too large for the socket buffers is not delivered (its
+    send does not complete) until a receive from that sender is posted."""
     a, b = _mesh(2)
     try:
-        handle = a.send(1, 5, np.full(size, 3, dtype=np.uint8))
+        handle = a.send(1, 5, np.full(BIG, 3, dtype=np.uint8))
         with pytest.raises(TransportError, match="in time"):
             handle.wait(1.0)
-        out = np.zeros(size, dtype=np.uint8)
+        out = np.zeros(BIG, dtype=np.uint8)
         b.recv_into(0, 5, out)
         handle.wait(10)
         assert (out == 3).all()
+    finally:
+        a.close()
+        b.close()
+
+
+def test_a_rendezvous_message_moves_only_once_its_receive_is_posted():
+    """Step-by-step collectives move a message once its receiver reached the exchange, as the
+    oracle has them: even a message the socket buffers would hold stays at its sender (its
+    confirmed send does not complete) until a receive from that sender is posted."""
+    a, b = _mesh(2)
+    try:
+        handle = a.send(1, 5, np.full(1000, 3, dtype=np.uint8), confirm=True, rendezvous=True)
+        with pytest.raises(TransportError, match="in time"):
+            handle.wait(1.0)
+        assert not b._inbox(0).arrived  # nothing was read ahead of the receive
+        out = np.zeros(1000, dtype=np.uint8)
+        arrived = b.recv_into(0, 5, out)
+        handle.wait(10)
+        assert (out == 3).all() and handle.delivered_s == arrived
     finally:
         a.close()
         b.close()
@@ -66,12 +83,12 @@ def test_repeated_tags_match_in_order_and_posted_receives_read_in_place():
         early = threading.Thread(target=b.recv_into, args=(0, 3, got[0]))
         early.start()  # posted before anything is sent
         for value in (1, 2, 3):
-            a.send(1, 3, np.full(1000, value, dtype=np.uint8), eager=True).wait(10)
+            a.send(1, 3, np.full(1000, value, dtype=np.uint8)).wait(10)
         early.join(10)
         b.recv_into(0, 3, got[1])
         b.recv_into(0, 3, got[2])
         assert [int(g[0]) for g in got] == [1, 2, 3] and all((g == g[0]).all() for g in got)
-        tag, payload = (a.send(1, 9, np.arange(10, dtype=np.uint8), eager=True).wait(10), b.recv_any(0))[1]
+        tag, payload = (a.send(1, 9, np.arange(10, dtype=np.uint8)).wait(10), b.recv_any(0))[1]
         assert tag == 9 and payload.tolist() == list(range(10))
     finally:
         a.close()
@@ -81,7 +98,7 @@ def test_repeated_tags_match_in_order_and_posted_receives_read_in_place():
 def test_a_size_mismatch_is_an_error_not_a_hang():
     a, b = _mesh(2)
     try:
-        a.send(1, 4, np.zeros(100, dtype=np.uint8), eager=True).wait(10)
+        a.send(1, 4, np.zeros(100, dtype=np.uint8)).wait(10)
         with pytest.raises(TransportError, match="100 B, expected 50 B"):
             b.recv_into(0, 4, np.zeros(50, dtype=np.uint8))
     finally:
