@@ -64,19 +64,31 @@ def htb_commands(interface: str, payload_rate_bps: float) -> list[str]:
 
 
 # The kernel's TCP keeps building GSO super-packets (up to 45 segments, 64 KB) even where the
-# device has gso off: they are cut into frames only after the qdisc, so HTB lets 64 KB through at
-# once and then waits it off, and a message ends up to 64 KB / rate early (a quarter of a 1 MiB
-# message on one 25 Gb/s wavelength: a SiP-Ring reduce came out 0.88 of predicted). On routed
-# fabrics (lightpaths, circuits), whose host classes carry a fraction of B and are the last shaping
-# their traffic meets, TCP is held to one segment per packet. On switched fabrics the port into
-# the receiver re-shapes frame by frame, and single segments only cost CPU: a 100 MB ring
-# all-reduce on 8 GPUs of Elect-Flat went from 1.02 to 1.13-1.33 of predicted with them.
-def offload_command(interface: str, one_segment_packets: bool = False) -> str:
-    """Userspace OVS forwards TCP only with checksum and segmentation offloads off."""
+# device has gso off: they are cut into frames only after the qdisc, so HTB lets one through at
+# once and then waits it off, and a message ends up to a super-packet / rate early (a quarter of a
+# 1 MiB message on one 25 Gb/s wavelength: a SiP-Ring reduce came out 0.88 of predicted). On
+# routed fabrics (lightpaths, circuits), whose host classes carry a fraction of B and are the last
+# shaping their traffic meets, a packet holds at most SUPER_PACKET_SHARE of the run's smallest
+# message. Not fewer segments than that: each costs CPU (one segment per packet made a SiP-Ring
+# ring's steps 2-4% slow at 52% CPU, five 1.2-1.6% at 45%). On switched fabrics the port into the
+# receiver re-shapes frame by frame (single segments there took a 100 MB ring all-reduce on 8 GPUs
+# of Elect-Flat from 1.02 to 1.13-1.33 of predicted).
+SUPER_PACKET_SHARE = 0.01
+MAX_SEGMENTS_PER_PACKET = 45  # the kernel's own limit for a 64 KB packet of full segments
+
+
+def segments_per_packet(smallest_message_bytes: float) -> int:
+    """Full segments a packet handed to a routed fabric's host qdisc may hold."""
+    return int(min(MAX_SEGMENTS_PER_PACKET, max(1, smallest_message_bytes * SUPER_PACKET_SHARE // TCP_PAYLOAD_BYTES)))
+
+
+def offload_command(interface: str, segments_per_packet: int = 0) -> str:
+    """Userspace OVS forwards TCP only with checksum and segmentation offloads off; with
+    `segments_per_packet`, TCP's packets are held to that many segments (0: the kernel's 45)."""
     offloads = f"ethtool -K {interface} rx off tx off sg off tso off gso off gro off"
-    if not one_segment_packets:
+    if not segments_per_packet:
         return offloads
-    return f"{{ {offloads} && ip link set dev {interface} gso_max_segs 1; }}"
+    return f"{{ {offloads} && ip link set dev {interface} gso_max_segs {segments_per_packet}; }}"
 
 
 # What rides in the small class: IPv4 packets below 256 bytes, but of TCP only those without PSH

@@ -147,8 +147,8 @@ class EmulationBackend(Protocol):
     def require_platform(self, needs_ovs: bool) -> None: ...
 
     def open(self, fabric_spec: "FabricSection", host_rate_bps: float, work_dir: Path,
-             controller_extra: dict | None = None,
-             slowness: float = 1.0) -> AbstractContextManager[LiveFabric]: ...
+             controller_extra: dict | None = None, slowness: float = 1.0,
+             segments_per_packet: int = 0) -> AbstractContextManager[LiveFabric]: ...
 
 
 class MininetBackend:
@@ -158,14 +158,15 @@ class MininetBackend:
         require_emulation_platform(needs_ovs)
 
     def open(self, fabric_spec: "FabricSection", host_rate_bps: float, work_dir: Path,
-             controller_extra: dict | None = None,
-             slowness: float = 1.0) -> AbstractContextManager[LiveFabric]:
-        return live_fabric(fabric_spec, host_rate_bps, work_dir, controller_extra, slowness)
+             controller_extra: dict | None = None, slowness: float = 1.0,
+             segments_per_packet: int = 0) -> AbstractContextManager[LiveFabric]:
+        return live_fabric(fabric_spec, host_rate_bps, work_dir, controller_extra, slowness, segments_per_packet)
 
 
 @contextmanager
 def live_fabric(fabric_spec: "FabricSection", host_rate_bps: float, work_dir: Path,
-                controller_extra: dict | None = None, slowness: float = 1.0) -> Iterator[LiveFabric]:
+                controller_extra: dict | None = None, slowness: float = 1.0,
+                segments_per_packet: int = 0) -> Iterator[LiveFabric]:
     """A programmed fabric with its controller; everything it made is removed on exit.
 
     Cleanup runs on success, on exceptions, on Ctrl-C and (through SignalGuard) on SIGTERM; what a
@@ -182,7 +183,7 @@ def live_fabric(fabric_spec: "FabricSection", host_rate_bps: float, work_dir: Pa
     record = RunRecord.new(tag, str(work_dir.resolve()))
     controller = ControllerProcess(work_dir / "controller_config.json", work_dir / "controller.log",
                                    fabric=fabric_spec.kind, slowness=slowness)
-    topology = build_topology(fabric_spec, tag, host_rate_bps, datapath())
+    topology = build_topology(fabric_spec, tag, host_rate_bps, datapath(), segments_per_packet)
     fabric = MininetFabric(topology=topology, controller_port=0, record=record,
                            link_loss_frac=fabric_spec.link_loss_frac if isinstance(fabric_spec, InaFabric) else 0.0)
     switched = bool(topology.switches)  # an ina fabric has no switch, so no controller either

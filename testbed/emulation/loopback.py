@@ -83,7 +83,8 @@ class LoopbackBackend:
 
     @contextmanager
     def open(self, fabric_spec: FabricSection, host_rate_bps: float, work_dir: Path,
-             controller_extra: dict | None = None, slowness: float = 1.0) -> Iterator[LiveFabric]:
+             controller_extra: dict | None = None, slowness: float = 1.0,
+             segments_per_packet: int = 0) -> Iterator[LiveFabric]:
         spec = KINDS[fabric_spec.kind]
         if spec.routed or spec.aggregation_node:
             raise RunFailed(f"the loopback fabric runs switched fabrics only (elect-*, ps), not {fabric_spec.kind}")

@@ -16,6 +16,7 @@ from functools import cached_property
 from pathlib import Path
 
 from testbed.core.faults import FaultInjector, timeline
+from testbed.core.shaping import segments_per_packet
 from testbed.core.steal import busy_fraction
 from testbed.core.watchdog import Progress, connect_timeout_s, describe_stall, stall_bound_s, start_up_bound_s
 from testbed.emulation import results as results_mod
@@ -76,9 +77,11 @@ class Runner:
         self._set_up_started = time.monotonic()
         timings = self.measured.timings_s
         try:
+            smallest_bytes = self.prepared.smallest_message_bytes * self.prepared.plan.dilation.byte_scale
             with SignalGuard(), self.backend.open(self.prepared.scenario.fabric, self.prepared.plan.host_rate_bps,
                                                   self.run_dir, self._controller_extra(),
-                                                  self.prepared.calibration.slowness) as live:
+                                                  self.prepared.calibration.slowness,
+                                                  segments_per_packet(smallest_bytes)) as live:
                 timings.update(live.timings_s)
                 try:
                     self._run_agents(live)

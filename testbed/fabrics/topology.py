@@ -12,7 +12,8 @@ from testbed.model.topology import HostSpec
 from testbed.model.units import ms_to_s, us_to_s
 
 
-def build_topology(fabric: FabricSection, tag: str, host_rate_bps: float, datapath: str) -> Topology:
+def build_topology(fabric: FabricSection, tag: str, host_rate_bps: float, datapath: str,
+                   segments_per_packet: int = 0) -> Topology:
     """Topology of `fabric` with each GPU's emulated rate `host_rate_bps` (the dilated B): the
     kind's module (testbed/fabrics) adds its switches, hosts and links and its own layout; every
     host then gets its name, rank, address and role (gpu, cpu for a ps fabric's CPU machines, or
@@ -27,7 +28,7 @@ def build_topology(fabric: FabricSection, tag: str, host_rate_bps: float, datapa
                               interfaces=tuple(pending.interfaces), switch=first.switch, port=first.port))
     return Topology.model_validate({"fabric": fabric.kind, "datapath": datapath, "host_rate_bps": host_rate_bps,
                                     "switches": builder.switches, "hosts": hosts, "links": builder.links,
-                                    **layout})
+                                    "segments_per_packet": segments_per_packet, **layout})
 
 
 def reconfig_us(fabric: FabricSection) -> float:

@@ -154,6 +154,9 @@ class Topology(Contract):
     ring: RingLayout | None = None  # sip-ring
     ocs: OcsLayout | None = None  # sip-ocs
     ina: InaLayout | None = None  # ina
+    # TCP segments per packet a routed fabric's host queues take (core.shaping.segments_per_packet
+    # of the run's smallest message); 0: the kernel's default
+    segments_per_packet: int = Field(default=0, ge=0)
 
     def layout(self, kind: type[L]) -> L:
         """The kind's own layout, e.g. `topology.layout(RingLayout)` of a sip-ring topology."""

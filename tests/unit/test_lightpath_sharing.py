@@ -24,3 +24,16 @@ def test_guarantees_fit_in_one_wavelength_and_the_source_address_picks_the_class
     assert "match ip src 10.0.0.3/32 classid 1:4005" in filters[0] and " prio 1 " in filters[0]
     assert "match u32 0 0 classid 1:8005" in filters[1] and " prio 2 " in filters[1]
     assert sum("pfifo limit" in line for line in lines) == 2
+
+
+def test_a_packet_holds_at_most_a_hundredth_of_the_smallest_message():
+    """A 258,804 B message (1 MiB reduce at byte scale 0.247): one 1,448 B segment per packet; a
+    750,740 B ring step: five (7,507 B); 64 KB messages still one; huge ones the kernel's 45."""
+    from testbed.core.shaping import offload_command, segments_per_packet
+
+    assert segments_per_packet(258_804) == 1
+    assert segments_per_packet(750_740) == 5
+    assert segments_per_packet(65_536) == 1
+    assert segments_per_packet(1e9) == 45
+    assert offload_command("h1-eth0", 5).endswith("&& ip link set dev h1-eth0 gso_max_segs 5; }")
+    assert "gso_max_segs" not in offload_command("h1-eth0")
