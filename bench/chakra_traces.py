@@ -3,8 +3,9 @@
 Every kind examples/astra_sim_traces.py writes with MLCommons' mlc-chakra (its generator's
 collectives, the other collective types, a send/recv ring all-reduce, ASTRA-sim's custom-collective
 layout), 1 MiB as ASTRA-sim's examples, on Elect-Flat (100 Gb/s, α 5 µs) and on SiP-Ring (4
-wavelengths of 25 Gb/s, the same α): the prediction against the hand alpha-beta time (Elect-Flat),
-and every emulated iteration against the prediction.
+wavelengths of 25 Gb/s, the same α): the prediction against the hand alpha-beta time (Elect-Flat,
+and SiP-Ring where the ring's constraints alone give it), and every emulated iteration against the
+prediction.
 
 Run as root from the repository: `.venv/bin/python bench/chakra_traces.py [--ranks 8,16]
 [--fabrics elect-flat,sip-ring] [--only allreduce,gather] [--name chakra_traces]`. Writes
@@ -36,6 +37,25 @@ FABRICS = {
 }
 
 
+# SiP-Ring's hand times where they follow from the ring's constraints alone. Kinds whose messages
+# go to the next GPU only: the plan keeps one wavelength towards the other neighbour (the ring
+# stays connected), so the one-way ring gets W - 1 of W (B·(W-1)/W). A binomial reduce or
+# broadcast rooted at 0 on 8 GPUs: its 4-hop round puts four lightpaths on one segment, which has
+# W - 1 = 3 wavelengths beside the kept ring's, so one flow relays over another's single
+# wavelength w = B/W (2M/w); the two later rounds each have a wavelength of their own:
+# 3α + 4M/w. All-to-all, gather and scatter depend on which pairs the planner relays: none.
+SIP_RING_RING_KINDS = ("allreduce", "allgather", "reducescatter", "reduce_scatter_block", "sendrecv_ring",
+                       "custom_ring", "barrier")
+
+
+def sip_ring_hand_s(kind: str, hand, ranks: int, size: int, alpha_s: float, b_bps: float, w: int) -> float | None:
+    if kind in SIP_RING_RING_KINDS:
+        return hand(ranks, size, alpha_s, b_bps * (w - 1) / w)
+    if kind in ("reduce", "broadcast") and ranks == 8 and w == 4:
+        return 3 * alpha_s + 4 * size * 8 / (b_bps / w)
+    return None
+
+
 def run_one(kind: str, directory: Path, hand, fabric_name: str, ranks: int) -> dict:
     fabric = {**FABRICS[fabric_name], "hosts": ranks}
     scenario = parse_scenario({"name": f"{kind}-{ranks}", "fabric": fabric,
@@ -43,11 +63,13 @@ def run_one(kind: str, directory: Path, hand, fabric_name: str, ranks: int) -> d
     started = time.monotonic()
     prepared = prepare(scenario)
     predicted_s = prepared.prediction.iteration_time_s
-    hand_s = hand(ranks, SIZE, us_to_s(fabric["latency_us"]), gbps_to_bps(fabric["gpu_bandwidth_gbps"]))
+    alpha_s, b_bps = us_to_s(fabric["latency_us"]), gbps_to_bps(fabric["gpu_bandwidth_gbps"])
+    hand_s = hand(ranks, SIZE, alpha_s, b_bps) if fabric_name == "elect-flat" else \
+        sip_ring_hand_s(kind, hand, ranks, SIZE, alpha_s, b_bps, fabric["wavelengths"])
     result = run_in_tempdir(prepared)
     return {"kind": kind, "fabric": fabric_name, "ranks": ranks, "predicted_ms": predicted_s * 1e3,
-            "hand_ms": hand_s * 1e3 if fabric_name == "elect-flat" else None,
-            "predicted_over_hand": predicted_s / hand_s if fabric_name == "elect-flat" else None,
+            "hand_ms": None if hand_s is None else hand_s * 1e3,
+            "predicted_over_hand": None if hand_s is None else predicted_s / hand_s,
             **run_summary(result), "error": result.get("error"), "wall_s": time.monotonic() - started}
 
 
