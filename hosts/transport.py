@@ -266,9 +266,10 @@ class TcpTransport:
                 with self._inbox_lock:
                     inbox = self._inbox(peer)
                     posted = inbox.take_posted(tag)
-                    # A message not sent eagerly moves only while a receive from its sender is
-                    # posted: until then its sender waits for the clear-to-send, as collectives
-                    # and summation services expect of their peers.
+                    # A message not sent eagerly is read only while a receive from its sender is
+                    # posted: until then TCP holds its sender back (and a rendezvous message's
+                    # payload waits for the clear-to-send), as collectives and summation services
+                    # expect of their peers.
                     while posted is None and not flags & EAGER and not inbox.waiting() and not self._closed:
                         self._posting.wait(0.5)
                         posted = inbox.take_posted(tag)
@@ -359,7 +360,7 @@ class TcpTransport:
                 sock.sendall(memoryview(payload).cast("B"))
                 delivered_s = None
                 if flags & CONFIRM:
-                    # Rendezvous: complete when the receiver has it, not when the kernel buffered
+                    # Confirmed: complete when the receiver has it, not when the kernel buffered
                     # it, so this rank's next send cannot overlap it (as alpha-beta assumes).
                     stamp = bytearray(DELIVERED.size)
                     _recv_exact(sock, memoryview(stamp))

@@ -44,7 +44,7 @@ def host_commands(topology: Topology) -> dict[str, list[str]]:
         if routed:
             commands.append("sysctl -qw " + " ".join(RELAY_SYSCTLS + REORDERING_SYSCTLS))
         for intf in host.interfaces:
-            commands.append(offload_command(intf.name, topology.segments_per_packet if routed else 0))
+            commands.append(offload_command(intf.name, topology.segments_per_packet))
             # Acknowledgements of the flows this host receives leave through the same queue as
             # its own data: small packets first, or a host that sends and receives at once
             # (every collective but a broadcast) throttles what it receives.

@@ -78,10 +78,12 @@ class Runner:
         timings = self.measured.timings_s
         try:
             smallest_bytes = self.prepared.smallest_message_bytes * self.prepared.plan.dilation.byte_scale
+            # Only routed fabrics cap TCP's packets (core.shaping says why); topology.json says so.
+            segments = segments_per_packet(smallest_bytes) if KINDS[self.prepared.scenario.fabric.kind].routed else 0
             with SignalGuard(), self.backend.open(self.prepared.scenario.fabric, self.prepared.plan.host_rate_bps,
                                                   self.run_dir, self._controller_extra(),
                                                   self.prepared.calibration.slowness,
-                                                  segments_per_packet(smallest_bytes)) as live:
+                                                  segments) as live:
                 timings.update(live.timings_s)
                 try:
                     self._run_agents(live)
