@@ -70,25 +70,32 @@ fi
 source "$root/scripts/packages.sh"
 install_missing "${testbed_packages[@]}"
 
-# Open vSwitch's userspace datapath sends every port's packets through one packet socket whose send
-# buffer is the system default (net.core.wmem_default, about 208 KB here). Where queues build behind
-# shaped switch ports (Elect-Cluster uplinks, fat-tree spines) that buffer fills, and the switch
-# drops packets without counting them: 39 TCP timeouts in one cluster BytePS run, none with 4 MB.
-# Raised (never lowered) before Open vSwitch starts; a running one is restarted to take it up.
-send_buffer=4194304
+# Open vSwitch's userspace datapath sends every port's packets through one packet socket and reads
+# each port through a packet socket of its own; their buffers are the system defaults
+# (net.core.wmem_default and rmem_default, about 208 KB here). Where queues build behind shaped
+# switch ports (Elect-Cluster uplinks, fat-tree spines) the send buffer fills; where every host
+# sends at once (an 8-GPU trace's all-to-all) a port's receive buffer fills before the switch
+# thread reads it. Either way the switch drops packets its port counters never show: 39 TCP
+# timeouts in one cluster BytePS run with a 208 KB send buffer, none with 4 MB; 58-1,153
+# retransmitted segments and a timeout per 8-GPU Chakra trace run with 208 KB receive buffers,
+# 0-1 with 4 MB. Raised (never lowered) before Open vSwitch starts; a running one is restarted to
+# take them up (the receive buffers are taken as each run adds its ports).
+socket_buffer=4194304
 raised=
-if [ "$(sysctl -n net.core.wmem_default)" -lt "$send_buffer" ]; then
-  if sysctl -q -w net.core.wmem_default="$send_buffer" 2>/dev/null; then
-    raised=1
-  else
-    echo "note: could not raise net.core.wmem_default to $send_buffer; queues behind shaped switch ports may drop" >&2
+for default in net.core.wmem_default net.core.rmem_default; do
+  if [ "$(sysctl -n $default)" -lt "$socket_buffer" ]; then
+    if sysctl -q -w $default="$socket_buffer" 2>/dev/null; then
+      raised=1
+    else
+      echo "note: could not raise $default to $socket_buffer; the userspace switch may drop packets" >&2
+    fi
   fi
-fi
+done
 ovs_running=
 ovs-vsctl --timeout=5 show >/dev/null 2>&1 && ovs_running=1
 if [ -z "$ovs_running" ] || [ -n "$raised" ]; then
   if [ -n "$ovs_running" ]; then
-    echo "== restarting Open vSwitch (its packet socket takes the larger send buffer)"
+    echo "== restarting Open vSwitch (its packet sockets take the larger buffers)"
   else
     echo "== starting Open vSwitch"
   fi

@@ -162,7 +162,8 @@ def drop_monitor(counters: dict[str, int] | None) -> Monitor:
     return Monitor("drops", frac, ok,
                    f"{counters['dropped']} of {counters['packets']} packets dropped by the switch datapath "
                    f"({frac:.3%}; the fabric intends none)",
-                   "" if ok else "the datapath was overloaded: raise the dilation")
+                   "" if ok else "the datapath was overloaded or its ports' socket buffers were too small: "
+                                 "raise the dilation, or run scripts/setup.sh, which raises them")
 
 
 TIMEOUT_TOLERANCE = 0.05  # of an iteration's wall time
