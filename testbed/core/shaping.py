@@ -126,34 +126,52 @@ def ack_allowance_bps(acknowledged_payload_bps: float) -> int:
     return max(MIN_SMALL_CLASS_BPS, int(acknowledged_payload_bps * per_payload_byte * ACK_HEADROOM))
 
 
-# A host's own connections and the flows it relays share each of its links. TCP Small Queues keeps
-# an own connection to about two segments in the qdisc, while a relayed flow arrives with its
-# sender's whole window: in one FIFO the relayed flow took 75-80% of a lightpath the oracle shares
-# equally (max-min), and a reduce's or an all-to-all's critical path finished 10-20% early or late.
-# Two children (own traffic, relayed traffic) with equal floors and quanta share it half and half
-# whenever both have data; either alone takes all of it.
-OWN_MINOR, RELAYED_MINOR = 0x4000, 0x8000
+# A host's own connections and the flows it relays share each of its links, as the oracle shares
+# them: equally (max-min). In one FIFO they do not: TCP Small Queues keeps an own connection to
+# about two segments in the qdisc while a relayed flow arrives with its sender's whole window (it
+# took 75-80% of a lightpath), and of several relayed flows the ones whose windows happen to be
+# queued first finish first (a 16-GPU binomial reduce relays five 8-hop flows over the same
+# lightpaths: they ended at 514-1,342 us where the oracle has all end at 1,342, and the reduce ran
+# 0.86 of predicted). So a lightpath's class has a child per source: equal floors and quanta share
+# it round-robin among the sources that have data, any one alone takes all of it. Sources are told
+# apart by the low bits of their address's last octet (ranks are numbered consecutively): exact up
+# to SOURCE_BUCKETS GPUs, sources a multiple of it apart share a child beyond.
+SOURCE_BUCKETS = 16
+SOURCE_MINOR = 0x4000  # a child's minor: SOURCE_MINOR + parent minor * SOURCE_BUCKETS + bucket
 
 
-def own_and_relayed_classes(interface: str, parent_minor: int, own_ip: str, floor_bps: float,
-                            ceil_bps: float, queue_packets: int = LOSSLESS_QUEUE_PACKETS) -> list[str]:
-    """Commands (run once) splitting HTB class 1:`parent_minor` into its host's own traffic (source
-    address `own_ip`) and relayed traffic, each guaranteed half of `floor_bps` (the least the parent
-    ever carries, so the guarantees never exceed it) and allowed up to `ceil_bps`; the parent's own
-    rate bounds the two together."""
-    floor = max(MIN_SMALL_CLASS_BPS, int(line_rate_bps(floor_bps) / 2))
+def source_buckets(hosts: int) -> int:
+    """Children per shared class: a power of two covering `hosts` sources, at most SOURCE_BUCKETS."""
+    buckets = 1
+    while buckets < min(hosts, SOURCE_BUCKETS):
+        buckets *= 2
+    return buckets
+
+
+def per_source_classes(interface: str, parent_minor: int, hosts: int, floor_bps: float, ceil_bps: float,
+                       queue_packets: int = LOSSLESS_QUEUE_PACKETS) -> list[str]:
+    """Commands (run once) splitting HTB class 1:`parent_minor` into a child per source of `hosts`
+    (by the low bits of the IPv4 source's last octet), each guaranteed an equal part of `floor_bps`
+    (the least the parent ever carries, so the guarantees never exceed it) and allowed up to
+    `ceil_bps`; the parent's own rate bounds them together."""
+    buckets = source_buckets(hosts)
+    floor = max(MIN_SMALL_CLASS_BPS, int(line_rate_bps(floor_bps) / buckets))
     ceil = int(line_rate_bps(ceil_bps))
-    own, relayed = parent_minor + OWN_MINOR, parent_minor + RELAYED_MINOR
+    first = SOURCE_MINOR + parent_minor * buckets
+    if first + buckets - 1 >= 0xFFFF:  # 1:ffff is the small packets' class
+        raise ValueError(f"class 1:{parent_minor:x} has no room for {buckets} per-source children")
     lines = []
-    for minor in (own, relayed):
+    for bucket in range(buckets):
+        minor = first + bucket
         lines += [f"tc class replace dev {interface} parent 1:{parent_minor:x} classid 1:{minor:x} htb rate {floor}bit "
                   f"ceil {ceil}bit burst {burst_bytes(floor)} cburst {burst_bytes(ceil)} quantum {MTU_FRAME_BYTES}",
-                  f"tc qdisc replace dev {interface} parent 1:{minor:x} handle {minor:x}: pfifo limit {queue_packets}"]
-    return lines + [
-        f"tc filter add dev {interface} parent 1:{parent_minor:x} protocol ip prio 1 u32 match ip src {own_ip}/32 "
-        f"classid 1:{own:x}",
-        f"tc filter add dev {interface} parent 1:{parent_minor:x} protocol all prio 2 u32 match u32 0 0 "
-        f"classid 1:{relayed:x}"]
+                  f"tc qdisc replace dev {interface} parent 1:{minor:x} handle {minor:x}: pfifo limit {queue_packets}",
+                  # byte 15 of the IPv4 header: the last octet of the source address
+                  f"tc filter add dev {interface} parent 1:{parent_minor:x} protocol ip prio 1 u32 "
+                  f"match u8 0x{bucket:02x} 0x{buckets - 1:02x} at 15 classid 1:{minor:x}"]
+    # whatever is not IPv4 (ARP) joins the first child rather than falling to the default class
+    return lines + [f"tc filter add dev {interface} parent 1:{parent_minor:x} protocol all prio 2 u32 match u32 0 0 "
+                    f"classid 1:{first:x}"]
 
 
 def htb_commands_small_first(interface: str, payload_rate_bps: float,

@@ -7,7 +7,7 @@ from testbed.core.shaping import (
     ack_allowance_bps,
     burst_bytes,
     line_rate_bps,
-    own_and_relayed_classes,
+    per_source_classes,
     small_packet_filters,
 )
 from testbed.fabrics.rendering import (
@@ -34,6 +34,11 @@ def ring_class(dev: str, peer: int, payload_bps: float) -> str:
             f"burst {burst} cburst {burst}")
 
 
+def ring_hops(src: int, dst: int, n: int) -> int:
+    """Ring segments between two of n GPUs the shorter way round."""
+    return min((dst - src) % n, (src - dst) % n)
+
+
 def init_lines(topology: Topology) -> dict[int, list[str]]:
     """The neighbour entries, then per host the lightpath classes and their filters: classes hold
     data to their wavelengths; small packets ride on top of B."""
@@ -42,6 +47,7 @@ def init_lines(topology: Topology) -> dict[int, list[str]]:
     small = ack_allowance_bps(relayed_payload_bps(topology))
     burst = burst_bytes(rate)
     wave_bps = topology.layout(RingLayout).wavelength_rate_bps
+    n, reach = len(topology.hosts), topology.layout(RingLayout).reach
     for host in topology.hosts:
         dev = host.interfaces[0].name
         own = lines[host.rank]
@@ -55,7 +61,8 @@ def init_lines(topology: Topology) -> dict[int, list[str]]:
         for peer in topology.hosts:
             if peer is not host:
                 own.append(ring_class(dev, peer.rank, wave_bps))
-                own += own_and_relayed_classes(dev, peer.rank + 2, host.ip, wave_bps, topology.host_rate_bps)
+                if ring_hops(host.rank, peer.rank, n) <= reach:  # no lightpath ever goes further
+                    own += per_source_classes(dev, peer.rank + 2, n, wave_bps, topology.host_rate_bps)
                 own.append(f"tc filter add dev {dev} parent 1: protocol all prio 2 u32 match ether dst "
                            f"{peer.mac} classid 1:{peer.rank + 2:x}")
     return lines
@@ -74,10 +81,9 @@ def validate_lightpaths(topology: Topology, lightpaths: dict[tuple[int, int], in
             raise PlanError(f"lightpath {src}->{dst} must join two different GPUs of 0..{n - 1}")
         if count < 0:
             raise PlanError(f"lightpath {src}->{dst} has a negative wavelength count {count}")
-        hops_cw, hops_ccw = (dst - src) % n, (src - dst) % n
-        direction = 1 if hops_cw <= hops_ccw else -1
-        if min(hops_cw, hops_ccw) > reach:
-            raise PlanError(f"lightpath {src}->{dst} spans {min(hops_cw, hops_ccw)} hops, beyond the reach of {reach}")
+        direction = 1 if (dst - src) % n <= (src - dst) % n else -1
+        if ring_hops(src, dst, n) > reach:
+            raise PlanError(f"lightpath {src}->{dst} spans {ring_hops(src, dst, n)} hops, beyond the reach of {reach}")
         tx[src] += count
         rx[dst] += count
         for seg in segments(src, dst, direction, n):
