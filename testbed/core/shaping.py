@@ -137,7 +137,7 @@ def ack_allowance_bps(acknowledged_payload_bps: float) -> int:
 # apart by the low bits of their address's last octet (ranks are numbered consecutively): exact up
 # to SOURCE_BUCKETS GPUs, sources a multiple of it apart share a child beyond.
 SOURCE_BUCKETS = 16
-SOURCE_MINOR = 0x4000  # a child's minor: SOURCE_MINOR + parent minor * SOURCE_BUCKETS + bucket
+SOURCE_MINOR = 0x4000  # a child's minor: SOURCE_MINOR + parent minor * buckets + bucket
 
 
 def source_buckets(hosts: int) -> int:

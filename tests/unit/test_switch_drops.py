@@ -2,8 +2,9 @@
 
 from testbed.emulation.results import packet_socket_drops
 
-# Printed during an 8-GPU trace run (208 KB receive buffers): one socket per switch port, plus the
-# datapath's unbound send socket; the second port's skmem wrapped onto a line of its own.
+# As printed during an 8-GPU trace run (208 KB receive buffers): one socket per switch port, plus
+# the datapath's unbound send socket; another bridge's port added, and one skmem moved onto a line
+# of its own, as ss prints it when its output is not one line per socket.
 SS_OUTPUT = """Netid State Recv-Q Send-Q Local Address:Port Peer Address:Port Process
 p_raw 0      0                [0]:*                         *     skmem:(r0,rb212992,t0,tb4194304,f0,w0,o0,bl0,d0)
 p_raw 0      0                  *:tb76fas1-eth7             *     skmem:(r0,rb212992,t0,tb4194304,f0,w0,o176,bl0,d280)

@@ -21,7 +21,7 @@ from testbed.fabrics.rendering import (
     relayed_payload_bps,
     route_line,
 )
-from testbed.fabrics.sip_ring.wavelengths import segments
+from testbed.fabrics.sip_ring.wavelengths import ring_hops, segments
 from testbed.model.contracts import Topology
 from testbed.model.openflow import FlowRule
 from testbed.model.topology import RingLayout
@@ -32,11 +32,6 @@ def ring_class(dev: str, peer: int, payload_bps: float) -> str:
     burst = burst_bytes(rate)
     return (f"tc class replace dev {dev} parent 1:1 classid 1:{peer + 2:x} htb rate {rate}bit ceil {rate}bit "
             f"burst {burst} cburst {burst}")
-
-
-def ring_hops(src: int, dst: int, n: int) -> int:
-    """Ring segments between two of n GPUs the shorter way round."""
-    return min((dst - src) % n, (src - dst) % n)
 
 
 def init_lines(topology: Topology) -> dict[int, list[str]]:

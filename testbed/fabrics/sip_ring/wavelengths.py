@@ -53,6 +53,11 @@ def _hops(src: int, dst: int, direction: int, nodes: int) -> int:
     return (dst - src) % nodes if direction > 0 else (src - dst) % nodes
 
 
+def ring_hops(src: int, dst: int, nodes: int) -> int:
+    """Ring segments between two nodes the shorter way round (what reach limits)."""
+    return min(_hops(src, dst, 1, nodes), _hops(src, dst, -1, nodes))
+
+
 def plan_wavelengths(traffic: dict[tuple[int, int], float], nodes: int, wavelengths: int, wavelength_bps: float,
                      reach: int, keep_ring: bool = False, keep: tuple[tuple[int, int], ...] = ()) -> WavelengthPlan:
     """The better of the greedy plan and the integer programme's (cached: the oracle and the
