@@ -24,6 +24,9 @@ from bench_results import ratio_cells, run_in_tempdir, run_summary, save_rows
 
 from testbed.emulation.run import prepare
 from testbed.fabrics.scenario_file import parse_scenario
+from testbed.fabrics.sip_ring.behaviour import ring_plan
+from testbed.fabrics.sip_ring.section import SipRingFabric
+from testbed.model.schedule import Schedule
 from testbed.model.units import gbps_to_bps, us_to_s
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "examples"))
@@ -43,17 +46,47 @@ FABRICS = {
 # broadcast rooted at 0 on 8 GPUs: its 4-hop round puts four lightpaths on one segment, which has
 # W - 1 = 3 wavelengths beside the kept ring's, so one flow relays over another's single
 # wavelength w = B/W (2M/w); the two later rounds each have a wavelength of their own:
-# 3α + 4M/w. All-to-all, gather and scatter depend on which pairs the planner relays: none.
+# 3α + 4M/w.
 SIP_RING_RING_KINDS = ("allreduce", "allgather", "reducescatter", "reduce_scatter_block", "sendrecv_ring",
                        "custom_ring", "barrier")
 
+# The other kinds' times depend on which pairs the planner gives lightpaths: each hand time below
+# was worked out (docs/chakra-hand-times.md) on the plan it lists, the lightpaths beyond the ring
+# neighbours', with the relay rule (shortest path over lightpaths, ties to the lowest-numbered next
+# hop), max-min sharing of a lightpath and the stepwise rule (a message moves once both ends reach
+# its exchange; a rank moves on α after its exchange is delivered). The bench reports the hand time
+# only when the planner's plan is the one listed. (kind, GPUs) -> (lightpaths, α count, M/w count).
+PLANNED_HAND: dict[tuple[str, int], tuple[frozenset[tuple[int, int]], int, float]] = {
+    ("gather", 8): (frozenset({(2, 0), (3, 0)}), 1, 3 / 8),  # 3→0 carries 3, 4, 5's M/8
+    ("scatter", 8): (frozenset({(0, 2), (0, 3)}), 1, 3 / 8),  # 0→3 carries 3, 4, 5's
+    ("gather", 16): (frozenset({(2, 0), (3, 0)}), 1, 7 / 16),  # 3→0 carries 3 to 9's M/16
+    ("scatter", 16): (frozenset({(0, 2), (0, 3)}), 1, 7 / 16),
+    ("alltoall", 8): (frozenset({(0, 2), (0, 3), (1, 3), (1, 6), (2, 0), (2, 4), (3, 0), (3, 1), (4, 2), (4, 6),
+                                 (5, 1), (5, 7), (6, 4), (7, 5)}), 7, 11 / 8),
+    ("reduce", 16): (frozenset({(2, 0), (3, 1), (4, 0), (6, 2), (7, 3), (9, 1), (10, 2), (11, 3)}), 4, 8),
+    ("broadcast", 16): (frozenset({(0, 2), (0, 4), (1, 3), (2, 6), (3, 7), (4, 12), (6, 14), (7, 15)}), 4, 7),
+}
 
-def sip_ring_hand_s(kind: str, hand, ranks: int, size: int, alpha_s: float, b_bps: float, w: int) -> float | None:
+
+def extra_lightpaths(fabric: SipRingFabric, schedule: Schedule) -> frozenset[tuple[int, int]]:
+    """The pairs the planner gives lightpaths for this schedule's traffic, ring neighbours aside."""
+    traffic = schedule.traffic()
+    plan = ring_plan(fabric, fabric.hosts, traffic, tuple(sorted(traffic)))
+    n = fabric.hosts
+    return frozenset(p for p in plan.lightpaths if (p[1] - p[0]) % n not in (1, n - 1))
+
+
+def sip_ring_hand_s(kind: str, hand, ranks: int, size: int, alpha_s: float, b_bps: float, w: int,
+                    planned: frozenset[tuple[int, int]]) -> float | None:
     if kind in SIP_RING_RING_KINDS:
         return hand(ranks, size, alpha_s, b_bps * (w - 1) / w)
     if kind in ("reduce", "broadcast") and ranks == 8 and w == 4:
         return 3 * alpha_s + 4 * size * 8 / (b_bps / w)
-    return None
+    listed = PLANNED_HAND.get((kind, ranks))
+    if listed is None or w != 4 or planned != listed[0]:
+        return None
+    lightpaths, alphas, units = listed
+    return alphas * alpha_s + units * size * 8 / (b_bps / w)
 
 
 def run_one(kind: str, directory: Path, hand, fabric_name: str, ranks: int) -> dict:
@@ -64,8 +97,12 @@ def run_one(kind: str, directory: Path, hand, fabric_name: str, ranks: int) -> d
     prepared = prepare(scenario)
     predicted_s = prepared.prediction.iteration_time_s
     alpha_s, b_bps = us_to_s(fabric["latency_us"]), gbps_to_bps(fabric["gpu_bandwidth_gbps"])
-    hand_s = hand(ranks, SIZE, alpha_s, b_bps) if fabric_name == "elect-flat" else \
-        sip_ring_hand_s(kind, hand, ranks, SIZE, alpha_s, b_bps, fabric["wavelengths"])
+    if fabric_name == "elect-flat":
+        hand_s = hand(ranks, SIZE, alpha_s, b_bps)
+    else:
+        assert isinstance(scenario.fabric, SipRingFabric)
+        hand_s = sip_ring_hand_s(kind, hand, ranks, SIZE, alpha_s, b_bps, fabric["wavelengths"],
+                                 extra_lightpaths(scenario.fabric, prepared.schedule))
     result = run_in_tempdir(prepared)
     return {"kind": kind, "fabric": fabric_name, "ranks": ranks, "predicted_ms": predicted_s * 1e3,
             "hand_ms": None if hand_s is None else hand_s * 1e3,
