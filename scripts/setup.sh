@@ -110,6 +110,18 @@ if [ -z "$ovs_running" ] || [ -n "$raised" ]; then
   ovs-vsctl --timeout=5 show >/dev/null || { echo "Open vSwitch did not start" >&2; exit 1; }
 fi
 
+# The controllers of SiP-Ring and multi-shot SiP-OCS estimate each period's traffic from the
+# switches' OpenFlow counters, which Open vSwitch refreshes only when its revalidators run: every
+# max-idle milliseconds (default 10,000) or max-revalidator (default 500), the shorter. A 100 µs
+# estimation period lasts 40-500 ms of wall time under dilation, so with the defaults the
+# controller saw bytes in one period of three or four and re-planned a third as often as the
+# oracle. 10 ms refreshes them within a quarter of the shortest period a run here uses; datapath
+# flows idle that long are dropped and rebuilt on their next packet. Lowered, never raised.
+max_idle=$(ovs-vsctl --timeout=5 --if-exists get Open_vSwitch . other_config:max-idle | tr -d '"')
+if [ -z "$max_idle" ] || [ "$max_idle" -gt 10 ]; then
+  ovs-vsctl --timeout=5 set Open_vSwitch . other_config:max-idle=10
+fi
+
 # Mininet's Python lives in the distribution's interpreter: build the venv from it, seeing system packages.
 stamp=".venv/.installed-$(sha256sum pyproject.toml | cut -c1-16)"
 if [ ! -f "$stamp" ]; then

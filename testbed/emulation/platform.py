@@ -43,6 +43,28 @@ def ovs_version() -> str | None:
     return out.split()[-1] if out else None
 
 
+# Open vSwitch's own defaults for other_config:max-idle and max-revalidator, in milliseconds.
+OVS_MAX_IDLE_MS = 10_000
+OVS_MAX_REVALIDATOR_MS = 500
+
+
+def ovs_counter_refresh_ms() -> int | None:
+    """How often Open vSwitch brings its OpenFlow flow counters up to date (its revalidators run
+    every max-idle or max-revalidator milliseconds, the shorter), or None if it cannot be asked."""
+    values = []
+    for key, default in (("max-idle", OVS_MAX_IDLE_MS), ("max-revalidator", OVS_MAX_REVALIDATOR_MS)):
+        try:
+            done = run_quiet(["ovs-vsctl", "--timeout=3", "--if-exists", "get", "Open_vSwitch", ".",
+                              f"other_config:{key}"])
+        except (OSError, subprocess.TimeoutExpired):
+            return None
+        if done.returncode != 0:
+            return None
+        text = done.stdout.strip().strip('"')
+        values.append(int(text) if text.isdigit() else default)
+    return min(values)
+
+
 def kernel_datapath_available() -> bool:
     """The openvswitch kernel module is loaded or loadable."""
     if os.path.exists("/sys/module/openvswitch"):

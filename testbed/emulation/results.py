@@ -13,21 +13,38 @@ from hosts import ops
 from hosts.data import digest
 from testbed.core import fidelity
 from testbed.core.steal import steal_fractions
+from testbed.emulation.platform import ovs_counter_refresh_ms
 from testbed.emulation.records import RunMeasurements, RunOutcome, SwitchPackets
 from testbed.fabrics.all_kinds import KINDS
 from testbed.fabrics.ina.section import InaFabric
-from testbed.fabrics.topology import route_rto_min_s
+from testbed.fabrics.topology import estimate_period_us, route_rto_min_s
 from testbed.model.contracts import Event, Results
 from testbed.model.units import Dilation, us_to_s
+from testbed.oracle.replanning import replans_during_run
 
 if TYPE_CHECKING:
     from testbed.emulation.prepare import Prepared
+    from testbed.model.fabric_section import FabricSection
 
 
 # `ss -0 -m` lists packet sockets with the interface each is bound to and its drop count (the d in
 # skmem): the userspace datapath's drops when it reads a port more slowly than packets arrive,
 # which no port counter, qdisc or datapath statistic shows.
 _PACKET_SOCKET = re.compile(r"^p_raw\s+\S+\s+\S+\s+\S*:(\S+)\s.*?skmem:\(.*?\bd(\d+)\)", re.MULTILINE)
+
+
+def counter_refresh_notes(fabric: "FabricSection", dilation: float, refresh_ms: int | None) -> list[str]:
+    """A note where the switch refreshes its flow counters more slowly than a quarter of an
+    estimation period's wall time: a controller that re-plans from them then sees a period's bytes
+    late, or several periods' bytes in one, and re-plans less often than the prediction."""
+    if refresh_ms is None or not replans_during_run(fabric):
+        return []
+    period_ms = estimate_period_us(fabric) * dilation / 1e3
+    if refresh_ms <= period_ms / 4:
+        return []
+    return [f"Open vSwitch refreshes the flow counters the controller estimates traffic from every {refresh_ms} ms, "
+            f"more than a quarter of an estimation period here ({period_ms:.0f} ms of wall time): the controller "
+            f"re-plans on stale traffic; scripts/setup.sh sets other_config:max-idle to 10 ms"]
 
 
 def packet_socket_drops(ss_output: str, interfaces: set[str]) -> int:
@@ -88,8 +105,9 @@ def controller_events(run_dir: Path, epoch_s: float | None, dilation: float) -> 
     for line in path.read_text().splitlines():
         if line.strip():
             event = json.loads(line)
-            for key in ("requested_s", "dark_start_s", "restored_s", "confirmed_s"):
-                event[key] = (event[key] - epoch_s) / dilation
+            for key in ("requested_s", "dark_start_s", "restored_s", "confirmed_s", "period_end_s"):
+                if event.get(key) is not None:
+                    event[key] = (event[key] - epoch_s) / dilation
             event["t_s"] = event["requested_s"]
             found.append(event)
     return found
@@ -442,7 +460,7 @@ def assemble(prepared: "Prepared", run_dir: Path, measured: RunMeasurements, out
         "sums_correct": sums_ok,
         "sum_problems": sum_problems if count else [],
         "fidelity": verdict,
-        "notes": list(plan.notes),
+        "notes": list(plan.notes) + counter_refresh_notes(scenario.fabric, dilation.dilation, ovs_counter_refresh_ms()),
         "timings_s": measured.timings_s,
     }
     if jobs:
