@@ -85,7 +85,7 @@ def sip_ring_hand_s(kind: str, hand, ranks: int, size: int, alpha_s: float, b_bp
     listed = PLANNED_HAND.get((kind, ranks))
     if listed is None or w != 4 or planned != listed[0]:
         return None
-    lightpaths, alphas, units = listed
+    _, alphas, units = listed
     return alphas * alpha_s + units * size * 8 / (b_bps / w)
 
 

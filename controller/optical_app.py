@@ -36,12 +36,12 @@ LEAD_S = 2e-3  # from asking the timer to the dark start: time for the request t
 HOST_REPORT_TIMEOUT_S = 15.0
 
 
-
 def next_period_end(last_end_s: float, period_s: float, now_s: float) -> float:
     """The next instant of the period grid after `last_end_s` that is still ahead of `now_s` (a
     period whose end was missed, while the last one's planning ran long, is merged into the next)."""
     missed = max(0, math.floor((now_s - last_end_s) / period_s))
     return last_end_s + (missed + 1) * period_s
+
 
 class OpticalFabricApp(app_manager.OSKenApp):
     OFP_VERSIONS = [ofproto_v1_3.OFP_VERSION]
