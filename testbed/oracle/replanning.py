@@ -10,6 +10,7 @@ iteration."""
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -18,7 +19,7 @@ from testbed.fabrics import partitioned
 from testbed.fabrics.all_kinds import behaviour
 from testbed.fabrics.topology import estimate_period_us, reconfig_us, retune_threshold_us
 from testbed.model.fabric_section import FabricSection
-from testbed.model.units import us_to_s
+from testbed.model.units import BITS_PER_BYTE, us_to_s
 from testbed.network.flow_model import FlowModel, Traffic
 from testbed.network.flows import DarkWindow
 from testbed.network.link_planner import quantised
@@ -117,3 +118,55 @@ def plan_replans(fabric: FabricSection, k: int, l: int, steady: FlowModel, traff
         count += 1
         current = model
     return Replans(traffic.period_s, dark_s, count, tuple(windows))
+
+
+class LiveReplans:
+    """The controller's re-planning as a simulation meets it: the bytes each pair moves per period,
+    the plan asked for at each period's end, and the retune's dark window, which starts `lag_s`
+    after that end (the controller reads the switches' counters and plans before it retunes; the
+    old plan carries on meanwhile). One retune at a time: periods ending while one is on its way
+    are measured but not planned from, as in the controller."""
+
+    def __init__(self, fabric: FabricSection, n: int, recurring: tuple[tuple[int, int], ...],
+                 partitions: tuple[tuple[int, ...], ...], lag_s: float = 0.0) -> None:
+        self.replanner = Replanner(fabric, n, 1, recurring, partitions)
+        self.period_s, self.lag_s = self.replanner.period_s, lag_s
+        self.next_event_s = self.next_period_s = self.period_s
+        self.current: dict[tuple[int, int], float] = {}
+        self.pending: FlowModel | None = None  # planned, dark from pending_s until dark_end_s
+        self.pending_s = self.dark_end_s = math.inf
+        self.dark_capacity_bps: dict[Any, float] | None = None
+        self.plans = self.retunes = 0
+        self.dark_total_s = 0.0
+
+    def moved(self, pair: tuple[int, int], bits: float) -> None:
+        self.current[pair] = self.current.get(pair, 0.0) + bits / BITS_PER_BYTE
+
+    def step(self, now: float, model: FlowModel) -> FlowModel | None:
+        """At `now` (a period's end, a retune's start or its end): the plan that takes over now, if any."""
+        taken_over = None
+        if self.pending is not None and now >= self.dark_end_s - 1e-15:
+            taken_over, self.pending, self.dark_capacity_bps = self.pending, None, None
+            self.pending_s = self.dark_end_s = math.inf
+        held = taken_over or model
+        if now >= self.next_period_s - 1e-15:
+            measured = {p: v for p, v in self.current.items() if v > 0 and p[0] != p[1]}
+            self.current = {}
+            self.next_period_s += self.period_s
+            new = self.replanner.next_plan(measured, held) if self.pending is None else None
+            if new is not None:
+                self.plans += 1
+                if changed_resources(held, new):
+                    self.retunes += 1
+                    self.pending, self.pending_s = new, now + self.lag_s
+        if self.pending is not None and self.dark_capacity_bps is None and now >= self.pending_s - 1e-15:
+            new = self.pending
+            self.dark_end_s = now + self.replanner.dark_s
+            self.dark_capacity_bps = {r: min(c, new.capacity_bps.get(r, 0.0)) for r, c in held.capacity_bps.items()}
+            self.dark_total_s += self.replanner.dark_s
+            if self.replanner.dark_s <= 0:
+                taken_over, self.pending, self.dark_capacity_bps = new, None, None
+                self.pending_s = self.dark_end_s = math.inf
+        self.next_event_s = min(self.next_period_s, self.pending_s if self.dark_capacity_bps is None else math.inf,
+                                self.dark_end_s)
+        return taken_over

@@ -9,8 +9,9 @@ group gets on the fabric's plan when every group running the same step sends at 
 
 Where the controller re-plans during a run (SiP-Ring, multi-shot SiP-OCS), so does the simulation,
 with the controller's own rule (testbed.oracle.replanning.Replanner): at the end of every
-estimation period it plans from the bytes each pair moved in that period, links whose capacity changes go dark for the
-reconfiguration time (what both plans share carries on; flows over a dark link pause), and then
+estimation period it plans from the bytes each pair moved in that period; the controller's delay
+later (testbed.oracle.retune_threshold simulates a range of them) the links whose capacity changes
+go dark for the reconfiguration time (what both plans share carries on; flows over a dark link pause), and then
 every transfer moves onto the new plan's paths."""
 
 from __future__ import annotations
@@ -29,7 +30,7 @@ from testbed.network.collectives import Breakdown, Prediction, collective_cost
 from testbed.network.flow_model import FlowModel
 from testbed.network.flows import Flow, max_min_rates
 from testbed.oracle.fabrics import schedule_flow_model
-from testbed.oracle.replanning import Replanner, changed_resources, replans_during_run
+from testbed.oracle.replanning import LiveReplans, replans_during_run
 from testbed.oracle.stepwise import STEPWISE, StepwiseCollective
 from testbed.shared.collective_plans import collective_traffic
 
@@ -45,7 +46,7 @@ def partitions_of(schedule: dict[str, Any]) -> tuple[tuple[int, ...], ...]:
 
 
 class _Dag:
-    def __init__(self, schedule: dict[str, Any], fabric: FabricSection) -> None:
+    def __init__(self, schedule: dict[str, Any], fabric: FabricSection, lag_s: float) -> None:
         n = int(schedule["hosts"])
         self.steps = [g["steps"] for g in sorted(schedule["gpus"], key=lambda g: g["rank"])]
         self.model = schedule_flow_model(fabric, n, traffic_pairs(schedule.get("traffic_matrix_bytes")),
@@ -83,7 +84,8 @@ class _Dag:
         self._seq = 0
         self.sent_at: dict[tuple[int, int], float] = {}
         self.message_bps: dict[tuple[int, int, str], float] = {}  # (src, dst, tag) -> its average rate
-        self.replans = _LiveReplans(fabric, n, schedule) if replans_during_run(fabric) else None
+        self.replans = (LiveReplans(fabric, n, tuple(sorted(traffic_pairs(schedule.get("traffic_matrix_bytes")))),
+                                   partitions_of(schedule), lag_s) if replans_during_run(fabric) else None)
 
     def at(self, time_s: float, event: tuple[Any, ...]) -> None:
         self._seq += 1
@@ -318,11 +320,13 @@ class Simulated:
     gpu_end_s: tuple[float, ...] = ()  # each GPU's last step's end
 
 
-def simulate_counting_retunes(schedule: dict[str, Any], fabric: FabricSection) -> Simulated:
+def simulate_counting_retunes(schedule: dict[str, Any], fabric: FabricSection, lag_s: float = 0.0) -> Simulated:
+    """The schedule simulated once; where the fabric re-plans, each retune goes dark `lag_s` after
+    the end of the period it was planned from (the controller's own delay)."""
     if int(schedule["hosts"]) != fabric.hosts:
         raise InputError(f"the schedule has {schedule['hosts']} GPUs but fabric.hosts is {fabric.hosts}; "
                          f"they must match")
-    dag = _Dag(schedule, fabric)
+    dag = _Dag(schedule, fabric, lag_s)
     total = dag.run()
     busiest = max(dag.compute_s)
     formula = ("schedule simulation: steps when their dependencies are done, one compute at a time per GPU, "
@@ -366,58 +370,3 @@ def _edges(model: FlowModel, group: tuple[int, ...], step: dict[str, Any]) -> li
         return ring
     block = collective_traffic(step["op"], step["algorithm"], len(group), step["bytes"])
     return [(group[i], group[j]) for i, row in enumerate(block) for j, size in enumerate(row) if size and i != j]
-
-
-# How many periods old the estimate a controller plans from at a period's end is: it asks the
-# switches for their counters then and waits for them, so it plans from the period just ended.
-COUNTER_LAG_PERIODS = 0
-
-
-class _LiveReplans:
-    """The controller's re-planning as the simulation meets it: bytes moved per period, the plan
-    it asks for at each period's end, and the retune's dark window."""
-
-    def __init__(self, fabric: FabricSection, n: int, schedule: dict[str, Any]) -> None:
-        recurring = tuple(sorted(traffic_pairs(schedule.get("traffic_matrix_bytes"))))
-        self.replanner = Replanner(fabric, n, 1, recurring, partitions_of(schedule))
-        self.period_s = self.replanner.period_s
-        self.next_event_s = self.period_s
-        self.current: dict[tuple[int, int], float] = {}
-        self.closed: list[dict[tuple[int, int], float]] = []
-        self.pending: FlowModel | None = None
-        self.dark_capacity_bps: dict[Any, float] | None = None
-        self.dark_end_s = math.inf
-        self.next_period_s = self.period_s
-        self.plans = self.retunes = 0
-        self.dark_total_s = 0.0
-
-    def moved(self, pair: tuple[int, int], bits: float) -> None:
-        self.current[pair] = self.current.get(pair, 0.0) + bits / 8
-
-    def step(self, now: float, model: FlowModel) -> FlowModel | None:
-        """At `now` (a period's end or a retune's): the plan that takes over now, if any."""
-        taken_over = None
-        if self.pending is not None and now >= self.dark_end_s - 1e-15:
-            taken_over, self.pending, self.dark_capacity_bps, self.dark_end_s = self.pending, None, None, math.inf
-        if now >= self.next_period_s - 1e-15:
-            self.closed.append(self.current)
-            self.current = {}
-            self.next_period_s += self.period_s
-            held = taken_over or model
-            if self.pending is None and len(self.closed) > COUNTER_LAG_PERIODS:
-                measured = {p: v for p, v in self.closed[-1 - COUNTER_LAG_PERIODS].items() if v > 0 and p[0] != p[1]}
-                new = self.replanner.next_plan(measured, held)
-                if new is not None:
-                    self.plans += 1
-                    changed = changed_resources(held, new)
-                    if changed:
-                        self.retunes += 1
-                        self.pending, self.dark_end_s = new, now + self.replanner.dark_s
-                        self.dark_capacity_bps = {r: min(c, new.capacity_bps.get(r, 0.0))
-                                                  for r, c in held.capacity_bps.items()}
-                        self.dark_total_s += self.replanner.dark_s
-                        if self.replanner.dark_s <= 0:
-                            taken_over, self.pending, self.dark_capacity_bps = new, None, None
-                            self.dark_end_s = math.inf
-        self.next_event_s = min(self.next_period_s, self.dark_end_s)
-        return taken_over

@@ -13,7 +13,7 @@ from testbed.fabrics.programming import plan_for
 from testbed.fabrics.scenario_file import make_fabric
 from testbed.fabrics.sip_ring.behaviour import replan
 from testbed.fabrics.topology import build_topology
-from testbed.oracle.replanning import Replanner
+from testbed.oracle.replanning import LiveReplans, Replanner, changed_resources
 from testbed.oracle.retune_threshold import NEVER_US, candidates_us, with_retune_threshold
 from testbed.oracle.schedule_sim import simulate_schedule
 
@@ -129,8 +129,9 @@ def test_the_picked_threshold_never_loses_to_standing_still(schedule, compute_us
     assert retuning.prediction.iteration_time_s <= still * (1 + 1e-9)
     threshold = retuning.fabric.retune_threshold_us
     assert threshold is not None and threshold >= reconfig_us
-    again = simulate_schedule(schedule, retuning.fabric)  # the run gets that threshold: same prediction
-    assert again.iteration_time_s == pytest.approx(retuning.prediction.iteration_time_s, rel=1e-12)
+    assert retuning.spread_s[1] <= still * (1 + 1e-9)  # at every controller delay simulated
+    again = with_retune_threshold(schedule, retuning.fabric)  # the run gets that threshold: same prediction
+    assert again.prediction.iteration_time_s == pytest.approx(retuning.prediction.iteration_time_s, rel=1e-12)
 
 
 def test_a_longer_dark_time_tries_a_subset_of_the_ladder():
@@ -146,3 +147,22 @@ def test_a_threshold_the_scenario_sets_is_the_one_simulated():
     retuning = with_retune_threshold(schedule, fabric)
     assert retuning.tried == 1 and retuning.fabric.retune_threshold_us == 300.0
     assert retuning.prediction.iteration_time_s == simulate_schedule(schedule, fabric).iteration_time_s
+
+
+def test_a_retune_goes_dark_the_controller_delay_after_its_period():
+    """Hand timeline, period 100 µs, delay 15 µs, dark 25 µs: bytes between GPUs 0 and 2 in the
+    first period make the controller plan at 100 µs; the old plan carries on until 115 µs, the
+    changed lightpaths are dark from 115 to 140 µs, and the new plan takes over at 140 µs."""
+    fabric = ring(8, 4, reconfig_us=25.0, period_us=100.0)
+    recurring = tuple(sorted((i, (i + 1) % 8) for i in range(8)))
+    start = replan(fabric, 8, 1, dict.fromkeys(recurring, 1e6), recurring)
+    live = LiveReplans(fabric, 8, recurring, (), lag_s=15e-6)
+    assert live.next_event_s == pytest.approx(100e-6)
+    live.moved((0, 2), 8 * 5e6)
+    assert live.step(100e-6, start) is None and live.dark_capacity_bps is None  # planned, not yet dark
+    assert live.retunes == 1 and live.next_event_s == pytest.approx(115e-6)
+    assert live.step(115e-6, start) is None and live.dark_capacity_bps is not None
+    assert live.next_event_s == pytest.approx(140e-6) and live.dark_total_s == pytest.approx(25e-6)
+    new = live.step(140e-6, start)
+    assert new is not None and changed_resources(start, new)
+    assert live.dark_capacity_bps is None and live.next_event_s == pytest.approx(200e-6)
