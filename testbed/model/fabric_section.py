@@ -73,5 +73,6 @@ class ReconfigurableSection(FabricSection):
     reconfig_us: float | None = Field(default=None, ge=0)  # dark time of one change (unset: the kind's)
     estimate_period_us: float = Field(default=100.0, gt=0)  # how often the controller re-plans
     # A re-plan retunes only when it expects to gain more than this over the next period (unset:
-    # the prediction picks, from reconfig_us up, the threshold that does best, standing still included).
+    # the prediction picks, from reconfig_us up, the threshold whose slowest outcome over the
+    # controller's delays is fastest, standing still included).
     retune_threshold_us: float | None = Field(default=None, ge=0)
