@@ -11,10 +11,12 @@ and writes bench/results/scenarios.json (and .md) beside this script.
 from __future__ import annotations
 
 import argparse
+import json
 import time
+from datetime import datetime, timezone
 from pathlib import Path
 
-from bench_results import ratio_cells, run_in_tempdir, run_summary, save_rows
+from bench_results import RESULTS, ratio_cells, run_in_tempdir, run_summary, save_rows
 
 from testbed.emulation.run import prepare
 from testbed.fabrics.scenario_file import apply_overrides, load_scenario
@@ -51,20 +53,36 @@ def main() -> int:
         paths = [p for p in paths if p.stem in wanted]
     rows = []
     for path in paths:
-        row = run_one(path)
+        row = {**run_one(path), "measured": datetime.now(timezone.utc).isoformat(timespec="minutes")[:16]}
         print(row, flush=True)
         rows.append(row)
-    emulated = [r for r in rows if r["status"] != "not emulated"]
-    header = ["| scenario | fabric | GPUs | emulated/predicted (min / mean / max) | sums | faithful | dilation "
-              "| wall (s) |",
-              "| --- | --- | ---: | :---: | :---: | :---: | ---: | ---: |"]
-    save_rows(args.name, emulated, header, lambda r: (
-        f"{r['scenario']} | {r['fabric']} | {r['hosts']} | {ratio_cells(r)}"
-        f"{' (' + r['flagged'] + ')' if r['flagged'] else ''} | {r['dilation']:.0f} | {r['wall_s']:.0f}"))
+    # Scenarios not re-run this time keep their last figures, with the date they were measured on.
+    names = {r["scenario"] for r in rows}
+    kept = [r for r in earlier_rows(args.name) if r["scenario"] not in names] if args.only else []
+    emulated = sorted([r for r in rows if r["status"] != "not emulated"] + kept, key=lambda r: r["scenario"])
+    save_table(args.name, emulated)
     skipped = [r["scenario"] for r in rows if r["status"] == "not emulated"]
     if skipped:
         print(f"not emulated (place/predict only): {', '.join(skipped)}")
     return 0 if all(r["status"] == "ok" and r["correct"] for r in emulated) else 1
+
+
+def earlier_rows(name: str) -> list[dict]:
+    try:
+        saved = json.loads((RESULTS / f"{name}.json").read_text())
+    except (OSError, ValueError):
+        return []
+    return [{"measured": saved["when"][:16], **row} for row in saved["rows"]]
+
+
+def save_table(name: str, rows: list[dict]) -> int:
+    header = ["| scenario | fabric | GPUs | emulated/predicted (min / mean / max) | sums | faithful | dilation "
+              "| wall (s) | measured |",
+              "| --- | --- | ---: | :---: | :---: | :---: | ---: | ---: | --- |"]
+    return save_rows(name, rows, header, lambda r: (
+        f"{r['scenario']} | {r['fabric']} | {r['hosts']} | {ratio_cells(r)}"
+        f"{' (' + r['flagged'] + ')' if r['flagged'] else ''} | {r['dilation']:.0f} | {r['wall_s']:.0f} | "
+        f"{r.get('measured', '')}"))
 
 
 if __name__ == "__main__":
