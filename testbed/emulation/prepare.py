@@ -66,6 +66,9 @@ class Prepared:
     min_message_bytes: float = MIN_MESSAGE_BYTES
     # Several jobs: each job's predicted iteration beside the others (its GPUs' last step).
     job_predicted_s: dict[str, float] = field(default_factory=dict)
+    # Re-planning fabrics: the fastest and slowest outcome over the controller's delays (the
+    # prediction is their mean); None where the prediction is one simulation.
+    predicted_range_s: tuple[float, float] | None = None
 
 
 
@@ -140,7 +143,8 @@ def _prepare_schedule(scenario: Scenario, calibration: Calibration) -> Prepared:
     return Prepared(scenario, schedule, prediction, plan, average_step, bulk,
                     pair_rate_frac=_pair_rate_fractions(scenario, schedule),
                     message_rate_frac=_message_rate_fractions(scenario, schedule, message_bps),
-                    job_predicted_s=job_times(scenario, retuning.gpu_end_s) if scenario.jobs else {})
+                    job_predicted_s=job_times(scenario, retuning.gpu_end_s) if scenario.jobs else {},
+                    predicted_range_s=retuning.spread_s if retuning.spread_s[0] < retuning.spread_s[1] else None)
 
 
 # A collective whose messages take less than this share of α on the wire (a barrier's token) is

@@ -467,6 +467,8 @@ def assemble(prepared: "Prepared", run_dir: Path, measured: RunMeasurements, out
     }
     if jobs:
         result["jobs"] = jobs
+    if prepared.predicted_range_s is not None:
+        result["predicted_range_s"] = list(prepared.predicted_range_s)
     if prepared.schedule.skipped_nodes:  # a Chakra trace's nodes that move no data, by type
         result["skipped_trace_nodes"] = dict(prepared.schedule.skipped_nodes)
     if ina is not None:

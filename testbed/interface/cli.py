@@ -300,6 +300,11 @@ def _summary(result: dict, run_dir: Path) -> None:
     for i, (t, ratio) in enumerate(zip(result["iteration_times_s"], result["emulated_over_predicted"])):
         table.add_row(str(i), f"{t * 1e3:.3f}", f"{predicted_ms:.3f}", f"{ratio:.3f}")
     console.print(table)
+    if result.get("predicted_range_s"):
+        from testbed.oracle.retune_threshold import LAG_PERIODS
+        low, high = result["predicted_range_s"]
+        console.print(f"predicted: the mean of {low * 1e3:.3f}-{high * 1e3:.3f} ms, the outcomes of a controller "
+                      f"that retunes 0-{LAG_PERIODS[-1]:.0%} of a period after each period ends")
     fidelity = result["fidelity"]
     verdict = "[green]faithful[/]" if fidelity["ok"] else "[red]NOT faithful[/]"
     sums = "[green]correct[/]" if result["sums_correct"] else "[red]WRONG[/]"
