@@ -14,7 +14,7 @@ import time
 from bench_results import save_rows
 
 from testbed.fabrics.scenario_file import parse_scenario
-from testbed.oracle.retune_threshold import NEVER_US, with_retune_threshold
+from testbed.oracle.retune_threshold import LAG_PERIODS, NEVER_US, with_retune_threshold
 from testbed.oracle.schedule_sim import simulate_schedule
 from testbed.planning.workloads import schedule_for
 
@@ -56,8 +56,9 @@ def main() -> int:
             print(f"period {period:g} µs, retune {delay:g} µs: {total * 1e3:.2f} ms", flush=True)
     header = [f"SiP-Ring (16 × 25 Gb/s, reach 8), placed {args.model} on {args.hosts} GPUs: predicted iteration "
               f"with the controller's re-plans at the retune threshold the prediction picks (never: stands "
-              f"still), the mean over a controller that retunes 0-20% of a period after the period ends, and the "
-              f"fastest and slowest of those outcomes; standing still (no re-plan) {standing_s * 1e3:.2f} ms.", "",
+              f"still), the mean over a controller that retunes 0-{LAG_PERIODS[-1]:.0%} of a period after the "
+              f"period ends, and the fastest and slowest of those outcomes; standing still (no re-plan) "
+              f"{standing_s * 1e3:.2f} ms.", "",
               "| period µs | retune µs | iteration ms | range ms | over standing still | dark share | threshold µs | "
               "retunes of re-plans | simulated in s |", "| --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
     save_rows("replan_sweep", rows, header, lambda r: (  # its exit code judges emulated runs: none here

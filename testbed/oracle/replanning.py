@@ -6,7 +6,8 @@ of the iteration's traffic gives them (placed runs on SiP-Ring match that plan w
 re-planning costs is its dark time. The windows follow the schedule as it runs undisturbed (a first
 pass), so they do not depend on the dark time; the second pass pauses every flow over a link being
 retuned, under way or starting, for its window. More dark time therefore never shortens an
-iteration."""
+iteration. That two-pass model is the placer's estimate (testbed.oracle.iteration); the schedule
+simulation meets the same rule period by period instead (LiveReplans, with the controller's delay)."""
 
 from __future__ import annotations
 
@@ -133,7 +134,7 @@ class LiveReplans:
         self.period_s, self.lag_s = self.replanner.period_s, lag_s
         self.next_event_s = self.next_period_s = self.period_s
         self.current: dict[tuple[int, int], float] = {}
-        self.pending: FlowModel | None = None  # planned, dark from pending_s until dark_end_s
+        self.pending: FlowModel | None = None  # planned: dark from pending_s (then inf) until dark_end_s
         self.pending_s = self.dark_end_s = math.inf
         self.dark_capacity_bps: dict[Any, float] | None = None
         self.plans = self.retunes = 0
@@ -159,14 +160,13 @@ class LiveReplans:
                 if changed_resources(held, new):
                     self.retunes += 1
                     self.pending, self.pending_s = new, now + self.lag_s
-        if self.pending is not None and self.dark_capacity_bps is None and now >= self.pending_s - 1e-15:
-            new = self.pending
+        if self.pending is not None and now >= self.pending_s - 1e-15:
+            new, self.pending_s = self.pending, math.inf
             self.dark_end_s = now + self.replanner.dark_s
             self.dark_capacity_bps = {r: min(c, new.capacity_bps.get(r, 0.0)) for r, c in held.capacity_bps.items()}
             self.dark_total_s += self.replanner.dark_s
             if self.replanner.dark_s <= 0:
                 taken_over, self.pending, self.dark_capacity_bps = new, None, None
-                self.pending_s = self.dark_end_s = math.inf
-        self.next_event_s = min(self.next_period_s, self.pending_s if self.dark_capacity_bps is None else math.inf,
-                                self.dark_end_s)
+                self.dark_end_s = math.inf
+        self.next_event_s = min(self.next_period_s, self.pending_s, self.dark_end_s)
         return taken_over
