@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+
 from testbed.model.units import bits_to_bytes
 from testbed.shared.wire import CONTROL_TOS
 
@@ -35,6 +37,24 @@ LOSSLESS_QUEUE_PACKETS = 20_000
 # probing), and a retune's added capacity is used at once; and Reno is the one every network
 # namespace may choose.
 TRANSPORT_SYSCTLS = ("net.ipv4.tcp_slow_start_after_idle=0", "net.ipv4.tcp_congestion_control=reno")
+
+
+# Linux's shortest retransmission timeout, which a route's rto_min raises.
+LINUX_RTO_MIN_MS = 200
+
+
+def queued_rto_min_ms(queue_wall_s: float) -> int:
+    """TCP's shortest retransmission timeout on a switched fabric's host routes, given the longest
+    a host's queue of its own messages takes to drain at its dilated rate (wall seconds).
+
+    A host that sends many messages at once (a scatter's root, an all-to-all) queues them all in
+    its shaped link, which at the dilated rate takes long in wall time: the 16-GPU scatter's root
+    queued 15 messages of 256 KB at 43 Mb/s, 0.73 s, and connections that had seen only short
+    round trips timed out after 200 ms with nothing lost (their retransmitted segments came back
+    as duplicates, DSACK). Twice the longest queue: the fabric the oracle models has no timeout
+    (the real queue drains in 79 µs), and a real loss still ends in this timeout, which the
+    retransmission monitor prices."""
+    return max(LINUX_RTO_MIN_MS, math.ceil(2e3 * queue_wall_s))
 
 
 def transport_command() -> str:

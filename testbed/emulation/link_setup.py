@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from testbed.core.shaping import (
     INTO_HOST_BURST_BYTES,
+    LINUX_RTO_MIN_MS,
     LOSSLESS_QUEUE_PACKETS,
     htb_commands_small_first,
     offload_command,
@@ -58,6 +59,9 @@ def host_commands(topology: Topology) -> dict[str, list[str]]:
                     commands.append(f"ip addr add {host.ip}/32 dev {intf.name}")
         if routed:  # no path until the controller plans one: drop the subnet route
             commands.append(f"ip route del 10.0.0.0/8 dev {host.interfaces[0].name}")
+        elif topology.rto_min_ms > LINUX_RTO_MIN_MS:  # the controller renders routed fabrics' own
+            commands.append(f"ip route replace 10.0.0.0/8 dev {host.interfaces[0].name} proto kernel "
+                            f"scope link src {host.ip} rto_min {topology.rto_min_ms}ms")
         out[host.name] = commands
     return out
 

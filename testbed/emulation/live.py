@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
 from testbed.core.paths import registry_dir
+from testbed.core.shaping import LINUX_RTO_MIN_MS
 from testbed.emulation.controller_proc import ControllerProcess
 from testbed.emulation.platform import datapath, is_root, mininet_available, ovs_running
 from testbed.emulation.registry import RunRecord, clean_orphans, list_bridges, remove_resources
@@ -148,7 +149,8 @@ class EmulationBackend(Protocol):
 
     def open(self, fabric_spec: "FabricSection", host_rate_bps: float, work_dir: Path,
              controller_extra: dict | None = None, slowness: float = 1.0,
-             segments_per_packet: int = 0) -> AbstractContextManager[LiveFabric]: ...
+             segments_per_packet: int = 0,
+             rto_min_ms: int = LINUX_RTO_MIN_MS) -> AbstractContextManager[LiveFabric]: ...
 
 
 class MininetBackend:
@@ -159,21 +161,24 @@ class MininetBackend:
 
     def open(self, fabric_spec: "FabricSection", host_rate_bps: float, work_dir: Path,
              controller_extra: dict | None = None, slowness: float = 1.0,
-             segments_per_packet: int = 0) -> AbstractContextManager[LiveFabric]:
-        return live_fabric(fabric_spec, host_rate_bps, work_dir, controller_extra, slowness, segments_per_packet)
+             segments_per_packet: int = 0,
+             rto_min_ms: int = LINUX_RTO_MIN_MS) -> AbstractContextManager[LiveFabric]:
+        return live_fabric(fabric_spec, host_rate_bps, work_dir, controller_extra, slowness, segments_per_packet,
+                           rto_min_ms)
 
 
 @contextmanager
 def live_fabric(fabric_spec: "FabricSection", host_rate_bps: float, work_dir: Path,
                 controller_extra: dict | None = None, slowness: float = 1.0,
-                segments_per_packet: int = 0) -> Iterator[LiveFabric]:
+                segments_per_packet: int = 0, rto_min_ms: int = LINUX_RTO_MIN_MS) -> Iterator[LiveFabric]:
     """A programmed fabric with its controller; everything it made is removed on exit.
 
     Cleanup runs on success, on exceptions, on Ctrl-C and (through SignalGuard) on SIGTERM; what a
     SIGKILLed runner leaves is in its registry record for the next run or `testbed clean`.
     `controller_extra` adds to the controller's configuration (optical fabrics need the schedule,
     the dilation and where to write events). `slowness` (the calibration's) stretches the waits
-    for the controller and the switches on a slow machine.
+    for the controller and the switches on a slow machine. `segments_per_packet` and `rto_min_ms`
+    go into topology.json for the hosts' set-up (link_setup.host_commands).
     """
     from testbed.emulation.fabric import MininetFabric  # Mininet only where an emulation needs it (not `predict`)
 
@@ -183,7 +188,7 @@ def live_fabric(fabric_spec: "FabricSection", host_rate_bps: float, work_dir: Pa
     record = RunRecord.new(tag, str(work_dir.resolve()))
     controller = ControllerProcess(work_dir / "controller_config.json", work_dir / "controller.log",
                                    fabric=fabric_spec.kind, slowness=slowness)
-    topology = build_topology(fabric_spec, tag, host_rate_bps, datapath(), segments_per_packet)
+    topology = build_topology(fabric_spec, tag, host_rate_bps, datapath(), segments_per_packet, rto_min_ms)
     fabric = MininetFabric(topology=topology, controller_port=0, record=record,
                            link_loss_frac=fabric_spec.link_loss_frac if isinstance(fabric_spec, InaFabric) else 0.0)
     switched = bool(topology.switches)  # an ina fabric has no switch, so no controller either

@@ -14,6 +14,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+from testbed.core.shaping import LINUX_RTO_MIN_MS
 from testbed.emulation.live import LiveFabric
 from testbed.emulation.registry import RunRecord, remove_resources
 from testbed.fabrics.all_kinds import KINDS
@@ -84,7 +85,7 @@ class LoopbackBackend:
     @contextmanager
     def open(self, fabric_spec: FabricSection, host_rate_bps: float, work_dir: Path,
              controller_extra: dict | None = None, slowness: float = 1.0,
-             segments_per_packet: int = 0) -> Iterator[LiveFabric]:
+             segments_per_packet: int = 0, rto_min_ms: int = LINUX_RTO_MIN_MS) -> Iterator[LiveFabric]:
         spec = KINDS[fabric_spec.kind]
         if spec.routed or spec.aggregation_node:
             raise RunFailed(f"the loopback fabric runs switched fabrics only (elect-*, ps), not {fabric_spec.kind}")

@@ -13,7 +13,7 @@ from testbed.core.shaping import MTU_FRAME_BYTES, TCP_PAYLOAD_BYTES
 from testbed.fabrics.all_kinds import EMULATED_FABRICS, KINDS
 from testbed.fabrics.ina.node_links import InaRunTiming, max_worker_rate_bps
 from testbed.fabrics.ina.section import InaFabric
-from testbed.fabrics.topology import reconfig_us
+from testbed.fabrics.topology import reconfig_us, route_rto_min_s
 from testbed.model.errors import InputError
 from testbed.model.fabric_section import FabricSection
 from testbed.model.scenario import Scenario
@@ -69,6 +69,14 @@ class Prepared:
     # Re-planning fabrics: the fastest and slowest outcome over the controller's delays (the
     # prediction is their mean); None where the prediction is one simulation.
     predicted_range_s: tuple[float, float] | None = None
+    # Real-world: the longest a host's own messages sent at once take to leave it at B (a scatter's
+    # root: (n-1)/n of its buffer); dilated, what its switched route's timeout must outlast.
+    host_queue_s: float = 0.0
+
+    def route_rto_min_s(self) -> float:
+        """TCP's shortest retransmission timeout on the run's routes, in wall seconds."""
+        dilation = self.plan.dilation.dilation
+        return route_rto_min_s(self.scenario.fabric, dilation, dilation * self.host_queue_s)
 
 
 
@@ -79,7 +87,34 @@ def prepare(scenario: Scenario, calibration: Calibration | None = None) -> Prepa
     calibration = calibration or load_calibration()
     prepared = _prepare(scenario, calibration)
     floor = _message_floor(scenario, prepared.smallest_message_bytes, prepared.min_message_bytes)
-    return replace(prepared, calibration=calibration, min_message_bytes=floor)
+    return replace(prepared, calibration=calibration, min_message_bytes=floor,
+                   host_queue_s=longest_host_queue_s(prepared.scenario, prepared.schedule))
+
+
+def longest_host_queue_s(scenario: Scenario, schedule: Schedule) -> float:
+    """The longest a GPU's messages sent at once take to leave it at B (real seconds): a
+    collective's longest message (its transfer time over the messages on its critical path: a
+    direct scatter's (n-1)/n·M at once, a ring's M/n), or sends posted one after another with
+    nothing waited for between them. Summation services (BytePS) are left out: they send a
+    chunk at a time."""
+    rate = gbps_to_bps(scenario.fabric.gpu_bandwidth_gbps)
+    longest = 0.0
+    for gpu in schedule.gpus:
+        posted = 0.0  # bytes of the sends posted since the GPU last waited
+        for step in gpu.steps:
+            if step.kind == "send":
+                posted += step.message_bytes()
+                longest = max(longest, transfer_time_s(posted, rate))
+                continue
+            posted = 0.0
+            if step.kind == "collective":
+                coll = step.collective()
+                try:
+                    cost = collective_cost(coll.op, coll.algorithm, len(coll.group), coll.bytes, rate, 0.0)
+                except InputError:
+                    continue
+                longest = max(longest, cost.time_s / max(1, cost.messages))
+    return longest
 
 
 def _message_floor(scenario: Scenario, smallest_message_bytes: float, floor_bytes: float) -> float:

@@ -17,7 +17,7 @@ from testbed.emulation.platform import ovs_counter_refresh_ms
 from testbed.emulation.records import RunMeasurements, RunOutcome, SwitchPackets
 from testbed.fabrics.all_kinds import KINDS
 from testbed.fabrics.ina.section import InaFabric
-from testbed.fabrics.topology import estimate_period_us, route_rto_min_s
+from testbed.fabrics.topology import estimate_period_us
 from testbed.model.contracts import Event, Results
 from testbed.model.units import Dilation, us_to_s
 from testbed.oracle.replanning import replans_during_run
@@ -332,7 +332,7 @@ def _monitors(prepared: "Prepared", measured: RunMeasurements, per_host: list[di
         fidelity.drop_monitor(measured.switch_packets.to_json() if measured.switch_packets else None)
         if ina is None else fidelity.ina_loss_monitor(ina, loss_injected),
         fidelity.retransmission_monitor(iterations.tcp_timeouts, iterations.tcp_retransmits, emulated_times_s,
-                                        faulted, route_rto_min_s(scenario.fabric, dilation.dilation)),
+                                        faulted, prepared.route_rto_min_s()),
         fidelity.stall_monitor(stalls, faulted),
         fidelity.dark_time_monitor([e["measured_dark_s"] for e in reconfigurations],
                                    [e["configured_dark_s"] for e in reconfigurations],
@@ -382,7 +382,7 @@ def _measured_breakdown(prepared: "Prepared", events: list[dict[str, Any]], reco
         "reconfiguration_s": dark_s,
         "retransmission_s": _retransmission_per_iteration(ina, iterations.tcp_timeouts, prepared.schedule.hosts,
                                                           run_iterations, dilation.dilation,
-                                                          route_rto_min_s(scenario.fabric, dilation.dilation)),
+                                                          prepared.route_rto_min_s()),
     }
 
 

@@ -83,7 +83,7 @@ class Runner:
             with SignalGuard(), self.backend.open(self.prepared.scenario.fabric, self.prepared.plan.host_rate_bps,
                                                   self.run_dir, self._controller_extra(),
                                                   self.prepared.calibration.slowness,
-                                                  segments) as live:
+                                                  segments, round(1e3 * self.prepared.route_rto_min_s())) as live:
                 timings.update(live.timings_s)
                 try:
                     self._run_agents(live)

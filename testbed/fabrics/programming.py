@@ -6,9 +6,10 @@ from __future__ import annotations
 
 from typing import Any
 
+from testbed.core.shaping import LINUX_RTO_MIN_MS
 from testbed.fabrics import partitioned
 from testbed.fabrics.all_kinds import behaviour
-from testbed.fabrics.rendering import LINUX_RTO_MIN_MS, LinkRules, PlanError, Rendering
+from testbed.fabrics.rendering import LinkRules, PlanError, Rendering
 from testbed.model.contracts import Topology
 from testbed.model.fabric_section import FabricSection
 from testbed.model.openflow import FlowRule

@@ -24,6 +24,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from testbed.core.shaping import LINUX_RTO_MIN_MS
 from testbed.model.contracts import Topology
 from testbed.model.openflow import FlowRule
 from testbed.network.relay import adjacency, next_hops_to
@@ -35,7 +36,6 @@ FORWARD_TABLE = 1
 # Held packets wait on a neighbour no host answers: an address of the benchmarking range (RFC 2544),
 # one per next hop (a neighbour entry is per interface, so one per next hop serves every port).
 HOLD_BASE = ipaddress.IPv4Address("198.18.0.0")
-LINUX_RTO_MIN_MS = 200
 
 
 # A retune can cut a lightpath or circuit to fewer wavelengths under a full queue, or move a flow

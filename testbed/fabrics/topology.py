@@ -3,9 +3,10 @@ emulated rates, built by each kind's module. Pure: the Mininet shim builds it, t
 
 from __future__ import annotations
 
-from testbed.fabrics.all_kinds import behaviour
+from testbed.core.shaping import LINUX_RTO_MIN_MS, queued_rto_min_ms
+from testbed.fabrics.all_kinds import KINDS, behaviour
 from testbed.fabrics.base import TopologyBuilder, host_ip
-from testbed.fabrics.rendering import LINUX_RTO_MIN_MS, rto_min_ms
+from testbed.fabrics.rendering import rto_min_ms
 from testbed.model.contracts import Topology
 from testbed.model.fabric_section import FabricSection, ReconfigurableSection
 from testbed.model.topology import HostSpec
@@ -13,7 +14,7 @@ from testbed.model.units import ms_to_s, us_to_s
 
 
 def build_topology(fabric: FabricSection, tag: str, host_rate_bps: float, datapath: str,
-                   segments_per_packet: int = 0) -> Topology:
+                   segments_per_packet: int = 0, rto_min_ms: int = LINUX_RTO_MIN_MS) -> Topology:
     """Topology of `fabric` with each GPU's emulated rate `host_rate_bps` (the dilated B): the
     kind's module (testbed/fabrics) adds its switches, hosts and links and its own layout; every
     host then gets its name, rank, address and role (gpu, cpu for a ps fabric's CPU machines, or
@@ -28,7 +29,8 @@ def build_topology(fabric: FabricSection, tag: str, host_rate_bps: float, datapa
                               interfaces=tuple(pending.interfaces), switch=first.switch, port=first.port))
     return Topology.model_validate({"fabric": fabric.kind, "datapath": datapath, "host_rate_bps": host_rate_bps,
                                     "switches": builder.switches, "hosts": hosts, "links": builder.links,
-                                    "segments_per_packet": segments_per_packet, **layout})
+                                    "segments_per_packet": segments_per_packet, "rto_min_ms": rto_min_ms,
+                                    **layout})
 
 
 def reconfig_us(fabric: FabricSection) -> float:
@@ -38,13 +40,25 @@ def reconfig_us(fabric: FabricSection) -> float:
     return behaviour(fabric.kind).default_reconfig_us
 
 
-def route_rto_min_s(fabric: FabricSection, dilation: float) -> float:
+def route_rto_min_s(fabric: FabricSection, dilation: float, queue_wall_s: float = 0.0) -> float:
     """TCP's shortest retransmission timeout on the fabric's routes, in wall seconds: what a timeout
     costs at least. A kind whose controller re-points links sets it from its dilated dark time
-    (rendering.rto_min_ms, as the controller renders its routes); the others keep Linux's."""
-    if behaviour(fabric.kind).link_rules is None:
-        return ms_to_s(LINUX_RTO_MIN_MS)
-    return ms_to_s(rto_min_ms(us_to_s(reconfig_us(fabric)) * dilation))
+    (rendering.rto_min_ms, as the controller renders its routes); a switched kind's hosts from the
+    longest their own queue takes to drain, `queue_wall_s` (shaping.queued_rto_min_ms); INA's
+    node keeps Linux's."""
+    spec = behaviour(fabric.kind)
+    if spec.link_rules is not None:
+        return ms_to_s(rto_min_ms(us_to_s(reconfig_us(fabric)) * dilation))
+    if switched_host_routes(fabric.kind):
+        return ms_to_s(queued_rto_min_ms(queue_wall_s))
+    return ms_to_s(LINUX_RTO_MIN_MS)
+
+
+def switched_host_routes(kind: str) -> bool:
+    """Whether the kind's hosts reach each other over the subnet's one route (switched fabrics),
+    whose timeout the set-up raises for the hosts' queues (link_setup.host_commands)."""
+    spec = KINDS[kind]
+    return not spec.routed and not spec.aggregation_node
 
 
 def retune_threshold_us(fabric: FabricSection) -> float:

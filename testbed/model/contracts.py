@@ -157,6 +157,10 @@ class Topology(Contract):
     # TCP segments per packet a routed fabric's host queues take (core.shaping.segments_per_packet
     # of the run's smallest message); 0: the kernel's default
     segments_per_packet: int = Field(default=0, ge=0)
+    # TCP's shortest retransmission timeout on the hosts' routes (ms of wall time): a switched
+    # fabric's set-up gives the subnet route this (core.shaping.queued_rto_min_ms), a re-planning
+    # fabric's controller renders its routes with it; 200: Linux's, left as it is
+    rto_min_ms: int = Field(default=200, ge=1)
 
     def layout(self, kind: type[L]) -> L:
         """The kind's own layout, e.g. `topology.layout(RingLayout)` of a sip-ring topology."""

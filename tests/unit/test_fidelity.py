@@ -44,8 +44,14 @@ def test_a_timeout_costs_the_routes_shortest_retransmission_timeout():
                                "workload": {"kind": "collective", "collective": "allreduce", "bytes": 1000}},
                               "t").fabric
 
-    # Switched fabrics keep Linux's 200 ms.
-    assert route_rto_min_s(fabric({"kind": "elect-flat", "hosts": 4}), 1000.0) == 0.2
+    # Switched fabrics keep Linux's 200 ms while their hosts' queues drain sooner, else twice the
+    # longest queue: 0.735 s of wall time -> 1.47 s.
+    flat = fabric({"kind": "elect-flat", "hosts": 4})
+    assert route_rto_min_s(flat, 1000.0) == 0.2
+    assert route_rto_min_s(flat, 1000.0, 0.09) == 0.2
+    assert route_rto_min_s(flat, 1000.0, 0.735) == 1.47
+    # INA's hosts reach the node over routes of its own, left at Linux's.
+    assert route_rto_min_s(fabric({"kind": "ina", "hosts": 4}), 1000.0, 0.735) == 0.2
     # SiP-Ring's routes: 2 s, or twice the dilated dark time when longer: 25 µs × 1,000 = 25 ms -> 2 s;
     # 25 µs × 100,000 = 2.5 s -> 5 s.
     ring = fabric({"kind": "sip-ring", "hosts": 4, "reconfig_us": 25, "wavelengths": 4, "wavelength_gbps": 25})

@@ -43,3 +43,13 @@ def test_a_routed_fabric_relays_and_waits_for_the_controllers_routes():
     assert _shaped_devices(lines) == {"h2-eth0", "h2-eth1"}
     flat = build_topology(make_fabric("t", kind="elect-flat", hosts=4, gpu_bandwidth_gbps=100), "ab12", 1e8, "user")
     assert not any("ip_forward" in line or "ip route" in line for line in host_commands(flat)["h2"])
+
+
+def test_a_switched_fabrics_hosts_wait_out_their_own_queue_before_timing_out():
+    fabric = make_fabric("t", kind="elect-flat", hosts=4, gpu_bandwidth_gbps=100)
+    queued = build_topology(fabric, "ab12", 1e8, "user", rto_min_ms=1470)
+    assert host_commands(queued)["h3"][-1] == \
+        "ip route replace 10.0.0.0/8 dev h3-eth0 proto kernel scope link src 10.0.0.3 rto_min 1470ms"
+    # At Linux's own 200 ms the subnet route is left as Mininet made it.
+    plain = build_topology(fabric, "ab12", 1e8, "user")
+    assert not any("ip route" in line for line in host_commands(plain)["h3"])

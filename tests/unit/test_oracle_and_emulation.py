@@ -181,3 +181,22 @@ def test_warm_up_rounds_of_a_schedule_are_expected_to_skip_compute(tmp_path):
     assert prepared.prediction.iteration_time_s == pytest.approx(8.081e-3, rel=1e-3)
     s = prepared.plan.dilation.dilation
     assert prepared.plan.expected_wall_s == pytest.approx(s * (3 * 8.081e-3 + 0.081e-3), rel=1e-3)
+
+
+def test_a_hosts_longest_queue_is_what_it_sends_at_once():
+    from testbed.emulation.prepare import longest_host_queue_s
+    from testbed.model.schedule import GpuSchedule, Schedule, Step
+
+    ring = scenario(hosts=8, gbps=100.0, size=100_000_000)
+    # A ring all-reduce sends M/n at a time: 12.5 MB at 100 Gb/s, 1 ms.
+    assert longest_host_queue_s(ring, schedule_for(ring)) == pytest.approx(1e-3)
+    scatter = parse_scenario({"name": "t", "fabric": {"kind": "elect-flat", "hosts": 16, "gpu_bandwidth_gbps": 100},
+                              "workload": {"kind": "collective", "collective": "scatter", "algorithm": "direct",
+                                           "bytes": 1_000_000}})
+    # A direct scatter's root sends its 15 chunks of M/16 at once: 937.5 KB, 75 µs.
+    assert longest_host_queue_s(scatter, schedule_for(scatter)) == pytest.approx(75e-6)
+    # Sends posted one after another queue together until the GPU waits: 2 + 3 MB, then 4 MB alone.
+    steps = (Step("a", "send", peer=1, bytes=2_000_000), Step("b", "send", peer=1, bytes=3_000_000),
+             Step("c", "recv", peer=1, bytes=10), Step("d", "send", peer=1, bytes=4_000_000))
+    sends = Schedule("t", 2, 1, (GpuSchedule(0, steps), GpuSchedule(1, ())))
+    assert longest_host_queue_s(ring, sends) == pytest.approx(5e6 * 8 / 100e9)

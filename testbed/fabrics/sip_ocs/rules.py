@@ -5,9 +5,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from testbed.core.shaping import htb_commands_small_first
+from testbed.core.shaping import LINUX_RTO_MIN_MS, htb_commands_small_first
 from testbed.fabrics import rendering
-from testbed.fabrics.rendering import LINUX_RTO_MIN_MS, PlanError, Rendering
+from testbed.fabrics.rendering import PlanError, Rendering
 from testbed.model.contracts import Topology
 from testbed.model.openflow import FlowRule
 from testbed.model.topology import OcsLayout

@@ -4,6 +4,7 @@ wavelengths and rendered as per-destination rules, one HTB class per lightpath a
 from __future__ import annotations
 
 from testbed.core.shaping import (
+    LINUX_RTO_MIN_MS,
     ack_allowance_bps,
     burst_bytes,
     line_rate_bps,
@@ -12,7 +13,6 @@ from testbed.core.shaping import (
 )
 from testbed.fabrics.rendering import (
     FORWARD_TABLE,
-    LINUX_RTO_MIN_MS,
     PRIORITY_LINK,
     PlanError,
     Rendering,
