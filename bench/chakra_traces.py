@@ -21,6 +21,7 @@ import time
 from pathlib import Path
 
 from bench_results import ratio_cells, run_in_tempdir, run_summary, save_rows
+from stepwise_hand import pairwise_alltoall_s
 
 from testbed.emulation.run import prepare
 from testbed.fabrics.scenario_file import parse_scenario
@@ -68,20 +69,29 @@ PLANNED_HAND: dict[tuple[str, int], tuple[frozenset[tuple[int, int]], int, float
 }
 
 
-def extra_lightpaths(fabric: SipRingFabric, schedule: Schedule) -> frozenset[tuple[int, int]]:
-    """The pairs the planner gives lightpaths for this schedule's traffic, ring neighbours aside."""
+def plan_lightpaths(fabric: SipRingFabric, schedule: Schedule) -> dict[tuple[int, int], int]:
+    """The planner's lightpaths for this schedule's traffic: pair -> wavelengths."""
     traffic = schedule.traffic()
     plan = ring_plan(fabric, fabric.hosts, traffic, tuple(sorted(traffic)))
-    n = fabric.hosts
-    return frozenset(p for p in plan.lightpaths if (p[1] - p[0]) % n not in (1, n - 1))
+    return {pair: len(path.wavelengths) for pair, path in plan.lightpaths.items()}
+
+
+def extra_lightpaths(lightpaths: dict[tuple[int, int], int], n: int) -> frozenset[tuple[int, int]]:
+    """The pairs with lightpaths, ring neighbours aside."""
+    return frozenset(p for p in lightpaths if (p[1] - p[0]) % n not in (1, n - 1))
 
 
 def sip_ring_hand_s(kind: str, hand, ranks: int, size: int, alpha_s: float, b_bps: float, w: int,
-                    planned: frozenset[tuple[int, int]]) -> float | None:
+                    lightpaths: dict[tuple[int, int], int]) -> float | None:
     if kind in SIP_RING_RING_KINDS:
         return hand(ranks, size, alpha_s, b_bps * (w - 1) / w)
     if kind in ("reduce", "broadcast") and ranks == 8 and w == 4:
         return 3 * alpha_s + 4 * size * 8 / (b_bps / w)
+    planned = extra_lightpaths(lightpaths, ranks)
+    if kind == "alltoall" and (kind, ranks) not in PLANNED_HAND:
+        # Too many relayed pairs to work on paper (179 at 16 GPUs): the same rules applied
+        # mechanically (bench/stepwise_hand.py, which reproduces the 8-GPU table).
+        return pairwise_alltoall_s(ranks, size, alpha_s, b_bps / w, lightpaths)
     listed = PLANNED_HAND.get((kind, ranks))
     if listed is None or w != 4 or planned != listed[0]:
         return None
@@ -102,7 +112,7 @@ def run_one(kind: str, directory: Path, hand, fabric_name: str, ranks: int) -> d
     else:
         assert isinstance(scenario.fabric, SipRingFabric)
         hand_s = sip_ring_hand_s(kind, hand, ranks, SIZE, alpha_s, b_bps, fabric["wavelengths"],
-                                 extra_lightpaths(scenario.fabric, prepared.schedule))
+                                 plan_lightpaths(scenario.fabric, prepared.schedule))
     result = run_in_tempdir(prepared)
     return {"kind": kind, "fabric": fabric_name, "ranks": ranks, "predicted_ms": predicted_s * 1e3,
             "hand_ms": None if hand_s is None else hand_s * 1e3,
