@@ -294,10 +294,13 @@ class Agent:
             self._count_tcp_until_now()
             if start_at == STOP:
                 break
-            wait_until(start_at, spin=False)
-            start = time.monotonic()
+            # Read before the start, not after: every host wakes at once on a machine with fewer
+            # cores than hosts, and a quarter millisecond of parsing /proc each delayed the round's
+            # first messages by a few emulated microseconds under dilation (nothing is sent between).
             tcp_before = tcp_counters()
             events_before = len(self.events)
+            wait_until(start_at, spin=False)
+            start = time.monotonic()
             # The iteration ends when its last step is done; checking and bookkeeping are not timed,
             # nor is Python's garbage collection, which may take milliseconds of wall time at any
             # allocation (as timeit keeps it out): it runs between rounds, at idle priority.
