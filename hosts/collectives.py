@@ -45,33 +45,40 @@ class _Exchange:
         self.transport, self.tag, self.clock, self.confirm = transport, tag_base, clock, confirm
         self.rendezvous = confirm if rendezvous is None else rendezvous
         self.records: list[StepRecord] = []
+        self.ready_s: float | None = None  # when this rank's last exchange ended (shared clock)
 
     def __call__(self, phase: str, send_to: int | None, payload: np.ndarray | None, recv_from: int | None,
                  into: np.ndarray | None, reduce: bool = False, step: int | None = None) -> None:
         """`step` fixes the tag offset where partners take different numbers of steps."""
         start = self.clock()
+        # A rendezvous exchange is reached when the previous one ended, not when this thread got
+        # round to it: the transport counts alpha from there (see CLEAR_TO_SEND).
+        ready = None
+        if self.rendezvous and self.ready_s is not None:
+            start = ready = min(start, self.ready_s)
         step = len(self.records) if step is None else step
         handle = None
         if send_to is not None and payload is not None:
             handle = self.transport.send(send_to, self.tag + step, payload, confirm=self.confirm,
-                                         rendezvous=self.rendezvous)
+                                         rendezvous=self.rendezvous, ready_s=ready)
         received = None
         if recv_from is not None and into is not None:
             # The receive ends when its message was in (what the transport stamps, if it does);
             # a reduction's add is not timed, as the alpha-beta model has none.
             if reduce:
                 incoming = np.empty_like(into)
-                arrived = self.transport.recv_into(recv_from, self.tag + step, incoming)
+                arrived = self.transport.recv_into(recv_from, self.tag + step, incoming, ready_s=ready)
                 into += incoming
             else:
-                arrived = self.transport.recv_into(recv_from, self.tag + step, into)
+                arrived = self.transport.recv_into(recv_from, self.tag + step, into, ready_s=ready)
             received = self.clock() if arrived is None else arrived
         if handle is not None:
             handle.wait(SEND_TIMEOUT_S)
         size = int(payload.nbytes) if payload is not None and send_to is not None else 0
         got = int(into.nbytes) if into is not None and recv_from is not None else 0
-        self.records.append(StepRecord(phase, step, send_to, recv_from, size, start,
-                                       _ended(handle, received, self.clock), got))
+        end = _ended(handle, received, self.clock)
+        self.records.append(StepRecord(phase, step, send_to, recv_from, size, start, end, got))
+        self.ready_s = end
 
 
 def _ended(handle: SendHandle | None, received: float | None, clock) -> float:

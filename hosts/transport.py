@@ -14,7 +14,7 @@ from typing import Protocol
 
 import numpy as np
 
-from hosts.timing import precise_sleep
+from hosts.timing import precise_sleep, wait_until
 from testbed.shared.wire import CONTROL_TOS
 
 HEADER = struct.Struct("!IQB")  # tag, payload bytes, flags (below)
@@ -28,14 +28,20 @@ HELLO = struct.Struct("!I")  # sender rank, first bytes on every connection
 # so, and on a busy machine the sender wakes to it milliseconds later (seven senders of a gather
 # ended 2-15 ms after the root had every byte).
 DELIVERED = struct.Struct("!d")
-# Receiver to sender, for a rendezvous message, once a receive from the sender is posted: only
-# then does its payload move, as the oracle moves a step-by-step collective's message (all-to-all,
-# trees, halving-doubling) once both ends reached its exchange. Without it TCP moved a message
-# into the receiver's socket buffer while the receiver was still busy with the step before, and
-# a pairwise all-to-all on SiP-Ring's relayed lightpaths finished 9-11% early. Rings and
-# collectives whose messages all move at once (gather, scatter) do without: the oracle has their
-# traffic flow as soon as it is sent, and a handshake per message would only add to them.
-CLEAR_TO_SEND = b"\x01"
+# Receiver to sender, for a rendezvous message, once a receive from the sender is posted: when
+# the receiver reached the exchange, on the shared clock. The payload leaves alpha after the later
+# of that and the sender's own arrival, as the oracle moves a step-by-step collective's message
+# (all-to-all, trees, halving-doubling) once both ends reached its exchange. Without the handshake
+# TCP moved a message into the receiver's socket buffer while the receiver was still busy with the
+# step before, and a pairwise all-to-all on SiP-Ring's relayed lightpaths finished 9-11% early.
+# Alpha is counted from the arrivals, not from when the clear-to-send reached the sender: the
+# handshake's round trip and the wake-ups of the threads on either end (1-4 ms of wall time per
+# round with 8-16 ranks on 2 cores) are the emulator's, and added after alpha they made binomial
+# reduces 4-8% slow; counted inside it they cost nothing until they exceed it, and what exceeds it
+# is recorded as the latency wait's overshoot. Rings and collectives whose messages all move at
+# once (gather, scatter) do without: the oracle has their traffic flow as soon as it is sent, and
+# a handshake per message would only add to them.
+CLEAR_TO_SEND = struct.Struct("!d")
 
 
 class TransportError(RuntimeError):
@@ -93,9 +99,9 @@ class Transport(Protocol):
     rank: int
 
     def send(self, peer: int, tag: int, payload: np.ndarray, confirm: bool = False,
-             eager: bool = False, rendezvous: bool = False) -> SendHandle: ...
+             eager: bool = False, rendezvous: bool = False, ready_s: float | None = None) -> SendHandle: ...
 
-    def recv_into(self, peer: int, tag: int, out: np.ndarray) -> float | None: ...
+    def recv_into(self, peer: int, tag: int, out: np.ndarray, ready_s: float | None = None) -> float | None: ...
 
     def recv_any(self, peer: int) -> tuple[int, np.ndarray]: ...
 
@@ -124,13 +130,13 @@ class InProcessTransport:
         return [InProcessTransport(r, boxes) for r in range(ranks)]
 
     def send(self, peer: int, tag: int, payload: np.ndarray, confirm: bool = False,
-             eager: bool = False, rendezvous: bool = False) -> SendHandle:
+             eager: bool = False, rendezvous: bool = False, ready_s: float | None = None) -> SendHandle:
         self._mailboxes[(self.rank, peer)].put((tag, np.array(payload, copy=True)))
         handle = SendHandle()
         handle._finish()
         return handle
 
-    def recv_into(self, peer: int, tag: int, out: np.ndarray) -> float | None:
+    def recv_into(self, peer: int, tag: int, out: np.ndarray, ready_s: float | None = None) -> float | None:
         """Like TcpTransport.recv_into: messages may be asked for in another order than sent (and
         no arrival time: None)."""
         early = self._stash.setdefault(peer, [])
@@ -167,8 +173,9 @@ def _recv_exact(sock: socket.socket, view: memoryview) -> None:
 class _Posted:
     """A receive waiting for its message: the buffer it reads into, and how it ended."""
 
-    def __init__(self, out: np.ndarray | None) -> None:
+    def __init__(self, out: np.ndarray | None, ready_s: float | None = None) -> None:
         self.out = out
+        self.ready_s = time.monotonic() if ready_s is None else ready_s  # when its rank reached it
         self.tag: int | None = None
         self.payload: np.ndarray | None = None  # a recv_any's message
         self.error: BaseException | None = None
@@ -274,7 +281,7 @@ class TcpTransport:
                         self._posting.wait(0.5)
                         posted = inbox.take_posted(tag)
                 if flags & RENDEZVOUS:
-                    sock.sendall(CLEAR_TO_SEND)
+                    sock.sendall(CLEAR_TO_SEND.pack(time.monotonic() if posted is None else posted.ready_s))
                 if posted is not None and posted.out is not None and posted.out.nbytes == size:
                     _recv_exact(sock, posted.out.data.cast("B"))  # the common case: no copy
                     payload = None
@@ -347,13 +354,18 @@ class TcpTransport:
             item = work.get()
             if item is None:
                 return
-            tag, payload, flags, handle = item
+            tag, payload, flags, handle, ready_s = item
             try:
                 header = HEADER.pack(tag, payload.nbytes, flags)
-                if flags & RENDEZVOUS:  # the payload waits for the receiver's clear-to-send, then alpha
+                if flags & RENDEZVOUS:  # the payload leaves alpha after both ends reached the exchange
                     sock.sendall(header)
-                    _recv_exact(sock, memoryview(bytearray(len(CLEAR_TO_SEND))))
-                if self.latency.target_s > 0:
+                    cleared = bytearray(CLEAR_TO_SEND.size)
+                    _recv_exact(sock, memoryview(cleared))
+                    (receiver_ready_s,) = CLEAR_TO_SEND.unpack(cleared)
+                    if self.latency.target_s > 0:
+                        self.latency.overshoots_s.append(
+                            wait_until(max(ready_s, receiver_ready_s) + self.latency.target_s))
+                elif self.latency.target_s > 0:
                     self.latency.overshoots_s.append(precise_sleep(self.latency.target_s))
                 if not flags & RENDEZVOUS:
                     sock.sendall(header)
@@ -375,24 +387,28 @@ class TcpTransport:
             self._sender(peer)
 
     def send(self, peer: int, tag: int, payload: np.ndarray, confirm: bool = False,
-             eager: bool = False, rendezvous: bool = False) -> SendHandle:
+             eager: bool = False, rendezvous: bool = False, ready_s: float | None = None) -> SendHandle:
         """Queue a message; `eager` (a trace's point-to-point send, as ASTRA-sim and NCCL send
         them) lets the receiver take it before its receive is posted, so the send completes once
         delivered; otherwise it is read while the receiver has a receive from this rank posted,
-        and with `rendezvous` its payload does not move before then either (CLEAR_TO_SEND)."""
+        and with `rendezvous` its payload does not move before then either (CLEAR_TO_SEND), and
+        leaves alpha after the later of `ready_s` (when this rank reached the exchange on the
+        shared clock; now if not given) and the receiver's."""
         handle = SendHandle(peer, self.board)
         flags = (CONFIRM if confirm else 0) | (EAGER if eager else 0) | (RENDEZVOUS if rendezvous else 0)
-        self._sender(peer).put((tag, np.ascontiguousarray(payload), flags, handle))
+        ready_s = time.monotonic() if ready_s is None else ready_s
+        self._sender(peer).put((tag, np.ascontiguousarray(payload), flags, handle, ready_s))
         return handle
 
-    def recv_into(self, peer: int, tag: int, out: np.ndarray) -> float | None:
+    def recv_into(self, peer: int, tag: int, out: np.ndarray, ready_s: float | None = None) -> float | None:
         """Receive message `tag` from `peer` into `out`, whatever order the peer sent it in: a
         message that arrived first waits in memory for its receive (a schedule orders sends and
         receives independently on each GPU), and a receive posted first is read into directly.
         Returns when the receive was done on the clock every host shares: when its last byte was
         read, which the waiting thread may hear of milliseconds later on a busy machine, or, for
-        a message that was in before its receive, when it was copied."""
-        posted = _Posted(out)
+        a message that was in before its receive, when it was copied. `ready_s`: when this rank
+        reached the exchange, for a rendezvous sender (now if not given)."""
+        posted = _Posted(out, ready_s)
         got = self._receive(peer, tag, out, posted)
         if got is not None:
             self._copy(peer, tag, got[1], out)

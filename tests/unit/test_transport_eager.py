@@ -4,6 +4,7 @@ so every rank may send before it receives."""
 
 import socket
 import threading
+import time
 
 import numpy as np
 import pytest
@@ -71,6 +72,39 @@ def test_a_rendezvous_message_moves_only_once_its_receive_is_posted():
         arrived = b.recv_into(0, 5, out)
         handle.wait(10)
         assert (out == 3).all() and handle.delivered_s == arrived
+    finally:
+        a.close()
+        b.close()
+
+
+def test_a_rendezvous_payload_leaves_alpha_after_both_ends_reached_the_exchange():
+    """Alpha counts from when the later end reached the exchange (the shared clock), not from
+    when the clear-to-send got back to the sender: the handshake and the threads' wake-ups are the
+    emulator's own, hidden inside alpha. Hand timeline (s after t0): the sender is ready at 0, the
+    receiver at 0.05 but posts its receive only at 0.1; alpha 0.3, so the 1,000 bytes leave at
+    0.35 (not 0.1 + round trip + 0.3)."""
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    addresses = ["127.0.0.1", "127.0.0.2"]
+    a, b = (TcpTransport(r, addresses, port, latency_s=0.3, connect_timeout_s=10) for r in range(2))
+    try:
+        a.connect_all([1])
+        t0 = time.monotonic()
+        handle = a.send(1, 5, np.full(1000, 3, dtype=np.uint8), confirm=True, rendezvous=True, ready_s=t0)
+        time.sleep(0.1)
+        out = np.zeros(1000, dtype=np.uint8)
+        b.recv_into(0, 5, out, ready_s=t0 + 0.05)
+        handle.wait(10)
+        assert handle.delivered_s is not None
+        assert 0.35 <= handle.delivered_s - t0 < 0.39 and (out == 3).all()
+        # Both ends reached the next exchange long ago: the payload leaves at once, and how late
+        # it is shows as the latency wait's overshoot.
+        late = time.monotonic() - 1.0
+        handle = a.send(1, 6, np.full(1000, 4, dtype=np.uint8), confirm=True, rendezvous=True, ready_s=late)
+        b.recv_into(0, 6, out, ready_s=late)
+        handle.wait(10)
+        assert a.latency.overshoots_s[-1] >= 0.7 and (out == 4).all()
     finally:
         a.close()
         b.close()
