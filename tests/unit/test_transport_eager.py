@@ -14,12 +14,12 @@ from hosts.transport import TcpTransport, TransportError
 BIG = 16 * 1024 * 1024  # far beyond the kernel's socket buffers: a rendezvous send would block
 
 
-def _mesh(ranks):
+def _mesh(ranks, latency_s=0.0):
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
         port = probe.getsockname()[1]
     addresses = [f"127.0.0.{r + 1}" for r in range(ranks)]
-    return [TcpTransport(r, addresses, port, connect_timeout_s=10) for r in range(ranks)]
+    return [TcpTransport(r, addresses, port, latency_s=latency_s, connect_timeout_s=10) for r in range(ranks)]
 
 
 def test_every_rank_sends_to_its_successor_before_receiving():
@@ -83,11 +83,7 @@ def test_a_rendezvous_payload_leaves_alpha_after_both_ends_reached_the_exchange(
     emulator's own, hidden inside alpha. Hand timeline (s after t0): the sender is ready at 0, the
     receiver at 0.05 but posts its receive only at 0.1; alpha 0.3, so the 1,000 bytes leave at
     0.35 (not 0.1 + round trip + 0.3)."""
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port = probe.getsockname()[1]
-    addresses = ["127.0.0.1", "127.0.0.2"]
-    a, b = (TcpTransport(r, addresses, port, latency_s=0.3, connect_timeout_s=10) for r in range(2))
+    a, b = _mesh(2, latency_s=0.3)
     try:
         a.connect_all([1])
         t0 = time.monotonic()
