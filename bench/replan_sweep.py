@@ -55,11 +55,12 @@ def main() -> int:
                          "seconds": time.monotonic() - started})
             print(f"period {period:g} µs, retune {delay:g} µs: {total * 1e3:.2f} ms", flush=True)
     header = [f"SiP-Ring (16 × 25 Gb/s, reach 8), placed {args.model} on {args.hosts} GPUs: predicted iteration "
-              f"with the controller's re-plans at the retune threshold the prediction picks (never: stands "
-              f"still), the mean over a controller that retunes 0-{LAG_PERIODS[-1]:.0%} of a period after the "
+              f"with the controller's re-plans at the rung the prediction picks (the dark time the controller "
+              f"holds and the gain a retune needs, at or above the retune time; never: stands still), the mean "
+              f"over a controller that retunes 0-{LAG_PERIODS[-1]:.0%} of a period after the "
               f"period ends, and the fastest and slowest of those outcomes; standing still (no re-plan) "
               f"{standing_s * 1e3:.2f} ms.", "",
-              "| period µs | retune µs | iteration ms | range ms | over standing still | dark share | threshold µs | "
+              "| period µs | retune µs | iteration ms | range ms | over standing still | dark share | rung µs | "
               "retunes of re-plans | simulated in s |", "| --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
     save_rows("replan_sweep", rows, header, lambda r: (  # its exit code judges emulated runs: none here
         f"{r['period_us']:g} | {r['reconfig_us']:g} | {r['iteration_s'] * 1e3:.2f} | "

@@ -19,6 +19,7 @@ from bench_results import RESULTS, ratio_cells, run_in_tempdir, run_summary, sav
 
 from testbed.emulation.run import prepare
 from testbed.fabrics.scenario_file import parse_scenario
+from testbed.fabrics.topology import dark_us
 from testbed.oracle.retune_threshold import LAG_PERIODS, NEVER_US
 from testbed.oracle.schedule_sim import simulate_schedule
 
@@ -34,7 +35,6 @@ CASES = {
     "resnet-ring-16": (RING, 16, {**RESNET, "global_batch": 128, "dp": 4}, 1),
     "transformer-ring-16": (RING, 16, {**TRANSFORMER, "global_batch": 32, "dp": 4}, 1),
     "resnet-ocs-8": (OCS, 8, RESNET, 1),
-    # Every 1 ms the prediction picks a threshold above the dark time (256 µs): the controller's.
     "resnet-ring-8-1ms": ({**RING, "estimate_period_us": 1000}, 8, RESNET, 2),
 }
 
@@ -60,6 +60,7 @@ def bench(name: str) -> dict:
     return {"scenario": name, "fabric": prepared.scenario.fabric.kind, "hosts": prepared.scenario.fabric.hosts,
             **run_summary(result), "predicted_s": predicted_s, "static_s": static_s,
             "predicted_range_s": list(spread_s), "threshold_us": prepared.scenario.fabric.retune_threshold_us,
+            "dark_held_us": dark_us(prepared.scenario.fabric),
             "over_static": [t / static_s for t in times], "predicted_dark_s": breakdown.reconfiguration_s,
             "reconfigurations": result.get("reconfigurations"), "iterations": len(times),
             "error": result.get("error"), "wall_s": time.monotonic() - started,
@@ -79,6 +80,8 @@ def row_cells(row: dict) -> str:
     low, high = row.get("predicted_range_s") or (row["predicted_s"], row["predicted_s"])
     threshold = row.get("threshold_us")
     threshold_cell = "n/a" if threshold is None else "never" if threshold >= NEVER_US else f"{threshold:g}"
+    if threshold is not None and threshold < NEVER_US and "dark_held_us" in row:
+        threshold_cell += f" (dark {row['dark_held_us']:g})"
     return (f"{row['scenario']} | {row['hosts']} | {row['predicted_s'] * 1e3:.1f} | "
             f"{low * 1e3:.1f}-{high * 1e3:.1f} | {threshold_cell} | {row['static_s'] * 1e3:.1f} | "
             f"{ratio_cells(row)} | {over_static} | {row['predicted_dark_s'] * 1e3:.2f} | "
@@ -104,8 +107,9 @@ def main() -> int:
     header = ["Placed models on re-planning fabrics: emulated against the prediction that re-plans as the "
               "controller does (min / mean / max), and against the same schedule on its starting plan.", "",
               f"Predicted is the mean over a controller that retunes 0-{LAG_PERIODS[-1]:.0%} of a period after the "
-              "period ends; the range is the fastest and slowest of those outcomes, at the retune threshold the "
-              "prediction picked (µs of expected gain; never = stands still).", "",
+              "period ends; the range is the fastest and slowest of those outcomes, at the rung the prediction "
+              "picked (µs of expected gain a retune needs, and the dark time the controller holds; never = "
+              "stands still).", "",
               "| case | GPUs | predicted ms | predicted range ms | threshold µs | starting plan ms | "
               "emulated/predicted | sums | faithful | emulated/starting plan | predicted dark ms | "
               "reconfigurations (run) | dilation | wall s | measured |",

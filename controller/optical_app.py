@@ -24,7 +24,7 @@ from testbed.fabrics import programming
 from testbed.fabrics.programming import init_lines, plan_for
 from testbed.fabrics.rendering import FORWARD_TABLE, PlanError, Rendering, count_rules, hold, rto_min_ms
 from testbed.fabrics.scenario_file import make_fabric
-from testbed.fabrics.topology import estimate_period_us, reconfig_us, retune_threshold_us
+from testbed.fabrics.topology import dark_us, estimate_period_us, retune_threshold_us
 from testbed.model.contracts import ControllerConfig, ControllerReady, Topology
 from testbed.model.schedule import cut_pairs, traffic_pairs
 from testbed.model.units import us_to_s
@@ -68,7 +68,9 @@ class OpticalFabricApp(app_manager.OSKenApp):
         # job_sharing: partitioned: each job's GPUs, which plan their own share of the fabric
         self.partitions = tuple(tuple(group) for group in schedule.get("partitions", ()))
         self.lock = threading.RLock()
-        self.settings = {"policy": default_policy(self.fabric), "reconfig_us": reconfig_us(self.fabric),
+        # reconfig_us here is the dark window the controller holds: the scenario's, or the longer one
+        # the prediction picked for it (topology.dark_us)
+        self.settings = {"policy": default_policy(self.fabric), "reconfig_us": dark_us(self.fabric),
                          "retune_threshold_us": retune_threshold_us(self.fabric),
                          "estimate_period_us": estimate_period_us(self.fabric)}
         self.state = reconfig.normalise(plan_for(self.topology, self.fabric, self.schedule_traffic, self.recurring,

@@ -13,7 +13,7 @@ from testbed.core.shaping import MTU_FRAME_BYTES, TCP_PAYLOAD_BYTES
 from testbed.fabrics.all_kinds import EMULATED_FABRICS, KINDS
 from testbed.fabrics.ina.node_links import InaRunTiming, max_worker_rate_bps
 from testbed.fabrics.ina.section import InaFabric
-from testbed.fabrics.topology import reconfig_us, route_rto_min_s
+from testbed.fabrics.topology import dark_us, route_rto_min_s
 from testbed.model.errors import InputError
 from testbed.model.fabric_section import FabricSection
 from testbed.model.scenario import Scenario
@@ -355,7 +355,7 @@ def _load_factor(scenario: Scenario, schedule: Schedule) -> float:
 
 def min_dilation_for(fabric: FabricSection, slowness: float = 1.0) -> float:
     """Optical fabrics: the dilated dark time must dwarf the controller's and hosts' own latency."""
-    dark_us = reconfig_us(fabric)
-    if not KINDS[fabric.kind].reconfigurable or dark_us <= 0:
+    dark = dark_us(fabric)
+    if not KINDS[fabric.kind].reconfigurable or dark <= 0:
         return 0.0
-    return CONTROL_LATENCY_S * slowness / DARK_TOLERANCE / us_to_s(dark_us)
+    return CONTROL_LATENCY_S * slowness / DARK_TOLERANCE / us_to_s(dark)

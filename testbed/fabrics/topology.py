@@ -48,7 +48,7 @@ def route_rto_min_s(fabric: FabricSection, dilation: float, queue_wall_s: float 
     node keeps Linux's."""
     spec = behaviour(fabric.kind)
     if spec.link_rules is not None:
-        return ms_to_s(rto_min_ms(us_to_s(reconfig_us(fabric)) * dilation))
+        return ms_to_s(rto_min_ms(us_to_s(dark_us(fabric)) * dilation))
     if switched_host_routes(fabric.kind):
         return ms_to_s(queued_rto_min_ms(queue_wall_s))
     return ms_to_s(LINUX_RTO_MIN_MS)
@@ -61,13 +61,20 @@ def switched_host_routes(kind: str) -> bool:
     return not spec.routed and not spec.aggregation_node
 
 
+def dark_us(fabric: FabricSection) -> float:
+    """How long a retuned link stays dark: the reconfiguration, or longer where the controller
+    holds it (a controller can always wait before it lights a link again)."""
+    held = fabric.dark_hold_us if isinstance(fabric, ReconfigurableSection) else None
+    return max(reconfig_us(fabric), held or 0.0)
+
+
 def retune_threshold_us(fabric: FabricSection) -> float:
     """The gain a re-plan must expect over the next period to retune: the scenario's threshold
     (never below the dark time it costs), else the dark time."""
-    dark_us = reconfig_us(fabric)
+    dark = dark_us(fabric)
     if isinstance(fabric, ReconfigurableSection) and fabric.retune_threshold_us is not None:
-        return max(dark_us, fabric.retune_threshold_us)
-    return dark_us
+        return max(dark, fabric.retune_threshold_us)
+    return dark
 
 
 def estimate_period_us(fabric: FabricSection) -> float:

@@ -73,6 +73,9 @@ class ReconfigurableSection(FabricSection):
     reconfig_us: float | None = Field(default=None, ge=0)  # dark time of one change (unset: the kind's)
     estimate_period_us: float = Field(default=100.0, gt=0)  # how often the controller re-plans
     # A re-plan retunes only when it expects to gain more than this over the next period (unset:
-    # the prediction picks, from reconfig_us up, the threshold whose slowest outcome over the
-    # controller's delays is fastest, standing still included).
+    # the prediction picks a rung at or above reconfig_us, or standing still, and the controller
+    # then also holds retuned links dark that long: docs/placer.md says why).
     retune_threshold_us: float | None = Field(default=None, ge=0)
+    # How long the controller keeps a retuned link dark, never less than reconfig_us (unset:
+    # reconfig_us, or the rung the prediction picks where retune_threshold_us is unset too).
+    dark_hold_us: float | None = Field(default=None, ge=0)

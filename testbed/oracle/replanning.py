@@ -18,7 +18,7 @@ from typing import Any
 
 from testbed.fabrics import partitioned
 from testbed.fabrics.all_kinds import behaviour
-from testbed.fabrics.topology import estimate_period_us, reconfig_us, retune_threshold_us
+from testbed.fabrics.topology import dark_us, estimate_period_us, retune_threshold_us
 from testbed.model.fabric_section import FabricSection
 from testbed.model.units import BITS_PER_BYTE, us_to_s
 from testbed.network.flow_model import FlowModel, Traffic
@@ -75,7 +75,7 @@ class Replanner:
                 fabric, partitions, k, traffic, recurring, current, dark_s)
         self.fabric, self.k, self.l, self.recurring = fabric, k, l, recurring
         self.period_s = us_to_s(estimate_period_us(fabric))
-        self.dark_s = us_to_s(reconfig_us(fabric))
+        self.dark_s = us_to_s(dark_us(fabric))
         self.threshold_s = us_to_s(retune_threshold_us(fabric))
         self._cache: dict[tuple[frozenset[Any], frozenset[Any]], FlowModel] = {}
 
