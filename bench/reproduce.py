@@ -16,6 +16,8 @@ import tempfile
 from datetime import datetime, timezone
 from pathlib import Path
 
+from replan_tables import replan_tables
+
 from testbed.emulation.run import Runner, prepare
 from testbed.fabrics.scenario_file import apply_overrides, load_scenario
 from testbed.placer.report import claims as sweep_claims
@@ -118,6 +120,7 @@ def write_page(rows: list[dict]) -> None:
     lines += [f"| {r['claim']} | {r['emulated']} | {r['predicted']} | {r['paper']} | **{r['verdict']}** |"
               for r in rows]
     lines += setup_table()
+    lines += replan_tables()
     notes = (ROOT / "docs" / "reproduction-notes.md")
     text = "\n".join(lines) + "\n"
     if notes.exists():

@@ -21,6 +21,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 from placer_sweep import GPUS, SETUPS, sweep_point
+from replan_tables import replan_tables
 from rich.progress import Progress
 
 from testbed.placer.accuracy import curve
@@ -120,7 +121,8 @@ def write_page(report: dict, docs: Path) -> None:
         for name, table in tables.items():
             lines.append(f"| {descriptions[name]} | {table.get(claim, '—')} |")
         lines.append("")
-    (docs / "sensitivity.md").write_text("\n".join(lines))
+    lines += replan_tables()
+    (docs / "sensitivity.md").write_text("\n".join(lines) + "\n")
 
 
 def main() -> int:

@@ -10,15 +10,16 @@ from testbed.core.calibration import DEFAULT_CALIBRATION, Calibration, load_cali
 from testbed.core.dilation import MIN_MESSAGE_BYTES, EmulationPlan, message_floor_bytes, resolve_emulation
 from testbed.core.fidelity import DARK_TOLERANCE
 from testbed.core.shaping import MTU_FRAME_BYTES, TCP_PAYLOAD_BYTES
+from testbed.emulation.platform import COUNTER_REFRESHES_PER_PERIOD, SETUP_COUNTER_REFRESH_MS
 from testbed.fabrics.all_kinds import EMULATED_FABRICS, KINDS
 from testbed.fabrics.ina.node_links import InaRunTiming, max_worker_rate_bps
 from testbed.fabrics.ina.section import InaFabric
-from testbed.fabrics.topology import dark_us, route_rto_min_s
+from testbed.fabrics.topology import dark_us, estimate_period_us, route_rto_min_s
 from testbed.model.errors import InputError
 from testbed.model.fabric_section import FabricSection
 from testbed.model.scenario import Scenario
 from testbed.model.schedule import Schedule, Step
-from testbed.model.units import BITS_PER_BYTE, gbps_to_bps, transfer_time_s, us_to_s
+from testbed.model.units import BITS_PER_BYTE, gbps_to_bps, ms_to_s, transfer_time_s, us_to_s
 from testbed.network.collectives import Prediction, collective_cost
 from testbed.network.flows import Flow, max_min_rates
 from testbed.oracle.fabrics import forwarding_load_factor, mp_flow_model
@@ -354,8 +355,13 @@ def _load_factor(scenario: Scenario, schedule: Schedule) -> float:
 
 
 def min_dilation_for(fabric: FabricSection, slowness: float = 1.0) -> float:
-    """Optical fabrics: the dilated dark time must dwarf the controller's and hosts' own latency."""
+    """Optical fabrics: the dilated dark time must dwarf the controller's and hosts' own latency,
+    and where the controller re-plans, an estimation period must last enough counter refreshes."""
     dark = dark_us(fabric)
-    if not KINDS[fabric.kind].reconfigurable or dark <= 0:
+    if not KINDS[fabric.kind].reconfigurable:
         return 0.0
-    return CONTROL_LATENCY_S * slowness / DARK_TOLERANCE / us_to_s(dark)
+    for_dark = CONTROL_LATENCY_S * slowness / DARK_TOLERANCE / us_to_s(dark) if dark > 0 else 0.0
+    if not replans_during_run(fabric):
+        return for_dark
+    refreshes_s = ms_to_s(SETUP_COUNTER_REFRESH_MS) * COUNTER_REFRESHES_PER_PERIOD
+    return max(for_dark, refreshes_s / us_to_s(estimate_period_us(fabric)))

@@ -13,7 +13,7 @@ from hosts import ops
 from hosts.data import digest
 from testbed.core import fidelity
 from testbed.core.steal import steal_fractions
-from testbed.emulation.platform import ovs_counter_refresh_ms
+from testbed.emulation.platform import COUNTER_REFRESHES_PER_PERIOD, SETUP_COUNTER_REFRESH_MS, ovs_counter_refresh_ms
 from testbed.emulation.records import RunMeasurements, RunOutcome, SwitchPackets
 from testbed.fabrics.all_kinds import KINDS
 from testbed.fabrics.ina.section import InaFabric
@@ -34,17 +34,20 @@ _PACKET_SOCKET = re.compile(r"^p_raw\s+\S+\s+\S+\s+\S*:(\S+)\s.*?skmem:\(.*?\bd(
 
 
 def counter_refresh_notes(fabric: "FabricSection", dilation: float, refresh_ms: int | None) -> list[str]:
-    """A note where the switch refreshes its flow counters more slowly than a quarter of an
-    estimation period's wall time: a controller that re-plans from them then sees a period's bytes
-    late, or several periods' bytes in one, and re-plans less often than the prediction."""
+    """A note where the switch refreshes its flow counters fewer than COUNTER_REFRESHES_PER_PERIOD
+    times in an estimation period's wall time: a controller that re-plans from them then sees
+    bytes in the wrong period, and re-plans and retunes where the prediction does not."""
     if refresh_ms is None or not replans_during_run(fabric):
         return []
     period_ms = estimate_period_us(fabric) * dilation / 1e3
-    if refresh_ms <= period_ms / 4:
+    if refresh_ms * COUNTER_REFRESHES_PER_PERIOD <= period_ms * (1 + 1e-9):
         return []
     return [f"Open vSwitch refreshes the flow counters the controller estimates traffic from every {refresh_ms} ms, "
-            f"more than a quarter of an estimation period here ({period_ms:.0f} ms of wall time): the controller "
-            f"re-plans on stale traffic; scripts/setup.sh sets other_config:max-idle to 10 ms"]
+            f"fewer than {COUNTER_REFRESHES_PER_PERIOD} times an estimation period here ({period_ms:.0f} ms of "
+            f"wall time): the controller re-plans on traffic counted in the wrong period; scripts/setup.sh sets "
+            f"other_config:max-idle to {SETUP_COUNTER_REFRESH_MS} ms, and a dilation of at least "
+            f"{refresh_ms * COUNTER_REFRESHES_PER_PERIOD * 1e3 / estimate_period_us(fabric):.0f} gives the "
+            f"counters time"]
 
 
 def packet_socket_drops(ss_output: str, interfaces: set[str]) -> int:

@@ -20,10 +20,13 @@ def test_periods_end_on_a_fixed_grid_however_long_planning_took():
 
 def test_stale_counters_are_named_on_a_fabric_that_re_plans():
     fabric = make_fabric(**RING)
-    # 100 µs at dilation 1,000 is 100 ms of wall time: a 500 ms refresh is stale, 10 ms is not.
+    # 100 µs at dilation 1,000 is 100 ms of wall time: a 500 ms refresh is stale, 10 ms is not;
+    # at dilation 400 (40 ms) 10 ms is four refreshes a period, too few.
     notes = counter_refresh_notes(fabric, 1000.0, 500)
     assert len(notes) == 1 and "every 500 ms" in notes[0] and "(100 ms of wall time)" in notes[0]
+    assert "at least 50000" in notes[0]
     assert counter_refresh_notes(fabric, 1000.0, 10) == []
+    assert len(counter_refresh_notes(fabric, 400.0, 10)) == 1
     assert counter_refresh_notes(fabric, 1000.0, None) == []
 
 

@@ -54,12 +54,29 @@ def test_the_byte_scale_is_lowered_until_every_ranks_buffers_fit_in_memory():
 
 def test_a_slow_machine_dilates_dark_times_by_its_slowness():
     """A 25 us dark time must last 10 times the controller's 1 ms (DARK_TOLERANCE 10%): dilation
-    400; a machine whose agents take 3 ms a step (slowness 3 against 1 ms) needs 1,200."""
+    400; a machine whose agents take 3 ms a step (slowness 3 against 1 ms) needs 1,200. (A period
+    of 10 ms leaves the counters' refresh out of it: 10 refreshes of 10 ms need dilation 10.)"""
     fabric = parse_scenario({"name": "t", "fabric": {"kind": "sip-ring", "hosts": 4, "reconfig_us": 25,
-                                                        "gpu_bandwidth_gbps": 100, "wavelengths": 4},
+                                                        "gpu_bandwidth_gbps": 100, "wavelengths": 4,
+                                                        "estimate_period_us": 10_000},
                              "workload": {"kind": "collective", "collective": "allreduce", "bytes": 1e6}}).fabric
     assert min_dilation_for(fabric) == pytest.approx(400)
     assert min_dilation_for(fabric, replace(CALIBRATION, agent_step_s=3e-3).slowness) == pytest.approx(1200)
+
+
+def test_a_period_lasts_ten_counter_refreshes():
+    """The switches refresh their counters every 10 ms (scripts/setup.sh): a 100 us period needs
+    dilation 1,000 to last ten of them, a 1 ms period 100 (then the 25 us dark time's 400 rules);
+    one-shot SiP-OCS never re-plans, so only its dark time counts."""
+    def section(**fields):
+        return parse_scenario({"name": "t", "fabric": {"hosts": 4, "gpu_bandwidth_gbps": 100, **fields},
+                               "workload": {"kind": "collective", "collective": "allreduce", "bytes": 1e6}}).fabric
+    ring = {"kind": "sip-ring", "wavelengths": 4, "reconfig_us": 25}
+    assert min_dilation_for(section(**ring, estimate_period_us=100)) == pytest.approx(1000)
+    assert min_dilation_for(section(**ring, estimate_period_us=1000)) == pytest.approx(400)
+    ocs = {"kind": "sip-ocs", "ocs_switches": 2, "reconfig_us": 200}
+    assert min_dilation_for(section(**ocs)) == pytest.approx(50)
+    assert min_dilation_for(section(**ocs, multi_shot=True, estimate_period_us=100)) == pytest.approx(1000)
 
 
 @settings(max_examples=200, deadline=None)
