@@ -46,13 +46,6 @@ def ovs_version() -> str | None:
 # Open vSwitch's own defaults for other_config:max-idle and max-revalidator, in milliseconds.
 OVS_MAX_IDLE_MS = 10_000
 OVS_MAX_REVALIDATOR_MS = 500
-# What scripts/setup.sh lowers max-idle to, and so how often the switches' counters are refreshed.
-SETUP_COUNTER_REFRESH_MS = 10
-# A controller that re-plans from those counters needs this many refreshes in one estimation
-# period: with four (a 100 µs period at dilation 400) a placed Transformer on 16 SiP-Ring GPUs
-# retuned 69-152 times an iteration against 22 predicted, and ran 1.01-1.09 of its prediction;
-# with ten (dilation 1,000) it retuned 21-22 times and ran 1.000-1.001.
-COUNTER_REFRESHES_PER_PERIOD = 10
 
 
 def ovs_counter_refresh_ms() -> int | None:

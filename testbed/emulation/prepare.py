@@ -8,9 +8,8 @@ from dataclasses import dataclass, field, replace
 
 from testbed.core.calibration import DEFAULT_CALIBRATION, Calibration, load_calibration
 from testbed.core.dilation import MIN_MESSAGE_BYTES, EmulationPlan, message_floor_bytes, resolve_emulation
-from testbed.core.fidelity import DARK_TOLERANCE
+from testbed.core.fidelity import COUNTER_REFRESHES_PER_PERIOD, DARK_TOLERANCE, SETUP_COUNTER_REFRESH_MS
 from testbed.core.shaping import MTU_FRAME_BYTES, TCP_PAYLOAD_BYTES
-from testbed.emulation.platform import COUNTER_REFRESHES_PER_PERIOD, SETUP_COUNTER_REFRESH_MS
 from testbed.fabrics.all_kinds import EMULATED_FABRICS, KINDS
 from testbed.fabrics.ina.node_links import InaRunTiming, max_worker_rate_bps
 from testbed.fabrics.ina.section import InaFabric

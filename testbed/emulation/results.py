@@ -12,8 +12,9 @@ from typing import TYPE_CHECKING, Any
 from hosts import ops
 from hosts.data import digest
 from testbed.core import fidelity
+from testbed.core.fidelity import COUNTER_REFRESHES_PER_PERIOD, SETUP_COUNTER_REFRESH_MS
 from testbed.core.steal import steal_fractions
-from testbed.emulation.platform import COUNTER_REFRESHES_PER_PERIOD, SETUP_COUNTER_REFRESH_MS, ovs_counter_refresh_ms
+from testbed.emulation.platform import ovs_counter_refresh_ms
 from testbed.emulation.records import RunMeasurements, RunOutcome, SwitchPackets
 from testbed.fabrics.all_kinds import KINDS
 from testbed.fabrics.ina.section import InaFabric
