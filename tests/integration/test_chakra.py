@@ -19,8 +19,8 @@ pytestmark = pytest.mark.root
 
 @pytest.mark.parametrize("name", ["chakra-flat", "chakra-sip-ring"])
 def test_example_chakra_trace_replays_as_a_dag(tmp_path, machine_state, name):
-    # Two measured iterations (the scenarios have three): SiP-Ring's dark time holds the dilation at
-    # 400, so each costs seconds of wall time.
+    # Two measured iterations (the scenarios have three): SiP-Ring's 100 µs periods hold the dilation
+    # at 1,000, so each costs seconds of wall time.
     scenario = apply_overrides(load_scenario(ROOT / "scenarios" / f"{name}.yaml"), {"workload.iterations": 2})
     result = Runner(prepare(scenario), tmp_path / "run").execute()
     assert result["status"] == "ok", result["error"]

@@ -152,7 +152,7 @@ def test_placed_schedule_on_sip_ring_matches_the_schedule_oracle(tmp_path, machi
     rates at what the plan gives it (it ran 1.06-1.13× over an oracle that gave it all of B).
 
     A global batch of 8 instead of the scenario's 16: the same placement and steps with half the
-    bytes and compute, so the rounds at the dark time's dilation (400) take half the wall time."""
+    bytes and compute, so the rounds at the periods' dilation (1,000) take half the wall time."""
     from testbed.emulation.run import Runner, prepare
     from testbed.fabrics.scenario_file import load_scenario, parse_scenario
 

@@ -4,8 +4,9 @@ row, the scripts started while the iterations run, each ending exact), Ctrl-C in
 iterations keeping the completed ones, and the INA capture with the README's scapy snippet.
 
 Only the run directory is changed (a scratch one instead of `runs/...`), and the ring scenario has
-4 GPUs and 25 MB instead of 8 and 100 MB so that five runs fit the suite's time (the dark time keeps
-the dilation at 400 whatever the size, so the iterations still take seconds of wall time)."""
+4 GPUs and 25 MB instead of 8 and 100 MB so that five runs fit the suite's time (the controller's
+100 µs periods keep the dilation at 1,000 whatever the size, so the iterations still take seconds
+of wall time)."""
 
 from __future__ import annotations
 
