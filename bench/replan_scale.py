@@ -40,7 +40,7 @@ def point(model: str, bandwidth_gbps: float, delay_us: float, period_us: float) 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--bandwidth", type=float, default=1024, help="per-GPU bandwidth B, Gb/s")
-    parser.add_argument("--models", default="resnet50,transformer")
+    parser.add_argument("--models", default="resnet50,transformer,megatron")
     parser.add_argument("--workers", type=int, default=2)
     args = parser.parse_args()
     tasks = [(m, args.bandwidth, d, p) for m in args.models.split(",") for p in PERIODS_US for d in DELAYS_US]

@@ -66,8 +66,9 @@ Each claim of DESIGN §7, tested twice: at emulation scale on this machine (real
 emulated figure, beside what the oracle predicts for the same run), and with the oracle at paper
 scale (N = 1,024 GPUs, from `bench/placer_sweep.py` for the SiP-ML claims). A claim is
 **reproduced** when the emulation agrees with the oracle within 10% and the oracle agrees with the
-paper, **partly reproduced** when only one holds, **not reproduced** when neither does. Generated
-by `bench/reproduce.py` (root, about 10 minutes) on {when}; the notes under the table say why.
+paper, **partly reproduced** when only one holds, **not reproduced** when neither does. The
+emulated figures were measured by `bench/reproduce.py` (root, about 10 minutes) on {emulated}, the
+paper-scale ones come from the sweeps of {swept}; the notes under the table say why.
 
 | claim | emulated (this machine) | predicted (oracle) | paper | verdict |
 | --- | --- | --- | --- | --- |
@@ -85,7 +86,7 @@ EXPLANATIONS = {
                           "docs/sensitivity.md)",
     "Elect-Cluster 200G": "as against 400G: under the paper's setup Megatron spans 2.23–9.52×, the paper's range",
     "SiP-Ring over": "Megatron below 2 Tb/s: 5–40 wavelengths cap the peers of a GPU in its 16-GPU group, and "
-                     "the paper's split gathers every input from every part (6.42× at 1 Tb/s); the paper "
+                     "the paper's split gathers every input from every part (6.87× at 1 Tb/s); the paper "
                      "does not say how its Megatron placement met the ring's degree",
     "Best SiP fabric": "none: holds at every point under both setups",
     "Pure DP over": "the accuracy curves: at the batches they favour (32 images or one sequence a GPU) a V100 is "
@@ -114,9 +115,9 @@ def setup_table() -> list[str]:
     return lines
 
 
-def write_page(rows: list[dict]) -> None:
-    when = datetime.now(timezone.utc).strftime("%Y-%m-%d")
-    lines = [PAGE_HEAD.format(when=when).rstrip("\n")]
+def write_page(rows: list[dict], emulated: str) -> None:
+    swept = json.loads((RESULTS / "placer_sweep.json").read_text())["when"][:10]
+    lines = [PAGE_HEAD.format(emulated=emulated[:10], swept=swept).rstrip("\n")]
     lines += [f"| {r['claim']} | {r['emulated']} | {r['predicted']} | {r['paper']} | **{r['verdict']}** |"
               for r in rows]
     lines += setup_table()
@@ -152,7 +153,8 @@ def main() -> int:
     import sys
 
     if "--page-only" in sys.argv:  # rebuild docs/reproduction.md from the last results (no root)
-        write_page(with_current_sweep(json.loads((RESULTS / "reproduce.json").read_text())["rows"]))
+        saved = json.loads((RESULTS / "reproduce.json").read_text())
+        write_page(with_current_sweep(saved["rows"]), saved["when"])
         return 0
     rows = []
     # 1. Ring all-reduce cost
@@ -222,9 +224,9 @@ def main() -> int:
                  "paper": "up to 2", "verdict": verdict(measured, predicted, predicted is not None and predicted > 1),
                  "runs": [hybrid, pure_dp]})
     RESULTS.mkdir(exist_ok=True)
-    (RESULTS / "reproduce.json").write_text(json.dumps(
-        {"when": datetime.now(timezone.utc).isoformat(timespec="seconds"), "rows": rows}, indent=1) + "\n")
-    write_page(rows)
+    when = datetime.now(timezone.utc).isoformat(timespec="seconds")
+    (RESULTS / "reproduce.json").write_text(json.dumps({"when": when, "rows": rows}, indent=1) + "\n")
+    write_page(rows, when)
     return 0 if all(run_["status"] == "ok" and run_["sums_correct"] for r in rows for run_ in r["runs"]) else 1
 
 
