@@ -54,9 +54,9 @@ class Retuning:
     spread_s: tuple[float, float] = (0.0, 0.0)  # fastest and slowest outcome over the controller's delays
 
 
-def candidates_us(reconfig_us: float) -> list[float]:
+def candidates_us(shortest_dark_us: float) -> list[float]:
     """The rungs open to a reconfiguration time (those at or above it), then never."""
-    return [rung for rung in LADDER_US if rung >= reconfig_us] + [NEVER_US]
+    return [rung for rung in LADDER_US if rung >= shortest_dark_us] + [NEVER_US]
 
 
 def over_delays(schedule: dict[str, Any], fabric: FabricSection, give_up_above_s: float = float("inf"),
