@@ -13,6 +13,7 @@ import sys
 import time
 
 from bench_results import save_rows
+from replan_tables import rung_cell
 
 from testbed.fabrics.scenario_file import parse_scenario
 from testbed.oracle.retune_threshold import LAG_PERIODS, NEVER_US, with_retune_threshold
@@ -77,7 +78,7 @@ def main() -> int:
         f"{r['model']} | {r['period_us']:g} | {r['reconfig_us']:g} | {r['iteration_s'] * 1e3:.2f} | "
         f"{r['range_s'][0] * 1e3:.2f}-{r['range_s'][1] * 1e3:.2f} | "
         f"{r['iteration_s'] / r['standing_still_s']:.3f} | {r['dark_share']:.1%} | "
-        f"{'never' if r['threshold_us'] is None else format(r['threshold_us'], 'g')} | {r['retunes']} | "
+        f"{rung_cell(r)} | {r['retunes']} | "
         f"{r['seconds']:.1f}"))
     return 0
 

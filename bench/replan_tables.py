@@ -8,6 +8,11 @@ import json
 from bench_results import RESULTS
 
 
+def rung_cell(row: dict) -> str:
+    """A sweep row's rung (the dark time held and the gain a retune needs), or never."""
+    return "never" if row["threshold_us"] is None else format(row["threshold_us"], "g")
+
+
 def replan_tables() -> list[str]:
     """SiP-ML's reconfiguration-delay question: the prediction against the retune time and the
     estimation period, at emulation scale (bench/replan_sweep.py) and at 1,024 GPUs
@@ -26,7 +31,7 @@ def replan_tables() -> list[str]:
              "| --- | --- | --- | --- | --- | --- | --- |"]
     lines += [f"| {r['model']} | {r['period_us']:g} | {r['reconfig_us']:g} | {r['iteration_s'] * 1e3:.2f} | "
               f"{r['iteration_s'] / r['standing_still_s']:.3f} | {r['dark_share']:.1%} | "
-              f"{'never' if r['threshold_us'] is None else format(r['threshold_us'], 'g')} |" for r in sweep["rows"]]
+              f"{rung_cell(r)} |" for r in sweep["rows"]]
     lines += ["", f"At N = 1,024 GPUs (`bench/replan_scale.py`, {scale['when'][:10]}): the placer's best plan "
               "for each retune time and period, its iteration and dark share.", "",
               "| model | period µs | retune µs | k × l, batch | iteration ms | dark share |",
