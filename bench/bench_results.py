@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Callable
 
 if TYPE_CHECKING:
-    from testbed.emulation.run import Prepared
+    from testbed.workloads.sizing import Prepared
 
 RESULTS = Path(__file__).resolve().parent / "results"
 

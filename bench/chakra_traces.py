@@ -23,12 +23,12 @@ from pathlib import Path
 from bench_results import ratio_cells, run_in_tempdir, run_summary, save_rows
 from stepwise_hand import pairwise_alltoall_s
 
-from testbed.emulation.run import prepare
-from testbed.fabrics.scenario_file import parse_scenario
 from testbed.fabrics.sip_ring.behaviour import ring_plan
 from testbed.fabrics.sip_ring.section import SipRingFabric
 from testbed.model.schedule import Schedule
 from testbed.model.units import gbps_to_bps, us_to_s
+from testbed.planning.plan import prepare
+from testbed.planning.scenario_file import parse_scenario
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "examples"))
 import astra_sim_traces  # noqa: E402  (examples/astra_sim_traces.py)

@@ -15,8 +15,8 @@ from pathlib import Path
 from bench_results import cell, ratio_cells, run_in_tempdir, save_rows
 
 from hosts.ops import SERVICE_ALGORITHMS
-from testbed.emulation.run import prepare
-from testbed.fabrics.scenario_file import parse_scenario
+from testbed.planning.plan import prepare
+from testbed.planning.scenario_file import parse_scenario
 from testbed.shared.collective_plans import SUPPORTED_COLLECTIVES
 
 HERE = Path(__file__).resolve().parent

@@ -15,8 +15,9 @@ from pathlib import Path
 
 from bench_results import cell, ratio_cells, run_in_tempdir, run_summary, save_rows
 
-from testbed.emulation.run import prepare
-from testbed.fabrics.scenario_file import apply_overrides, load_scenario
+from testbed.planning.overrides import apply_overrides
+from testbed.planning.plan import prepare
+from testbed.planning.scenario_file import load_scenario
 
 SCENARIO = Path(__file__).resolve().parent.parent / "scenarios" / "fattree-allreduce.yaml"
 

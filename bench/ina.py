@@ -23,8 +23,9 @@ from bench_results import cell, ratio_cells, run_in_tempdir, save_rows
 
 from hosts.ina.protocol import FRAME_BYTES, PAYLOAD_BYTES
 from testbed.core.shaping import MTU_FRAME_BYTES, TCP_PAYLOAD_BYTES
-from testbed.emulation.run import prepare
-from testbed.fabrics.scenario_file import apply_overrides, load_scenario
+from testbed.planning.overrides import apply_overrides
+from testbed.planning.plan import prepare
+from testbed.planning.scenario_file import load_scenario
 
 ROOT = Path(__file__).resolve().parent.parent
 PAYLOAD_SHARE = (PAYLOAD_BYTES / FRAME_BYTES) * (MTU_FRAME_BYTES / TCP_PAYLOAD_BYTES)

@@ -24,7 +24,8 @@ from hosts.ina.parser import Header, parse_result
 from hosts.ina.protocol import INT
 from hosts.ina.registers import SlotRegisters
 from hosts.ina.tables import JobEntry
-from testbed.network.events import EventQueue, FifoLinks, WorkerWindows
+from testbed.network.events import EventQueue, FifoLinks
+from testbed.shared.ina_rules import WorkerWindows
 
 JOBS, WORKERS, WINDOW, POOL, CHUNKS, PASSES = 2, 4, 8, 128, 1000, 6  # as ina-two-jobs runs
 

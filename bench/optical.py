@@ -21,9 +21,11 @@ from pathlib import Path
 from bench_results import flagged_monitors, run_in_tempdir
 
 from testbed.emulation.probes import optical_fabric, probe
-from testbed.emulation.run import Runner, prepare
-from testbed.fabrics.scenario_file import apply_overrides, load_scenario
+from testbed.emulation.run import Runner
 from testbed.fabrics.topology import reconfig_us
+from testbed.planning.overrides import apply_overrides
+from testbed.planning.plan import prepare
+from testbed.planning.scenario_file import load_scenario
 
 HERE = Path(__file__).resolve().parent
 SCENARIOS = HERE.parent / "scenarios"

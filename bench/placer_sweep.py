@@ -20,7 +20,6 @@ from pathlib import Path
 
 from rich.progress import Progress
 
-from testbed.fabrics.scenario_file import make_fabric
 from testbed.model.fabric_section import FabricSection
 from testbed.placer.accuracy import curve
 from testbed.placer.balance import balance
@@ -28,7 +27,8 @@ from testbed.placer.place import mp_radius, place_mp_group
 from testbed.placer.profiles import device
 from testbed.placer.settings import PlanSettings
 from testbed.placer.zoo import MODELS
-from testbed.planning.search import PlanCache, search
+from testbed.planning.scenario_file import make_fabric
+from testbed.workloads.model.search import PlanCache, search
 
 HERE = Path(__file__).resolve().parent
 BANDWIDTHS_GBPS = (128, 256, 512, 1024, 2048, 4096, 8192)

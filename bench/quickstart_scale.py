@@ -17,8 +17,9 @@ from pathlib import Path
 from bench_results import run_in_tempdir
 
 from testbed.core.calibration import load_calibration
-from testbed.emulation.run import prepare
-from testbed.fabrics.scenario_file import apply_overrides, load_scenario
+from testbed.planning.overrides import apply_overrides
+from testbed.planning.plan import prepare
+from testbed.planning.scenario_file import load_scenario
 
 HERE = Path(__file__).resolve().parent
 

@@ -17,7 +17,7 @@ from bench_results import save_rows
 from placer_sweep import GPUS, fabrics, plan_cache
 from rich.progress import Progress
 
-from testbed.planning.search import search
+from testbed.workloads.model.search import search
 
 DELAYS_US = (1.0, 10.0, 25.0, 100.0, 1_000.0, 10_000.0)
 PERIODS_US = (100.0, 1_000.0)

@@ -15,10 +15,10 @@ import time
 from bench_results import save_rows
 from replan_tables import rung_cell
 
-from testbed.fabrics.scenario_file import parse_scenario
 from testbed.oracle.retune_threshold import LAG_PERIODS, NEVER_US, with_retune_threshold
 from testbed.oracle.schedule_sim import simulate_schedule
-from testbed.planning.workloads import schedule_for
+from testbed.planning.scenario_file import parse_scenario
+from testbed.workloads.all_kinds import schedule_for
 
 DELAYS_US = (0.0, 1.0, 10.0, 25.0, 100.0, 1_000.0, 5_000.0, 10_000.0)  # the paper's range, from 0
 PERIODS_US = (100.0, 1_000.0)

@@ -17,11 +17,11 @@ from datetime import datetime, timezone
 
 from bench_results import RESULTS, ratio_cells, run_in_tempdir, run_summary, save_rows
 
-from testbed.emulation.run import prepare
-from testbed.fabrics.scenario_file import parse_scenario
 from testbed.fabrics.topology import dark_us
 from testbed.oracle.retune_threshold import LAG_PERIODS, NEVER_US
 from testbed.oracle.schedule_sim import simulate_schedule
+from testbed.planning.plan import prepare
+from testbed.planning.scenario_file import parse_scenario
 
 RING = {"kind": "sip-ring", "gpu_bandwidth_gbps": 400, "latency_us": 5, "wavelengths": 16, "wavelength_gbps": 25,
         "neighbors": 8, "reconfig_us": 25, "estimate_period_us": 100}

@@ -18,11 +18,13 @@ from pathlib import Path
 
 from replan_tables import replan_tables
 
-from testbed.emulation.run import Runner, prepare
-from testbed.fabrics.scenario_file import apply_overrides, load_scenario
+from testbed.emulation.run import Runner
+from testbed.network.collectives import collective_cost, ina_allreduce_cost
 from testbed.placer.report import claims as sweep_claims
 from testbed.placer.report import claims_summary
-from testbed.planning.predict import collective_cost, ina_allreduce_cost
+from testbed.planning.overrides import apply_overrides
+from testbed.planning.plan import prepare
+from testbed.planning.scenario_file import load_scenario
 
 ROOT = Path(__file__).resolve().parent.parent
 RESULTS = ROOT / "bench" / "results"

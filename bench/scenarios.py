@@ -18,9 +18,10 @@ from pathlib import Path
 
 from bench_results import RESULTS, ratio_cells, run_in_tempdir, run_summary, save_rows
 
-from testbed.emulation.run import prepare
-from testbed.fabrics.scenario_file import apply_overrides, load_scenario
 from testbed.model.errors import InputError
+from testbed.planning.overrides import apply_overrides
+from testbed.planning.plan import prepare
+from testbed.planning.scenario_file import load_scenario
 
 HERE = Path(__file__).resolve().parent
 SCENARIOS = HERE.parent / "scenarios"

@@ -19,8 +19,10 @@ from pathlib import Path
 
 from testbed.core.paths import registry_dir
 from testbed.emulation.registry import list_bridges
-from testbed.emulation.run import Runner, prepare
-from testbed.fabrics.scenario_file import apply_overrides, load_scenario
+from testbed.emulation.run import Runner
+from testbed.planning.overrides import apply_overrides
+from testbed.planning.plan import prepare
+from testbed.planning.scenario_file import load_scenario
 
 ROOT = Path(__file__).resolve().parent.parent
 OURS = ("hosts.agent", "controller.launch", "mininet:h", "hosts.ina.node")

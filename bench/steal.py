@@ -20,9 +20,10 @@ from pathlib import Path
 from bench_results import RESULTS, cell, run_in_tempdir, save_rows
 
 from testbed.core.fidelity import STEAL_TOLERANCE
-from testbed.emulation.run import prepare
-from testbed.fabrics.scenario_file import apply_overrides, load_scenario
 from testbed.interface.sweep import parse_sets
+from testbed.planning.overrides import apply_overrides
+from testbed.planning.plan import prepare
+from testbed.planning.scenario_file import load_scenario
 
 SCENARIOS = Path(__file__).resolve().parent.parent / "scenarios"
 BINS = tuple(sorted({0.0, 0.02, 0.05, STEAL_TOLERANCE, 0.20, 0.30, 0.40, 1.01}))

@@ -17,9 +17,8 @@ import time
 
 from bench_results import cell, run_in_tempdir, save_rows
 
-from testbed.emulation.run import prepare
-from testbed.fabrics.scenario_file import parse_scenario
-from testbed.planning.predict import predict_jobs
+from testbed.planning.plan import predict_jobs, prepare
+from testbed.planning.scenario_file import parse_scenario
 
 
 def ring(size: int) -> dict:

@@ -20,8 +20,8 @@ from bench_results import cell, ratio_cells, run_in_tempdir, run_summary, save_r
 
 from testbed.core.calibration import load_calibration
 from testbed.emulation.platform import inspect_platform
-from testbed.emulation.run import prepare
-from testbed.fabrics.scenario_file import load_scenario
+from testbed.planning.plan import prepare
+from testbed.planning.scenario_file import load_scenario
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent

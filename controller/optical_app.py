@@ -23,12 +23,12 @@ from controller.shim import CONFIG_ENV, clear_tables, fail_loudly, featured_data
 from testbed.fabrics import programming
 from testbed.fabrics.programming import init_lines, plan_for
 from testbed.fabrics.rendering import FORWARD_TABLE, PlanError, Rendering, count_rules, hold, rto_min_ms
-from testbed.fabrics.scenario_file import make_fabric
 from testbed.fabrics.topology import dark_us, estimate_period_us, retune_threshold_us
 from testbed.model.contracts import ControllerConfig, ControllerReady, Topology
 from testbed.model.schedule import cut_pairs, traffic_pairs
 from testbed.model.units import us_to_s
 from testbed.network.link_planner import payload_demand
+from testbed.planning.scenario_file import make_fabric
 
 BARRIER_TIMEOUT_S = 5.0
 COUNTER_WAIT_PERIODS = 0.5  # how long a period's end waits for the switches' counters, in periods

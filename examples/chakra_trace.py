@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from testbed.core.chakra_proto import COLLECTIVES, NODE_TYPES, GlobalMetadata, Node, attribute, encode
+from testbed.workloads.chakra.proto import COLLECTIVES, NODE_TYPES, GlobalMetadata, Node, attribute, encode
 
 OUT = Path(__file__).resolve().parent.parent / "scenarios" / "traces" / "chakra-3d"
 MICRO_BATCHES = 2

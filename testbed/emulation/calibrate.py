@@ -18,9 +18,9 @@ from testbed.emulation.live import live_fabric, require_emulation_platform
 from testbed.emulation.platform import cpu_sample, datapath
 from testbed.emulation.side_processes import wait_node_ready
 from testbed.fabrics.ina.node_links import DEFAULT_POOL_SLOTS, MAX_WINDOW
-from testbed.fabrics.scenario_file import make_fabric
 from testbed.model.contracts import InaNodeConfig
 from testbed.model.errors import RunFailed
+from testbed.planning.scenario_file import make_fabric
 
 PAIRS = 4
 IPERF_SECONDS = 4

@@ -16,16 +16,15 @@ from testbed.core.fidelity import COUNTER_REFRESHES_PER_PERIOD, SETUP_COUNTER_RE
 from testbed.core.steal import steal_fractions
 from testbed.emulation.platform import ovs_counter_refresh_ms
 from testbed.emulation.records import RunMeasurements, RunOutcome, SwitchPackets
-from testbed.fabrics.all_kinds import KINDS
+from testbed.fabrics.all_kinds import KINDS, behaviour
 from testbed.fabrics.ina.section import InaFabric
 from testbed.fabrics.topology import estimate_period_us
 from testbed.model.contracts import Event, Results
 from testbed.model.units import Dilation, us_to_s
-from testbed.oracle.replanning import replans_during_run
 
 if TYPE_CHECKING:
-    from testbed.emulation.prepare import Prepared
     from testbed.model.fabric_section import FabricSection
+    from testbed.workloads.sizing import Prepared
 
 
 # `ss -0 -m` lists packet sockets with the interface each is bound to and its drop count (the d in
@@ -38,7 +37,7 @@ def counter_refresh_notes(fabric: "FabricSection", dilation: float, refresh_ms: 
     """A note where the switch refreshes its flow counters fewer than COUNTER_REFRESHES_PER_PERIOD
     times in an estimation period's wall time: a controller that re-plans from them then sees
     bytes in the wrong period, and re-plans and retunes where the prediction does not."""
-    if refresh_ms is None or not replans_during_run(fabric):
+    if refresh_ms is None or not behaviour(fabric.kind).replans(fabric):
         return []
     period_ms = estimate_period_us(fabric) * dilation / 1e3
     if refresh_ms * COUNTER_REFRESHES_PER_PERIOD <= period_ms * (1 + 1e-9):
@@ -129,9 +128,6 @@ def _merge_events(hosts_dir: Path, run_dir: Path, extra: list[dict], counted: di
         for event in events:
             out.write(Event.model_validate(event).model_dump_json() + "\n")
     return events
-
-
-STALL_JUDGED_ALGORITHMS = ("ring", "tree", "halving-doubling")
 
 
 def _check_sums(prepared: "Prepared", per_host: list[dict]) -> tuple[bool, list[str]]:
@@ -374,7 +370,7 @@ def _measured_breakdown(prepared: "Prepared", events: list[dict[str, Any]], reco
     run_iterations = iterations.count + (scenario.warmups() if warmups is None else warmups)
     compute_s = sum(compute) / len(compute) if compute else 0.0
     dark_s = _dark_per_iteration(reconfigurations, run_iterations)
-    if scenario.workload.kind != "collective" and iterations.count:
+    if not prepared.communication_from_collectives and iterations.count:
         # A schedule's steps interleave sends, receives and waits: as the prediction counts it,
         # communication is what of the iteration neither compute nor dark time takes.
         communication_s: float | None = max(0.0, sum(iterations.times_s) / iterations.count - compute_s - dark_s)
@@ -425,7 +421,7 @@ def assemble(prepared: "Prepared", run_dir: Path, measured: RunMeasurements, out
     # Collectives whose steps are exchanges between ranks that start together after the barrier;
     # a schedule's steps also wait for peers' compute, and BytePS and INA chunks queue behind
     # the chunks before them by design.
-    exchanges = scenario.workload.kind == "collective" and scenario.workload.algorithm in STALL_JUDGED_ALGORITHMS
+    exchanges = prepared.stalls_judged
     stalls = fidelity.stalls_per_iteration(events, dilation.dilation,
                                            [dilation.emulated_time_s(t) for t in iterations.times_s]) \
         if exchanges else None
@@ -442,7 +438,7 @@ def assemble(prepared: "Prepared", run_dir: Path, measured: RunMeasurements, out
     jobs = _per_job(prepared, runs, events, reconfigurations, ina, measured.epoch_monotonic_s) \
         if scenario.jobs else {}
     # Only a controller that re-plans reads the switches' counters: ask Open vSwitch for no one else.
-    refresh_ms = ovs_counter_refresh_ms() if replans_during_run(scenario.fabric) else None
+    refresh_ms = ovs_counter_refresh_ms() if behaviour(scenario.fabric.kind).replans(scenario.fabric) else None
     result: dict[str, Any] = {
         "name": scenario.name,
         "status": final.status,

@@ -23,18 +23,18 @@ from testbed.emulation import results as results_mod
 from testbed.emulation.fault_actions import FaultActions
 from testbed.emulation.live import EmulationBackend, LiveFabric, MininetBackend, RunInterrupted, SignalGuard
 from testbed.emulation.platform import cpu_sample, netem_available
-from testbed.emulation.prepare import Prepared, prepare  # noqa: F401 (run's public names)
 from testbed.emulation.records import RunMeasurements, RunOutcome
 from testbed.emulation.side_processes import SideProcesses
 from testbed.fabrics.all_kinds import KINDS
-from testbed.fabrics.scenario_file import scenario_to_yaml
 from testbed.model.contracts import AgentConfig, AgentJob
 from testbed.model.errors import RunFailed
 from testbed.model.scenario import Scenario
 from testbed.model.schedule import cut_pairs
 from testbed.model.units import us_to_s
-from testbed.planning.jobs import paced_groups
+from testbed.planning.scenario_file import scenario_to_yaml
 from testbed.shared.collective_plans import barrier_pairs
+from testbed.workloads.jobs.combine import paced_groups
+from testbed.workloads.sizing import Prepared
 
 AGENT_PORT = 5001
 # Agents yield the CPU to Open vSwitch and the runner (hosts.timing.lower_priority): at 128 hosts

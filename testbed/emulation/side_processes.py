@@ -21,7 +21,7 @@ from testbed.shared.ina_rules import DATA_PORT, FALLBACK_PORT
 
 if TYPE_CHECKING:
     from testbed.emulation.live import LiveFabric
-    from testbed.emulation.prepare import Prepared
+    from testbed.workloads.sizing import Prepared
 
 READY_TIMEOUT_S = 30.0
 

@@ -4,7 +4,9 @@ its folder and its line here."""
 
 from __future__ import annotations
 
-from typing import Any, Literal, get_args
+from typing import Annotated, Any, Literal, Union, get_args
+
+from pydantic import Field
 
 from testbed.fabrics.base import FabricBehaviour
 from testbed.fabrics.elect_cluster import behaviour as elect_cluster
@@ -21,7 +23,7 @@ from testbed.fabrics.sip_ocs import behaviour as sip_ocs
 from testbed.fabrics.sip_ocs.section import SipOcsFabric
 from testbed.fabrics.sip_ring import behaviour as sip_ring
 from testbed.fabrics.sip_ring.section import SipRingFabric
-from testbed.model.fabric_section import COMMON_FIELDS, FabricSection, KindSpec
+from testbed.model.fabric_section import FabricSection, KindSpec
 
 # (section, behaviour) of every kind, in the order the docs list them
 _REGISTERED: tuple[tuple[type[FabricSection], FabricBehaviour[Any]], ...] = (
@@ -44,6 +46,10 @@ SECTIONS: dict[str, type[FabricSection]] = {_kind_of(section): section for secti
 BEHAVIOURS: dict[str, FabricBehaviour[Any]] = {_kind_of(section): found for section, found in _REGISTERED}
 KINDS: dict[str, KindSpec] = {name: section.spec for name, section in SECTIONS.items()}
 
+AnyFabric = Annotated[Union[ElectFlatFabric, ElectClusterFabric, ElectFattreeFabric, PsFabric, SipOcsFabric,
+                            SipRingFabric, InaFabric], Field(discriminator="kind")]
+assert set(get_args(get_args(AnyFabric)[0])) == set(SECTIONS.values()), "AnyFabric must list every registered kind"
+
 FabricKind = Literal["elect-flat", "elect-cluster", "elect-fattree", "ps", "sip-ocs", "sip-ring", "ina"]
 assert set(get_args(FabricKind)) == set(SECTIONS), "FabricKind must name every registered kind"
 
@@ -51,16 +57,6 @@ EMULATED_FABRICS = tuple(name for name, spec in KINDS.items() if spec.emulated)
 PARAMETER_SERVER_FABRICS = tuple(name for name, spec in KINDS.items() if spec.parameter_server)
 ROUTED_FABRICS = tuple(name for name, spec in KINDS.items() if spec.routed)
 CONTROLLER_APPS = {name: spec.controller_app for name, spec in KINDS.items() if spec.controller_app}
-
-
-def kind_specific_fields() -> dict[str, tuple[str, ...]]:
-    """Each field that only some kinds' sections have, and those kinds."""
-    owners: dict[str, tuple[str, ...]] = {}
-    for name, section in SECTIONS.items():
-        for field in section.model_fields:
-            if field not in COMMON_FIELDS:
-                owners[field] = owners.get(field, ()) + (name,)
-    return owners
 
 
 def behaviour(kind: str) -> FabricBehaviour[Any]:

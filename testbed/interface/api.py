@@ -9,15 +9,16 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from testbed.fabrics.scenario_file import apply_overrides, parse_scenario
-from testbed.fabrics.scenario_file import load_scenario as _load_file
 from testbed.model.errors import InputError
 from testbed.model.scenario import Scenario
 from testbed.network.collectives import Prediction
 from testbed.placer.plan import Plan
-from testbed.planning.jobs import JobPrediction
-from testbed.planning.predict import predict_jobs, predict_scenario
-from testbed.planning.search import Choice
+from testbed.planning.overrides import apply_overrides
+from testbed.planning.plan import predict_jobs, predict_scenario
+from testbed.planning.scenario_file import load_scenario as _load_file
+from testbed.planning.scenario_file import parse_scenario
+from testbed.workloads.model.search import Choice
+from testbed.workloads.predicted import JobPrediction
 
 if TYPE_CHECKING:
     import pandas
@@ -50,9 +51,10 @@ def predict_each_job(scenario: Scenario) -> list[JobPrediction]:
 
 def place(scenario: Scenario) -> Plan:
     """SiP-ML's placement of the scenario's model workload (per-GPU ops, traffic, memory)."""
-    from testbed.planning.workloads import model_plan
+    from testbed.workloads.model.plan import model_plan
+    from testbed.workloads.model.section import ModelWorkload
 
-    if scenario.workload.kind != "model":
+    if not isinstance(scenario.workload, ModelWorkload):
         raise InputError(f"{scenario.name}: place needs workload.kind model (got {scenario.workload.kind})")
     return model_plan(scenario)
 
@@ -60,7 +62,7 @@ def place(scenario: Scenario) -> Plan:
 def search(scenario: Scenario, gpus: int | None = None, top: int = 1) -> list[Choice]:
     """The `top` (mp, dp, global batch) choices with the lowest time to accuracy for the scenario's
     zoo model on its fabric, best first, each with its breakdown."""
-    from testbed.planning.search import ranked, search_space
+    from testbed.workloads.model.search import ranked, search_space
 
     space = search_space(scenario, gpus)
     return ranked(space.cache, space.gpus, space.fabric, ks=space.ks, top=top)
@@ -69,7 +71,8 @@ def search(scenario: Scenario, gpus: int | None = None, top: int = 1) -> list[Ch
 def run(scenario: Scenario, out: str | Path | None = None) -> dict[str, Any]:
     """Emulates the scenario (as root, on Mininet) and returns results.json; the run directory is
     `out`, or runs/<name>-<timestamp>."""
-    from testbed.emulation.run import Runner, default_run_dir, prepare
+    from testbed.emulation.run import Runner, default_run_dir
+    from testbed.planning.plan import prepare
 
     run_dir = Path(out) if out is not None else default_run_dir(scenario)
     return Runner(prepare(scenario), run_dir).execute()

@@ -73,8 +73,8 @@ def cmd_doctor(args: argparse.Namespace) -> int:
 
 
 def cmd_check(args: argparse.Namespace) -> int:
-    from testbed.fabrics.scenario_file import load_scenario
-    from testbed.planning.check import check_scenario
+    from testbed.planning.plan import check_scenario
+    from testbed.planning.scenario_file import load_scenario
 
     try:
         scenario = load_scenario(args.scenario)
@@ -95,7 +95,7 @@ def cmd_check(args: argparse.Namespace) -> int:
                           "hosts": f.hosts, "workload": w.kind, "warnings": list(report.warnings),
                           "skipped_trace_nodes": dict(report.skipped_nodes)}, indent=1))
         return 0
-    what = f"{w.collective} ({w.algorithm}, {w.bytes} B)" if w.kind == "collective" else w.kind
+    what = w.describe()
     console.print(f"{args.scenario}: ok: {scenario.name}, {f.kind} with {f.hosts} hosts at "
                   f"{f.gpu_bandwidth_gbps:g} Gb/s, {what}, {w.iterations} iterations")
     if report.skipped_nodes:
@@ -111,20 +111,20 @@ def _warn(warnings: Iterable[str]) -> None:
 
 
 def cmd_predict(args: argparse.Namespace) -> int:
-    from testbed.fabrics.scenario_file import load_scenario
-    from testbed.planning.predict import predict_scenario
+    from testbed.planning.plan import predict_scenario
+    from testbed.planning.scenario_file import load_scenario
 
     scenario = load_scenario(args.scenario)
     _warn(scenario.fabric.field_warnings())
     if args.schedule:
-        from testbed.core.trace import load_trace
         from testbed.oracle.schedule_sim import simulate_schedule
+        from testbed.workloads.trace.load import load_trace
 
         # Checked as strictly as a `workload.kind: trace` file: the simulator trusts its input.
         schedule = load_trace(args.schedule, scenario.fabric.hosts, scenario.workload.iterations, given_as="--schedule")
         prediction = simulate_schedule(schedule.to_json(), scenario.fabric)
     elif scenario.jobs:
-        from testbed.planning.predict import predict_jobs
+        from testbed.planning.plan import predict_jobs
 
         prediction, jobs = predict_jobs(scenario)
         if args.json:
@@ -162,12 +162,14 @@ def _host_ranges(hosts: tuple[int, ...]) -> str:
 
 
 def cmd_place(args: argparse.Namespace) -> int:
-    from testbed.fabrics.scenario_file import load_scenario
     from testbed.placer.plan import verify
-    from testbed.planning.workloads import model_plan, schedule_for
+    from testbed.planning.scenario_file import load_scenario
+    from testbed.workloads.all_kinds import schedule_for
+    from testbed.workloads.model.plan import model_plan
+    from testbed.workloads.model.section import ModelWorkload
 
     scenario = load_scenario(args.scenario)
-    if scenario.workload.kind != "model":
+    if not isinstance(scenario.workload, ModelWorkload):
         raise InputError(f"{args.scenario}: testbed place needs workload.kind model (got {scenario.workload.kind})")
     with err_console.status("placing ...") if not args.json else contextlib.nullcontext():
         plan = model_plan(scenario)
@@ -215,9 +217,9 @@ def cmd_place(args: argparse.Namespace) -> int:
 
 
 def cmd_export_chakra(args: argparse.Namespace) -> int:
-    from testbed.core.chakra_export import comm_group_file, export_chakra
-    from testbed.fabrics.scenario_file import load_scenario
-    from testbed.planning.workloads import schedule_for
+    from testbed.planning.scenario_file import load_scenario
+    from testbed.workloads.all_kinds import schedule_for
+    from testbed.workloads.chakra.export import comm_group_file, export_chakra
 
     scenario = load_scenario(args.scenario)
     try:
@@ -242,8 +244,8 @@ def cmd_export_chakra(args: argparse.Namespace) -> int:
 def cmd_search(args: argparse.Namespace) -> int:
     from rich.progress import Progress
 
-    from testbed.fabrics.scenario_file import load_scenario
-    from testbed.planning.search import ranked, search_space
+    from testbed.planning.scenario_file import load_scenario
+    from testbed.workloads.model.search import ranked, search_space
 
     scenario = load_scenario(args.scenario)
     if args.top < 1:
@@ -252,8 +254,7 @@ def cmd_search(args: argparse.Namespace) -> int:
         space = search_space(scenario, args.gpus)
     except InputError as error:
         raise InputError(f"{args.scenario}: {error}") from None
-    model, gpus, fabric = scenario.workload.model, space.gpus, space.fabric
-    assert model is not None  # search_space checked it
+    model, gpus, fabric = space.model, space.gpus, space.fabric
     with Progress(console=err_console, transient=True, disable=args.json) as progress:
         task = progress.add_task(f"searching (k, l, batch) for {model.name} on {gpus} GPUs", total=space.steps)
         choices = ranked(space.cache, gpus, fabric, ks=space.ks, on_step=lambda: progress.advance(task),
@@ -341,8 +342,9 @@ class _HoldMessages:
 def cmd_run(args: argparse.Namespace) -> int:
     from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 
-    from testbed.emulation.run import Runner, default_run_dir, prepare
-    from testbed.fabrics.scenario_file import load_scenario
+    from testbed.emulation.run import Runner, default_run_dir
+    from testbed.planning.plan import prepare
+    from testbed.planning.scenario_file import load_scenario
 
     scenario = load_scenario(args.scenario)
     _warn(scenario.fabric.field_warnings())
@@ -389,8 +391,8 @@ def cmd_sweep(args: argparse.Namespace) -> int:
 
     from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 
-    from testbed.fabrics.scenario_file import load_scenario
     from testbed.interface.sweep import csv_name, in_shard, parse_sets, parse_shard, plan_points, predict_point
+    from testbed.planning.scenario_file import load_scenario
 
     scenario = load_scenario(args.scenario)
     sets = parse_sets(args.set)
@@ -398,7 +400,7 @@ def cmd_sweep(args: argparse.Namespace) -> int:
     planned = plan_points(scenario, sets)
     prepared = {}  # on this machine, each point runs as prepared here (on Ray, each worker prepares its own)
     if not args.predict_only:
-        from testbed.emulation.prepare import prepare
+        from testbed.planning.plan import prepare
 
         for point, point_scenario in planned:  # every point must be runnable before any runs
             try:
@@ -485,9 +487,10 @@ def cmd_report(args: argparse.Namespace) -> int:
 
 
 def cmd_compare(args: argparse.Namespace) -> int:
-    from testbed.fabrics.scenario_file import apply_overrides, load_scenario
     from testbed.interface import compare as comparing
     from testbed.interface.sweep import parse_sets
+    from testbed.planning.overrides import apply_overrides
+    from testbed.planning.scenario_file import load_scenario
 
     overrides = {}
     for key, values in (parse_sets(args.set) if args.set else {}).items():
@@ -501,7 +504,8 @@ def cmd_compare(args: argparse.Namespace) -> int:
     with err_console.status("predicting ...") if not args.json else contextlib.nullcontext():
         rows = comparing.compare(scenarios)
     if args.run:
-        from testbed.emulation.run import Runner, default_run_dir, prepare
+        from testbed.emulation.run import Runner, default_run_dir
+        from testbed.planning.plan import prepare
 
         rows = [comparing.with_run(row, Runner(prepare(scenario), default_run_dir(scenario)).execute())
                 for row, (_, scenario) in zip(rows, scenarios)]

@@ -14,7 +14,7 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
 from testbed.model.scenario import Scenario  # noqa: E402
-from testbed.planning.predict import predict_scenario  # noqa: E402
+from testbed.planning.plan import predict_scenario  # noqa: E402
 
 PARTS = (("compute_s", "compute", "tab:purple"), ("communication_s", "communication", "tab:blue"),
          ("reconfiguration_s", "dark time", "tab:red"), ("retransmission_s", "retransmissions", "tab:orange"))

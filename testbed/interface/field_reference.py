@@ -1,5 +1,5 @@
 """The scenario file's field reference, made from the models themselves: every section and every
-fabric kind's fields with their type, default, bounds and meaning (the comment beside or above the
+fabric and workload kind's fields with their type, default, bounds and meaning (the comment beside or above the
 field in its model), as Markdown (docs/scenario.md) and as a JSON schema for editors."""
 
 from __future__ import annotations
@@ -17,9 +17,14 @@ from pydantic.fields import FieldInfo
 from pydantic_core import PydanticUndefined
 
 from testbed.fabrics.all_kinds import SECTIONS
-from testbed.fabrics.scenario_file import ScenarioFile
 from testbed.model.fabric_section import COMMON_FIELDS, FabricSection
-from testbed.model.scenario import Emulation, Fault, Job, ModelWorkload, Workload
+from testbed.model.scenario import Emulation, Fault, Job
+from testbed.model.workload_section import WorkloadSection
+from testbed.planning.scenario_file import ScenarioFile
+from testbed.workloads.all_kinds import SECTIONS as WORKLOAD_SECTIONS
+from testbed.workloads.model.section import PlacedModel
+
+WORKLOAD_COMMON_FIELDS = tuple(WorkloadSection.model_fields)
 
 HEADER = """# Scenario file reference
 
@@ -32,8 +37,7 @@ without a default must be given. `testbed check FILE` validates a file against a
 # Sections of a scenario file, in the order a file is usually written: (heading, model, path).
 SECTIONS_IN_ORDER: tuple[tuple[str, type[BaseModel], str], ...] = (
     ("Top level", ScenarioFile, ""),
-    ("`workload`", Workload, "workload"),
-    ("`workload.model`", ModelWorkload, "workload.model"),
+    ("`workload.model` (kind model)", PlacedModel, "workload.model"),
     ("`jobs[]` (several jobs on one fabric, instead of `workload`)", Job, "jobs[]"),
     ("`emulation`", Emulation, "emulation"),
     ("`faults[]`", Fault, "faults[]"),
@@ -95,6 +99,8 @@ def _type_name(annotation: Any) -> str:
         return f"map of {_type_name(key)} to {_type_name(value)}"
     if isinstance(annotation, type) and issubclass(annotation, FabricSection):
         return "one kind's section (`fabric`)"
+    if isinstance(annotation, type) and issubclass(annotation, WorkloadSection):
+        return "one kind's section (`workload`)"
     if isinstance(annotation, type) and issubclass(annotation, BaseModel):
         path = next((p for _, m, p in SECTIONS_IN_ORDER if m is annotation), annotation.__name__)
         return f"section (`{path}`)"
@@ -152,6 +158,13 @@ def reference_markdown() -> str:
         parts += [f"### `kind: {kind}`", "", f"{section.spec.description[0].upper()}{section.spec.description[1:]}.",
                   ""]
         parts += [*_rows(section, own), ""] if own else ["No fields of its own.", ""]
+    parts += ["## `workload`", "", "Every kind has these fields; `kind` picks one of the kinds below, whose own "
+              "fields follow. A field of another kind is an error that names the kinds it belongs to.", "",
+              *_rows(WorkloadSection, set(WORKLOAD_COMMON_FIELDS) - {"kind"}), ""]
+    for kind, workload in WORKLOAD_SECTIONS.items():
+        own = set(workload.model_fields) - set(WORKLOAD_COMMON_FIELDS)
+        parts += [f"### `kind: {kind}`", "", f"{workload.description[0].upper()}{workload.description[1:]}.", ""]
+        parts += [*_rows(workload, own), ""] if own else ["No fields of its own.", ""]
     for heading, model, _ in SECTIONS_IN_ORDER[1:]:
         parts += [f"## {heading}", "", *_rows(model), ""]
     return "\n".join(parts).rstrip() + "\n"
@@ -168,6 +181,10 @@ def undocumented_fields() -> list[str]:
         comments = field_comments(section)
         missing += [f"fabric ({kind}).{name}" for name in section.model_fields
                     if name not in comments and name != "kind"]
+    for kind, workload in WORKLOAD_SECTIONS.items():
+        comments = field_comments(workload)
+        missing += [f"workload ({kind}).{name}" for name in workload.model_fields
+                    if name not in comments and name != "kind"]
     return missing
 
 
@@ -177,7 +194,7 @@ def json_schema() -> str:
     schema["title"] = "testbed scenario"
     # `jobs:` may stand instead of `workload:` (the file's reader turns it into the jobs workload).
     schema["required"] = [name for name in schema.get("required", []) if name != "workload"]
-    models = [model for _, model, _ in SECTIONS_IN_ORDER] + list(SECTIONS.values())
+    models = [model for _, model, _ in SECTIONS_IN_ORDER] + list(SECTIONS.values()) + list(WORKLOAD_SECTIONS.values())
     described = {model.__name__: field_comments(model) for model in models}
     for name, node in [(ScenarioFile.__name__, schema), *schema.get("$defs", {}).items()]:
         comments = described.get(name, described[ScenarioFile.__name__] if node is schema else {})

@@ -98,7 +98,8 @@ def run_point(scenario: Scenario, point_id: str, predict_only: bool) -> Iterator
         if predict_only:
             result = predict_point(scenario, run_dir)
         else:
-            from testbed.emulation.run import Runner, prepare
+            from testbed.emulation.run import Runner
+            from testbed.planning.plan import prepare
 
             result = Runner(prepare(scenario), run_dir).execute()
         where = {"node": node, "pid": os.getpid(), "started_unix_s": started, "finished_unix_s": time.time()}

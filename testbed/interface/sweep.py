@@ -15,10 +15,11 @@ from typing import Any, Callable
 
 import yaml
 
-from testbed.fabrics.scenario_file import apply_overrides, effective_overrides, override_applies, scenario_to_yaml
 from testbed.model.errors import InputError
 from testbed.model.scenario import Scenario
-from testbed.planning.predict import predict_scenario
+from testbed.planning.overrides import apply_overrides, effective_overrides, override_applies
+from testbed.planning.plan import predict_scenario
+from testbed.planning.scenario_file import scenario_to_yaml
 
 MANIFEST = "sweep.json"
 CSV_NAME = "results.csv"

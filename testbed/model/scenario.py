@@ -1,6 +1,6 @@
-"""Scenario file (DESIGN §3.1): the strict pydantic models of its workload, emulation and faults,
-and the scenario generic in its fabric section (each kind's own, testbed/fabrics/<kind>/section.py;
-the loader that knows them all is testbed.fabrics.scenario_file)."""
+"""The scenario file's strict pydantic models of its emulation and faults, and the scenario generic
+in its fabric and workload sections (each kind's own: testbed/fabrics/<kind>/section.py and
+testbed/workloads/<kind>/section.py; the loader that knows them all is testbed.planning.scenario_file)."""
 
 from __future__ import annotations
 
@@ -9,80 +9,7 @@ from typing import Any, Generic, Literal, TypeVar, Union
 from pydantic import Field, ValidationInfo, field_validator, model_validator
 
 from testbed.model.fabric_section import FabricSection, Strict
-from testbed.model.limits import MAX_COLLECTIVE_BYTES
-
-CollectiveOp = Literal["allreduce", "allgather", "reducescatter", "alltoall", "sendrecv", "broadcast", "reduce",
-                       "gather", "scatter"]
-Algorithm = Literal["ring", "halving-doubling", "tree", "direct", "ps", "byteps", "ina"]
-
-class ModelWorkload(Strict):
-    name: str  # resnet50 | transformer | megatron, or the name given in `profile`
-    global_batch: int = Field(ge=1)  # samples per iteration over all DP groups (B)
-    mp: int = Field(default=1, ge=1)  # GPUs a model-parallel group splits each op over (k)
-    dp: int = Field(default=1, ge=1)  # data-parallel groups (l): the job takes mp·dp GPUs
-    degree: int | None = Field(default=None, ge=1)  # default: the fabric's (Q for sip-ocs)
-    device: str = "v100"  # the GPU whose compute profile times the ops: v100, a100 or h100
-    # constant: every op at the device's large-GEMM throughput; waves: a GEMM piece too small to
-    # fill the GPU's multiprocessors with output tiles gets less (testbed/placer/profiles.py);
-    # paper: SiP-ML §4.2's model: waves over the sample dimension at the local batch, and a split
-    # of the model along any other dimension divides that time linearly
-    efficiency: Literal["constant", "waves", "paper"] = "constant"
-    profile: str | None = None  # a user op profile (YAML/JSON) instead of the zoo model
-    # SiP-ML's balance target: an op is split into parts of about this much compute (fewer where
-    # the degree or the op's size caps them)
-    tau_us: float = Field(default=10.0, gt=0)
-    # DP all-reduce in buckets of this many bytes, each started as the backward compute fills it
-    # (PyTorch DDP's 25 MB); 0: one all-reduce after the whole backward pass
-    dp_bucket_bytes: int = Field(default=25_000_000, ge=0)
-    # Convolutions may be cut by rows (a spatial split) where that moves fewer bytes than a channel
-    # split; false: channel splits only
-    spatial_splits: bool = True
-    # What the DP all-reduce moves per parameter: fp16 (mixed precision's gradients, 2 bytes) or
-    # fp32 (4 bytes: twice the model's fp16 parameter bytes)
-    gradient_precision: Literal["fp16", "fp32"] = "fp16"
-    # true: a weighted op after a channel-cut one is cut by input channel (Megatron's column/row
-    # pairs: its output is partial sums, nothing is gathered); false: every weighted op is cut by
-    # output channel and needs its whole input (SiP-ML §3.2's split, a broadcast pattern)
-    split_pairing: bool = True
-
-
-class Workload(Strict):
-    # what trains: a collective, a model SiP-ML places, a JSON trace or Chakra traces (jobs: the
-    # scenario's `jobs` list, run together; a file writes `jobs:`, not this kind)
-    kind: Literal["collective", "model", "trace", "chakra", "jobs"]
-    collective: CollectiveOp | None = None  # collective: which one every GPU takes part in
-    # collective: how it runs (ps and byteps need a ps or elect-cluster fabric, ina an ina fabric)
-    algorithm: Algorithm = "ring"
-    bytes: int | None = Field(default=None, gt=0, le=MAX_COLLECTIVE_BYTES)  # collective: the real-world buffer size
-    model: ModelWorkload | None = None  # model: what SiP-ML's placer splits over the GPUs (below)
-    trace: str | None = None  # trace: a JSON schedule or trace file, relative to the scenario
-    path: str | None = None  # chakra: the directory of <prefix>.<rank>.et files
-    # chakra: process group name -> its ranks, for groups the trace's metadata does not list
-    process_groups: dict[str, list[int]] | None = None
-    # chakra: a comm-group file in ASTRA-sim's format ({"1": [0, 1, 2, 3], ...}), relative to the scenario
-    comm_groups: str | None = None
-    iterations: int = Field(default=3, ge=1, le=10000)  # measured iterations, after the warm-up ones
-
-    @model_validator(mode="after")
-    def _kind_fields(self) -> "Workload":
-        if self.kind == "collective":
-            if self.collective is None:
-                raise ValueError("kind collective needs 'collective' (e.g. allreduce)")
-            if self.bytes is None:
-                raise ValueError("kind collective needs 'bytes' (the real-world message size)")
-        if self.kind == "model" and self.model is None:
-            raise ValueError("kind model needs a 'model' section")
-        if self.kind == "trace" and self.trace is None:
-            raise ValueError("kind trace needs 'trace' (a path)")
-        if self.kind == "chakra" and self.path is None:
-            raise ValueError("kind chakra needs 'path' (the directory of its <prefix>.<rank>.et files)")
-        if self.path is not None and self.kind != "chakra":
-            raise ValueError("'path' belongs to kind chakra (a trace directory); kind trace takes 'trace'")
-        if self.process_groups is not None and self.kind != "chakra":
-            raise ValueError("'process_groups' belongs to kind chakra")
-        if self.comm_groups is not None and self.kind != "chakra":
-            raise ValueError("'comm_groups' belongs to kind chakra (a comm-group JSON file)")
-        return self
+from testbed.model.workload_section import WorkloadSection
 
 
 class Emulation(Strict):
@@ -140,41 +67,38 @@ class Fault(Strict):
 
 
 F = TypeVar("F", bound=FabricSection, covariant=True)
+W = TypeVar("W", bound=WorkloadSection, covariant=True)
 
 
-JOB_ALGORITHMS_REFUSED = ("ps", "byteps", "ina")  # their summation services or node are not per job
-
-
-class Job(Strict):
+class JobOf(Strict, Generic[W]):
     """One training job of several on the fabric: its GPUs (a count, taken in order from those the
     jobs before it left, or host indices) and its workload."""
 
     name: str = Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,31}$")  # names the job in predictions and results
     # a count, taken in order from the GPUs the jobs before it left, or a list of host indices
     gpus: int | list[int]
-    workload: Workload  # any workload but jobs (a `workload` section)
+    workload: W  # any workload but jobs (a `workload` section)
 
     @model_validator(mode="after")
-    def _one_job(self) -> "Job":
-        if self.workload.kind == "jobs":
-            raise ValueError("a job's workload cannot itself be jobs")
-        if self.workload.kind == "collective" and self.workload.algorithm in JOB_ALGORITHMS_REFUSED:
-            raise ValueError(f"a job's collective cannot use algorithm {self.workload.algorithm} (its summation "
-                             f"services are shared, not the job's); use ring, halving-doubling or tree")
+    def _one_job(self) -> "JobOf[W]":
+        refusal = self.workload.job_refusal()
+        if refusal is not None:
+            raise ValueError(refusal)
         if isinstance(self.gpus, int) and self.gpus < 1:
             raise ValueError("gpus must be a positive count or a list of host indices")
         return self
 
 
-class ScenarioOf(Strict, Generic[F]):
-    """A scenario file. Its `fabric` is one kind's section: testbed.fabrics.scenario_file parses a
-    file into ScenarioOf[AnyFabric], the discriminated union of every registered kind's section."""
+class ScenarioOf(Strict, Generic[F, W]):
+    """A scenario file. Its `fabric` and `workload` are one kind's section each:
+    testbed.planning.scenario_file parses a file into ScenarioOf[AnyFabric, AnyWorkload], the
+    discriminated unions of every registered kind's section."""
 
     name: str = Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")  # names runs and reports
     seed: int = 0  # of the gradients' data and every random choice, so a run can be repeated
     fabric: F  # the interconnect: one kind's section (`fabric`, below)
-    workload: Workload  # what trains on it (`workload`, below)
-    jobs: list[Job] | None = None  # several jobs on one fabric, instead of `workload` (below)
+    workload: W  # what trains on it (`workload`, below)
+    jobs: list[JobOf[W]] | None = None  # several jobs on one fabric, instead of `workload` (below)
     # several jobs on SiP-OCS or SiP-Ring: shared (the controller plans circuits or wavelengths for
     # every job's traffic at once) or partitioned (each job has a fixed share, in proportion to its
     # GPUs, of the OCS switches or the wavelengths, planned from its own traffic alone)
@@ -199,7 +123,7 @@ class ScenarioOf(Strict, Generic[F]):
                       if isinstance(j, dict) and isinstance(j.get("workload"), dict)]
         return {**data, "workload": {"kind": "jobs", "iterations": max(iterations, default=3)}}
 
-    def job_gpus(self) -> list[tuple[Job, list[int]]]:
+    def job_gpus(self) -> list[tuple[JobOf[W], list[int]]]:
         """Each job with its host indices: a count takes the lowest hosts the jobs before it left."""
         taken: set[int] = set()
         out = []
@@ -217,16 +141,14 @@ class ScenarioOf(Strict, Generic[F]):
         """Unmeasured iterations before the measured ones (emulation.warmup_iterations, resolved)."""
         if self.emulation.warmup_iterations is not None:
             return self.emulation.warmup_iterations
-        kinds = [job.workload.kind for job in self.jobs or []] or [self.workload.kind]
-        return 1 if "model" in kinds else 2
+        workloads = [job.workload for job in self.jobs or []] or [self.workload]
+        return min(w.default_warmups for w in workloads)
 
     def loses_packets(self) -> bool:
         """Whether packets are lost on purpose, by the fabric or by an injected fault."""
         return self.fabric.loses_packets() or any(fault.loss_frac for fault in self.faults)
 
     def _jobs_fit(self) -> None:
-        if self.workload.kind == "jobs" and not self.jobs:
-            raise ValueError("workload kind jobs is written as a top-level jobs: list")
         if self.job_sharing == "partitioned" and not self.jobs:
             raise ValueError("job_sharing: partitioned shares a fabric among jobs: write the workload as jobs: "
                              "or leave job_sharing out")
@@ -254,22 +176,16 @@ class ScenarioOf(Strict, Generic[F]):
                     raise ValueError(f"jobs: jobs {owner[g]!r} and {job.name!r} both use GPU {g}; "
                                      f"give each GPU to one job")
                 owner[g] = job.name
-            model = job.workload.model
-            if job.workload.kind == "model" and model is not None and model.mp * model.dp != len(gpus):
-                raise ValueError(f"jobs: job {job.name!r}: model mp×dp = {model.mp * model.dp} must equal its "
-                                 f"{len(gpus)} GPUs")
+            try:
+                job.workload.fits(len(gpus), f"its {len(gpus)} GPUs")
+            except ValueError as error:
+                raise ValueError(f"jobs: job {job.name!r}: {error}") from None
 
     @model_validator(mode="after")
-    def _sizes_agree(self) -> "ScenarioOf[F]":
+    def _sizes_agree(self) -> "ScenarioOf[F, W]":
         self._jobs_fit()
-        model = self.workload.model
-        if self.workload.kind == "model" and model is not None and model.mp * model.dp != self.fabric.hosts:
-            raise ValueError(f"workload.model mp×dp = {model.mp}×{model.dp} = {model.mp * model.dp} must equal "
-                             f"fabric.hosts ({self.fabric.hosts})")
-        for name, ranks in (self.workload.process_groups or {}).items():
-            if len(set(ranks)) != len(ranks) or any(not 0 <= r < self.fabric.hosts for r in ranks):
-                raise ValueError(f"workload.process_groups.{name} must list distinct ranks in "
-                                 f"0..{self.fabric.hosts - 1} (got {ranks})")
+        if not self.jobs:
+            self.workload.fits(self.fabric.hosts, f"fabric.hosts ({self.fabric.hosts})")
         for index, fault in enumerate(self.faults):
             if fault.host is not None and fault.host >= self.fabric.hosts:
                 raise ValueError(f"faults[{index}]: host {fault.host} does not exist "
@@ -282,5 +198,6 @@ class ScenarioOf(Strict, Generic[F]):
         return self
 
 
-# What the pure layers and the emulation take: a scenario with any kind's section.
-Scenario = ScenarioOf[FabricSection]
+# What the pure layers and the emulation take: a scenario with any kinds' sections.
+Scenario = ScenarioOf[FabricSection, WorkloadSection]
+Job = JobOf[WorkloadSection]

@@ -1,11 +1,11 @@
-"""How the placer cuts a model and what its DP all-reduce moves: the settings of a model section."""
+"""How the placer cuts a model and what its DP all-reduce moves (a model section chooses them:
+testbed.workloads.model.plan.plan_settings)."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 from typing import Literal
 
-from testbed.model.scenario import ModelWorkload
 from testbed.placer.buckets import DEFAULT_BUCKET_BYTES
 
 GradientPrecision = Literal["fp16", "fp32"]
@@ -21,8 +21,3 @@ class PlanSettings:
     # needs a copy of its whole input (SiP-ML §3.2's broadcast pattern)
     pairing: bool = True
     gradient_precision: GradientPrecision = "fp16"  # what the DP all-reduce moves per parameter
-
-
-def plan_settings(model: ModelWorkload) -> PlanSettings:
-    """The settings a scenario's `workload.model` section chooses."""
-    return PlanSettings(model.dp_bucket_bytes, model.spatial_splits, model.split_pairing, model.gradient_precision)

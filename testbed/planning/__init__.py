@@ -1,2 +1,2 @@
-"""The top of the pure layer: from a scenario to its schedule (workloads, BytePS, the placer's
-search) and its prediction."""
+"""The top of the pure layers: the scenario file (reading, `--set`, wording its errors) and the one
+plan every command calls (schedule, prediction, a run's sizing), over the workload kinds."""

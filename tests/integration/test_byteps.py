@@ -5,8 +5,10 @@ from __future__ import annotations
 
 import pytest
 
-from testbed.emulation.run import Runner, prepare
-from testbed.fabrics.scenario_file import apply_overrides, load_scenario
+from testbed.emulation.run import Runner
+from testbed.planning.overrides import apply_overrides
+from testbed.planning.plan import prepare
+from testbed.planning.scenario_file import load_scenario
 
 from ..conftest import ROOT
 from .conftest import (

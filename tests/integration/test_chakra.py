@@ -8,8 +8,10 @@ import json
 
 import pytest
 
-from testbed.emulation.run import Runner, prepare
-from testbed.fabrics.scenario_file import apply_overrides, load_scenario, parse_scenario
+from testbed.emulation.run import Runner
+from testbed.planning.overrides import apply_overrides
+from testbed.planning.plan import prepare
+from testbed.planning.scenario_file import load_scenario, parse_scenario
 
 from ..conftest import ROOT
 from .conftest import assert_faithful, assert_iterations_match_the_oracle

@@ -10,8 +10,10 @@ import time
 import pytest
 
 from testbed.emulation.probes import optical_fabric, probe
-from testbed.emulation.run import Runner, prepare
-from testbed.fabrics.scenario_file import apply_overrides, load_scenario, make_fabric
+from testbed.emulation.run import Runner
+from testbed.planning.overrides import apply_overrides
+from testbed.planning.plan import prepare
+from testbed.planning.scenario_file import load_scenario, make_fabric
 
 from ..conftest import ROOT
 

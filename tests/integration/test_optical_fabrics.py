@@ -11,7 +11,7 @@ import pytest
 
 from testbed.core.calibration import load_calibration
 from testbed.emulation.probes import optical_fabric, probe
-from testbed.fabrics.scenario_file import make_fabric
+from testbed.planning.scenario_file import make_fabric
 
 from .conftest import (
     RATIO_BAND,
@@ -131,8 +131,10 @@ CASES = [("cluster-allreduce", 8), ("ocs-allreduce", 8), ("ocs-allreduce", 16), 
 
 @pytest.mark.parametrize("name, hosts", CASES)
 def test_ring_allreduce_scenario_matches_the_oracle_on_each_fabric(name, hosts, tmp_path, machine_state):
-    from testbed.emulation.run import Runner, prepare
-    from testbed.fabrics.scenario_file import apply_overrides, load_scenario
+    from testbed.emulation.run import Runner
+    from testbed.planning.overrides import apply_overrides
+    from testbed.planning.plan import prepare
+    from testbed.planning.scenario_file import load_scenario
 
     from ..conftest import ROOT
 
@@ -153,8 +155,9 @@ def test_placed_schedule_on_sip_ring_matches_the_schedule_oracle(tmp_path, machi
 
     A global batch of 8 instead of the scenario's 16: the same placement and steps with half the
     bytes and compute, so the rounds at the periods' dilation (1,000) take half the wall time."""
-    from testbed.emulation.run import Runner, prepare
-    from testbed.fabrics.scenario_file import load_scenario, parse_scenario
+    from testbed.emulation.run import Runner
+    from testbed.planning.plan import prepare
+    from testbed.planning.scenario_file import load_scenario, parse_scenario
 
     from ..conftest import ROOT
 
@@ -174,8 +177,9 @@ def test_multi_shot_ocs_replans_circuits_during_training(tmp_path, machine_state
     """Circuits re-planned every period from the live traffic matrix: the MP phase and the DP ring
     get different circuits, every change is dark for its configured time, and no pair the job
     needs is ever left without a path."""
-    from testbed.emulation.run import Runner, prepare
-    from testbed.fabrics.scenario_file import load_scenario
+    from testbed.emulation.run import Runner
+    from testbed.planning.plan import prepare
+    from testbed.planning.scenario_file import load_scenario
 
     from ..conftest import ROOT
 
@@ -206,8 +210,9 @@ def test_partitioned_jobs_each_get_their_switches_on_multi_shot_ocs(tmp_path, ma
     """Two 4-GPU ring all-reduces on 4 optical switches, partitioned: each job's circuits only on
     its 2 switches (B/2 to its next GPU; the 4 of a shared plan would run twice as fast), each job
     at its own pace. Hand, M = 40 MB: 6·(5 µs + 10 MB·8/50 Gb/s) = 9.63 ms a job."""
-    from testbed.emulation.run import Runner, prepare
-    from testbed.fabrics.scenario_file import parse_scenario
+    from testbed.emulation.run import Runner
+    from testbed.planning.plan import prepare
+    from testbed.planning.scenario_file import parse_scenario
 
     ring = {"kind": "collective", "collective": "allreduce", "algorithm": "ring", "bytes": 40_000_000,
             "iterations": 2}

@@ -13,8 +13,10 @@ from pathlib import Path
 import pytest
 import yaml
 
-from testbed.emulation.run import Runner, prepare
-from testbed.fabrics.scenario_file import apply_overrides, load_scenario, parse_scenario
+from testbed.emulation.run import Runner
+from testbed.planning.overrides import apply_overrides
+from testbed.planning.plan import prepare
+from testbed.planning.scenario_file import load_scenario, parse_scenario
 
 from ..conftest import ROOT
 from .conftest import (
@@ -102,7 +104,7 @@ def test_sigkilled_run_is_cleaned_by_testbed_clean(tmp_path, machine_state, scra
     ("broadcast", "tree", 5),
 ])
 def test_other_collectives_give_exact_results_over_mininet(tmp_path, machine_state, collective, algorithm, hosts):
-    from testbed.fabrics.scenario_file import parse_scenario
+    from testbed.planning.scenario_file import parse_scenario
 
     scenario = parse_scenario({
         "name": f"it-{collective}", "seed": 7,

@@ -12,9 +12,9 @@ import pytest
 import testbed
 from testbed.core.calibration import DEFAULT_CALIBRATION
 from testbed.emulation.loopback import LoopbackBackend
-from testbed.emulation.prepare import prepare
 from testbed.emulation.run import Runner
 from testbed.model.errors import InputError
+from testbed.planning.plan import prepare
 
 from ..conftest import ROOT
 

@@ -62,10 +62,29 @@ def test_kind_behaviour_lives_in_the_kinds_modules():
 def test_the_pure_layers_load_no_agent_scapy_mininet_or_os_ken():
     """Importing the oracle, placer, fabrics and planning (what `predict` needs) loads none of the
     agents' socket-opening modules, nor scapy, Mininet or os-ken."""
-    code = ("import sys, testbed.planning.predict, testbed.planning.search, testbed.oracle.schedule_sim, "
-            "testbed.placer.plan, testbed.fabrics.all_kinds, testbed.fabrics.scenario_file; "
+    code = ("import sys, testbed.planning.plan, testbed.workloads.model.search, testbed.oracle.schedule_sim, "
+            "testbed.placer.plan, testbed.fabrics.all_kinds, testbed.workloads.all_kinds, "
+            "testbed.planning.scenario_file; "
             "print(sorted(m for m in sys.modules if m.split('.')[0] in ('hosts', 'controller', 'scapy', 'mininet', "
             "'os_ken')))")
     out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, out.stderr[-2000:]
     assert out.stdout.strip() == "[]", out.stdout
+
+
+def test_workload_kinds_are_asked_not_compared():
+    """Planning, the emulation, the oracle and the interface ask a workload's kind (its folder in
+    testbed/workloads, through the registry) and branch on no workload kind's name; every
+    registered section has its kind and its folder."""
+    import re
+
+    from testbed.workloads.all_kinds import KINDS, SECTIONS
+
+    assert set(KINDS) == set(SECTIONS.values())
+    for name in SECTIONS:
+        assert (ROOT / "testbed" / "workloads" / name / "section.py").is_file(), name
+    branch = re.compile(r'workload\.kind *(==|!=|in) |\.kind *== *"(collective|model|trace|chakra|jobs)"')
+    for package in ("planning", "emulation", "oracle", "interface"):
+        for path in sorted((ROOT / "testbed" / package).rglob("*.py")):
+            for number, line in enumerate(path.read_text().splitlines(), start=1):
+                assert not branch.search(line), f"{path.relative_to(ROOT)}:{number} branches on a workload kind"

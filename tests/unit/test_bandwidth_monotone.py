@@ -9,11 +9,11 @@ import pytest
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
-from testbed.fabrics.scenario_file import make_fabric
 from testbed.model.errors import InputError
 from testbed.network.flows import FREEZE_TOLERANCE, Flow, completion_times
 from testbed.oracle.iteration import predict_plan
 from testbed.placer.plan import make_plan
+from testbed.planning.scenario_file import make_fabric
 
 from .test_placer import SMALL, random_graphs
 

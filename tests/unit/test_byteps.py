@@ -10,12 +10,13 @@ from hypothesis import strategies as st
 
 from hosts import byteps, ops
 from hosts.transport import InProcessTransport
-from testbed.fabrics.scenario_file import parse_scenario
 from testbed.model.errors import InputError
+from testbed.network.collectives import ring_allreduce_time_s
 from testbed.network.flow_model import nic_flow_model
-from testbed.oracle.byteps import Instance, simulate_instances
-from testbed.planning.predict import predict, ring_allreduce_time_s
-from testbed.planning.workloads import schedule_for
+from testbed.planning.plan import predict_scenario
+from testbed.planning.scenario_file import parse_scenario
+from testbed.workloads.all_kinds import schedule_for
+from testbed.workloads.collective.byteps.oracle import Instance, simulate_instances
 
 from .test_collectives import run_ranks
 
@@ -122,7 +123,7 @@ def test_elect_cluster_runs_one_instance_per_gpu_slot_between_servers():
     assert kinds == ["compute", "collective", "compute"]
     assert schedule.gpus[1].steps[1].group == (1, 5)
     assert schedule.gpus[1].steps[1].bytes == 25_000_000
-    prediction = predict(sc, schedule)
+    prediction = predict_scenario(sc)
     assert prediction.breakdown.compute_s > 0 and prediction.breakdown.communication_s > 0
 
 
@@ -139,7 +140,7 @@ def test_bad_byteps_scenarios_get_one_clear_sentence(spec, message):
 
 def test_oracle_byteps_without_cpus_is_close_to_ring_allreduce():
     sc = scenario(kind="elect-flat", hosts=4)
-    predicted = predict(sc, schedule_for(sc)).iteration_time_s
+    predicted = predict_scenario(sc).iteration_time_s
     ring = ring_allreduce_time_s(4, 1e8, 100e9, 5e-6)
     assert ring <= predicted <= 1.05 * ring  # the same bytes per link, plus the pipeline's tail
 
@@ -160,12 +161,12 @@ def test_oracle_byteps_is_within_ten_percent_of_its_bound(size):
     # 100 Gb/s, plus alpha (5 us) for the push and for the sum: 3.082 ms at 32 MB, 9.610 ms at 100 MB.
     bound_s = 1.2 * size * 8 / 100e9 + 2 * 5e-6
     sc = scenario(cpus=2, size=size)
-    predicted = predict(sc, schedule_for(sc)).iteration_time_s
+    predicted = predict_scenario(sc).iteration_time_s
     assert bound_s <= predicted <= 1.10 * bound_s
 
 
 def test_oracle_more_cpu_machines_is_never_slower():
-    times = [predict(sc, schedule_for(sc)).iteration_time_s for sc in (scenario(cpus=c) for c in (0, 2, 4))]
+    times = [predict_scenario(sc).iteration_time_s for sc in (scenario(cpus=c) for c in (0, 2, 4))]
     assert times[0] >= times[1] >= times[2]
     assert times[2] < 0.8 * times[0]  # k = n moves a quarter less data per machine at n = 4
 

@@ -18,12 +18,12 @@ from chakra.schema.protobuf import et_def_pb2 as pb  # noqa: E402
 from chakra.src.generator import generator  # noqa: E402
 from chakra.src.third_party.utils.protolib import decodeMessage, openFileRd  # noqa: E402
 
-from testbed.core.chakra import load_chakra  # noqa: E402
-from testbed.core.chakra_export import comm_group_file, export_chakra  # noqa: E402
-from testbed.fabrics.scenario_file import make_fabric, parse_scenario  # noqa: E402
 from testbed.model.errors import InputError  # noqa: E402
 from testbed.oracle.schedule_sim import simulate_schedule  # noqa: E402
-from testbed.planning.workloads import schedule_for  # noqa: E402
+from testbed.planning.scenario_file import make_fabric, parse_scenario  # noqa: E402
+from testbed.workloads.all_kinds import schedule_for  # noqa: E402
+from testbed.workloads.chakra.export import comm_group_file, export_chakra  # noqa: E402
+from testbed.workloads.chakra.load import load_chakra  # noqa: E402
 
 from ..conftest import ROOT  # noqa: E402
 
@@ -139,7 +139,7 @@ def test_the_scenario_field_comm_groups_is_relative_to_the_scenario(tmp_path):
     (tmp_path / "s.yaml").write_text("name: g\nfabric: {kind: elect-flat, hosts: 8, gpu_bandwidth_gbps: 100, "
                                      "latency_us: 5}\n"
                                      "workload: {kind: chakra, path: trace, comm_groups: groups.json}\n")
-    from testbed.fabrics.scenario_file import load_scenario
+    from testbed.planning.scenario_file import load_scenario
 
     schedule = schedule_for(load_scenario(tmp_path / "s.yaml"))
     assert {s.group for g in schedule.gpus for s in g.steps} == {(0, 1, 2, 3), (4, 5, 6, 7)}

@@ -8,9 +8,9 @@ import json
 
 import pytest
 
-from testbed.fabrics.scenario_file import load_scenario
 from testbed.fabrics.topology import build_topology
 from testbed.model.contracts import AgentConfig, ContractError, ControllerReady, InaAgentSettings, Results, Topology
+from testbed.planning.scenario_file import load_scenario
 
 from ..conftest import ROOT
 

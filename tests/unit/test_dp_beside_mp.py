@@ -4,10 +4,10 @@ import pytest
 
 
 def test_the_dp_ring_takes_its_share_of_the_uplinks_an_mp_group_crosses():
-    from testbed.fabrics.scenario_file import make_fabric
     from testbed.network.flow_model import FlowModel
     from testbed.oracle.fabrics import dp_load
     from testbed.oracle.iteration import beside_dp
+    from testbed.planning.scenario_file import make_fabric
 
     cluster = make_fabric(kind="elect-cluster", hosts=32, gpus_per_server=8, server_uplink_gbps=400,
                           gpu_bandwidth_gbps=1000)

@@ -6,11 +6,12 @@ from __future__ import annotations
 import pytest
 import yaml
 
-from testbed.fabrics.scenario_file import parse_scenario
 from testbed.oracle.iteration import predict_plan
 from testbed.oracle.schedule_sim import simulate_schedule
 from testbed.placer.buckets import overlapped_finish_s
-from testbed.planning.workloads import model_plan, schedule_for
+from testbed.planning.scenario_file import parse_scenario
+from testbed.workloads.all_kinds import schedule_for
+from testbed.workloads.model.plan import model_plan
 
 
 def test_buckets_queue_on_one_ring():
@@ -67,7 +68,7 @@ def test_fp32_gradients_move_twice_the_parameter_bytes(tmp_path):
 
 
 def test_buckets_hold_every_gradient_once():
-    from testbed.fabrics.scenario_file import load_scenario
+    from testbed.planning.scenario_file import load_scenario
 
     from ..conftest import ROOT
 
@@ -81,10 +82,10 @@ def test_buckets_hold_every_gradient_once():
 def test_resnet_at_paper_scale_is_never_slower_on_a_faster_fabric():
     """SiP-ML's sweep: pure data parallelism at 1,024 GPUs. Fusing buckets at the bandwidth's own
     latency-bound size made 256 Gb/s slower than 128 (21.80 against 21.73 ms)."""
-    from testbed.fabrics.scenario_file import make_fabric
     from testbed.placer.plan import make_plan
     from testbed.placer.profiles import device
     from testbed.placer.zoo import MODELS
+    from testbed.planning.scenario_file import make_fabric
 
     plan = make_plan(MODELS["resnet50"](), device("v100"), 1, 1024, 32768, None)
     times = [predict_plan(plan, make_fabric(kind="elect-flat", hosts=1024, gpu_bandwidth_gbps=b, latency_us=1))

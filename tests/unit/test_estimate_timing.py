@@ -3,7 +3,7 @@ counters are too stale for them."""
 
 from controller.optical_app import next_period_end
 from testbed.emulation.results import counter_refresh_notes
-from testbed.fabrics.scenario_file import make_fabric
+from testbed.planning.scenario_file import make_fabric
 
 RING = {"kind": "sip-ring", "hosts": 8, "gpu_bandwidth_gbps": 400, "wavelengths": 16, "wavelength_gbps": 25,
         "estimate_period_us": 100}

@@ -9,8 +9,8 @@ from typing import get_args
 import pytest
 
 from testbed.fabrics.all_kinds import CONTROLLER_APPS, EMULATED_FABRICS, KINDS, ROUTED_FABRICS, SECTIONS, FabricKind
-from testbed.fabrics.scenario_file import make_fabric
 from testbed.model.errors import InputError
+from testbed.planning.scenario_file import make_fabric
 
 
 def test_every_kind_the_scenario_accepts_is_registered_once():

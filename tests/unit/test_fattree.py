@@ -7,11 +7,12 @@ import pytest
 
 from testbed.fabrics.leaf_spine import PRIORITY_ECMP, ecmp_spine
 from testbed.fabrics.programming import switch_rules
-from testbed.fabrics.scenario_file import apply_overrides, load_scenario, make_fabric
 from testbed.fabrics.topology import build_topology
 from testbed.model.errors import InputError
 from testbed.model.fabric_section import FabricSection
-from testbed.planning.predict import predict_scenario
+from testbed.planning.overrides import apply_overrides
+from testbed.planning.plan import predict_scenario
+from testbed.planning.scenario_file import load_scenario, make_fabric
 
 from ..conftest import ROOT
 

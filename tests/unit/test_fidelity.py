@@ -36,8 +36,8 @@ def test_retransmission_timeouts_that_can_cost_over_5_percent_of_an_iteration_ar
 
 
 def test_a_timeout_costs_the_routes_shortest_retransmission_timeout():
-    from testbed.fabrics.scenario_file import parse_scenario
     from testbed.fabrics.topology import route_rto_min_s
+    from testbed.planning.scenario_file import parse_scenario
 
     def fabric(section):
         return parse_scenario({"name": "t", "fabric": {"gpu_bandwidth_gbps": 100, **section},

@@ -11,9 +11,9 @@ import yaml
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from testbed.fabrics.scenario_file import parse_scenario
 from testbed.model.errors import InputError
-from testbed.planning.workloads import schedule_for
+from testbed.planning.scenario_file import parse_scenario
+from testbed.workloads.all_kinds import schedule_for
 
 from ..conftest import ROOT
 

@@ -346,7 +346,8 @@ def test_addresses_outside_the_job_cannot_write_its_slots(tmp_path):
 # --- scenario, schedule, topology and oracle of the ina fabric ----------------------------------
 
 def ina_scenario(**changes):
-    from testbed.fabrics.scenario_file import apply_overrides, load_scenario
+    from testbed.planning.overrides import apply_overrides
+    from testbed.planning.scenario_file import load_scenario
     from tests.conftest import ROOT
 
     return apply_overrides(load_scenario(ROOT / "scenarios" / "ina-two-jobs.yaml"), changes)
@@ -359,16 +360,17 @@ def ina_scenario(**changes):
 ])
 def test_bad_ina_scenarios_are_refused_with_the_fix(changes, words):
     from testbed.model.errors import InputError
-    from testbed.planning.workloads import schedule_for
+    from testbed.workloads.all_kinds import schedule_for
 
     with pytest.raises((InputError, ValueError), match=words):
         schedule_for(ina_scenario(**changes))
 
 
 def test_algorithm_ina_needs_the_ina_fabric():
-    from testbed.fabrics.scenario_file import apply_overrides, load_scenario
     from testbed.model.errors import InputError
-    from testbed.planning.workloads import schedule_for
+    from testbed.planning.overrides import apply_overrides
+    from testbed.planning.scenario_file import load_scenario
+    from testbed.workloads.all_kinds import schedule_for
     from tests.conftest import ROOT
 
     scenario = apply_overrides(load_scenario(ROOT / "scenarios" / "quickstart.yaml"), {"workload.algorithm": "ina"})
@@ -379,7 +381,7 @@ def test_algorithm_ina_needs_the_ina_fabric():
 def test_jobs_are_groups_and_the_node_owns_a_port_per_gpu():
     from testbed.fabrics.ina.node_links import ina_host_commands
     from testbed.fabrics.topology import build_topology
-    from testbed.planning.workloads import schedule_for
+    from testbed.workloads.all_kinds import schedule_for
 
     scenario = ina_scenario(**{"fabric.link_loss_frac": 0.02})
     schedule = schedule_for(scenario)
@@ -394,7 +396,7 @@ def test_jobs_are_groups_and_the_node_owns_a_port_per_gpu():
 
 
 def test_oracle_ina_against_ring_tends_to_n_over_2_n_minus_1():
-    from testbed.planning.predict import collective_cost, ina_allreduce_cost
+    from testbed.network.collectives import collective_cost, ina_allreduce_cost
 
     for n in (4, 8, 64):
         ina = ina_allreduce_cost(n, 1e9, 100e9, 0.0).time_s
@@ -408,9 +410,10 @@ def test_auto_rate_follows_the_calibrated_node_rate():
     from dataclasses import replace
 
     from testbed.core.calibration import DEFAULT_CALIBRATION
-    from testbed.emulation.prepare import prepare
     from testbed.fabrics.ina.node_links import max_worker_rate_bps
-    from testbed.fabrics.scenario_file import apply_overrides, load_scenario
+    from testbed.planning.overrides import apply_overrides
+    from testbed.planning.plan import prepare
+    from testbed.planning.scenario_file import load_scenario
     from tests.conftest import ROOT
 
     # By hand: 0.45 of 45,000 packets/s sustained, 0.3 of that used: 6,075 packets/s of

@@ -89,10 +89,9 @@ def test_a_lossy_ina_run_sends_real_packets_and_is_judged_with_its_own_timers():
     """Loss is per packet: the run's byte scale is 1 whatever the dilation, and its prediction prices
     the timeouts with the timers' floor of 2 ms of wall time at that dilation; lossless, the closed
     form: 2·α + (C + E) frames, C = ceil(20 MB / 1,440 B) = 13,889 chunks, E = ceil(C / 360) = 39."""
-    from testbed.emulation.prepare import prepare
-    from testbed.fabrics.scenario_file import apply_overrides, load_scenario
-    from testbed.planning.predict import predict
-    from testbed.planning.workloads import schedule_for
+    from testbed.planning.overrides import apply_overrides
+    from testbed.planning.plan import predict_scenario, prepare
+    from testbed.planning.scenario_file import load_scenario
 
     from ..conftest import ROOT
 
@@ -100,7 +99,7 @@ def test_a_lossy_ina_run_sends_real_packets_and_is_judged_with_its_own_timers():
     lossless = apply_overrides(lossy, {"fabric.link_loss_frac": 0.0, "fabric.node_drop_frac": 0.0})
     frame_s = 1508 * 8 / (100e9 * 1514 / 1448)
     closed_form = 2 * 5e-6 + (13889 + 39) * frame_s
-    assert predict(lossless, schedule_for(lossless)).iteration_time_s == pytest.approx(closed_form)
+    assert predict_scenario(lossless).iteration_time_s == pytest.approx(closed_form)
     prepared = prepare(lossy)
     assert prepared.plan.dilation.byte_scale == 1.0
     waits_s = prepared.prediction.breakdown.retransmission_s

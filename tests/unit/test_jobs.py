@@ -5,10 +5,10 @@ from __future__ import annotations
 
 import pytest
 
-from testbed.fabrics.scenario_file import parse_scenario
 from testbed.model.errors import InputError
-from testbed.planning.predict import predict_jobs
-from testbed.planning.workloads import schedule_for
+from testbed.planning.plan import predict_jobs
+from testbed.planning.scenario_file import parse_scenario
+from testbed.workloads.all_kinds import schedule_for
 
 CLUSTER = {"kind": "elect-cluster", "hosts": 16, "gpus_per_server": 4, "gpu_bandwidth_gbps": 100,
            "server_uplink_gbps": 100, "latency_us": 5}
@@ -65,7 +65,7 @@ def test_each_job_runs_on_its_own_hosts():
      "two jobs are named 'a'"),
     ([{"name": "m", "gpus": 4, "workload": {"kind": "model", "model": {"name": "resnet50", "global_batch": 8,
                                                                           "mp": 2, "dp": 1}}}],
-     "mp×dp = 2 must equal its 4 GPUs"),
+     "mp×dp = 2×1 = 2 must equal its 4 GPUs"),
     ([{"name": "ps", "gpus": 4, "workload": {**ring(), "algorithm": "byteps"}}], "cannot use algorithm byteps"),
 ])
 def test_bad_jobs_are_one_sentence(jobs, words):
@@ -80,7 +80,7 @@ def test_workload_and_jobs_together_are_refused():
 
 
 def test_sweeps_override_a_jobs_field_by_index():
-    from testbed.fabrics.scenario_file import apply_overrides
+    from testbed.planning.overrides import apply_overrides
 
     s = scenario([{"name": "a", "gpus": [0, 1, 4, 5, 8, 9, 12, 13], "workload": ring()},
                   {"name": "b", "gpus": 8, "workload": ring()}])
@@ -94,8 +94,8 @@ def test_sweeps_override_a_jobs_field_by_index():
 def test_each_job_keeps_a_barrier_of_its_own_and_idle_hosts_one_each():
     """The agents' barrier groups: each job's hosts with its own measured iterations; a GPU no job
     uses is alone (it has no steps); one job keeps the single barrier of every host."""
-    from testbed.planning.jobs import paced_groups
     from testbed.shared.collective_plans import barrier_ring_next
+    from testbed.workloads.jobs.combine import paced_groups
 
     s = scenario([{"name": "a", "gpus": [0, 2, 4, 6], "workload": ring(iterations=2)},
                   {"name": "b", "gpus": 4, "workload": ring(iterations=5)}])

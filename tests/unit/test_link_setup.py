@@ -4,8 +4,8 @@ right links, relaying only where GPUs route for each other. Pure, read without M
 from __future__ import annotations
 
 from testbed.emulation.link_setup import host_commands, switch_port_shaping
-from testbed.fabrics.scenario_file import make_fabric
 from testbed.fabrics.topology import build_topology
+from testbed.planning.scenario_file import make_fabric
 
 
 def _shaped_devices(commands: list[str]) -> set[str]:

@@ -17,12 +17,13 @@ from os_ken.ofproto import ofproto_v1_3, ofproto_v1_3_parser
 from controller import optical_app
 from testbed.fabrics import programming
 from testbed.fabrics.rendering import PlanError
-from testbed.fabrics.scenario_file import apply_overrides, load_scenario, make_fabric
 from testbed.fabrics.topology import build_topology
 from testbed.model.contracts import ControllerConfig
 from testbed.model.fabric_section import FabricSection
 from testbed.model.schedule import cut_pairs
-from testbed.planning.workloads import schedule_for
+from testbed.planning.overrides import apply_overrides
+from testbed.planning.scenario_file import load_scenario, make_fabric
+from testbed.workloads.all_kinds import schedule_for
 
 from ..conftest import ROOT
 

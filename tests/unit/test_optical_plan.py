@@ -11,10 +11,10 @@ from controller import reconfig
 from controller.northbound import BadRequest, parse_links
 from testbed.fabrics.programming import render, validate
 from testbed.fabrics.rendering import PlanError, hold
-from testbed.fabrics.scenario_file import make_fabric
 from testbed.fabrics.topology import build_topology
 from testbed.model.schedule import cut_pairs
 from testbed.oracle.fabrics import forwarding_load_factor
+from testbed.planning.scenario_file import make_fabric
 
 
 def ocs(n=4, q=2):

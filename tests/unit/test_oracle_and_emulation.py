@@ -9,12 +9,13 @@ from hypothesis import strategies as st
 from testbed.core.calibration import Calibration
 from testbed.core.dilation import MIN_MESSAGE_BYTES, resolve_emulation
 from testbed.core.shaping import htb_commands, line_rate_bps
-from testbed.emulation.prepare import min_dilation_for, prepare
-from testbed.fabrics.scenario_file import parse_scenario
 from testbed.model.units import Dilation
-from testbed.planning.predict import predict, ring_allreduce_time_s
-from testbed.planning.workloads import schedule_for
+from testbed.network.collectives import ring_allreduce_time_s
+from testbed.planning.plan import predict_scenario, prepare
+from testbed.planning.scenario_file import parse_scenario
 from testbed.shared.collective_plans import ring_allreduce_traffic
+from testbed.workloads.all_kinds import schedule_for
+from testbed.workloads.sizing import min_dilation_for
 
 CALIBRATION = Calibration(capacity_bps=1.2e9, timer_error_s=50e-6, sleep_overshoot_s=80e-6, datapath="user",
                           measured_at="test")
@@ -34,7 +35,7 @@ def test_ring_formula_matches_design():
     expected = 14 * 5e-6 + 14 / 8 * 100e6 * 8 / 100e9
     assert ring_allreduce_time_s(8, 100e6, 100e9, 5e-6) == pytest.approx(expected)
     s = scenario()
-    assert predict(s, schedule_for(s)).iteration_time_s == pytest.approx(expected)
+    assert predict_scenario(s).iteration_time_s == pytest.approx(expected)
 
 
 def test_the_byte_scale_is_lowered_until_every_ranks_buffers_fit_in_memory():
@@ -42,7 +43,7 @@ def test_the_byte_scale_is_lowered_until_every_ranks_buffers_fit_in_memory():
     100e9 = 0.5; with 4 GB of memory, half of it for 4 copies of 800 MB of buffers, at most
     2e9 / 3.2e9 = 0.625 fits (unchanged), with 1 GB 0.15625. The dilation stays."""
     s = scenario(8, 100.0, 100_000_000, dilation=1000)
-    predicted = predict(s, schedule_for(s)).iteration_time_s
+    predicted = predict_scenario(s).iteration_time_s
     roomy = replace(CALIBRATION, capacity_bps=8 * 50e6 / 0.6, memory_bytes=4e9)  # runs offer 60%
     plan = resolve_emulation(s, predicted, 1e-3, 1e7, 8, roomy, buffer_bytes=8e8)
     assert plan.dilation.byte_scale == pytest.approx(0.5)
@@ -100,7 +101,7 @@ def test_auto_sizes_rates_by_the_agents_ring_where_it_forwards_less_than_the_dat
     """8 hosts, capacity 1.2 Gb/s but the agents' ring 0.4 Gb/s: 0.6 of 0.4 Gb/s over 8
     senders is 30 Mb/s per host; with the agents faster than the datapath, 0.6 of 1.2 / 8 = 90."""
     s = scenario(8, 100.0, 100_000_000)
-    predicted = predict(s, schedule_for(s)).iteration_time_s
+    predicted = predict_scenario(s).iteration_time_s
     step = predicted / 14
     slow = replace(CALIBRATION, agent_capacity_bps=0.4e9)
     assert slow.usable_capacity_bps == 0.4e9
@@ -125,7 +126,7 @@ def test_a_slow_agent_step_raises_the_dilation_above_the_timers_floor():
     """Events must be 50 times the host's per-message cost (2% tolerance): 2 ms by default, so a
     shortest event of 1 ms needs dilation 100; agents measured at 5 ms a step need 250."""
     s = scenario(8, 100.0, 100_000_000)
-    predicted = predict(s, schedule_for(s)).iteration_time_s
+    predicted = predict_scenario(s).iteration_time_s
     assert resolve_emulation(s, predicted, 1e-3, 1e9, 8, CALIBRATION).dilation.dilation >= 100 * (1 - 1e-9)
     slow = replace(CALIBRATION, agent_step_s=5e-3)
     assert resolve_emulation(s, predicted, 1e-3, 1e9, 8, slow).dilation.dilation == pytest.approx(250)
@@ -136,7 +137,7 @@ def test_a_slow_agent_step_raises_the_dilation_above_the_timers_floor():
        latency_us=st.floats(0, 50))
 def test_auto_stays_within_capacity_timers_and_message_floor(hosts, gbps, size, latency_us):
     s = scenario(hosts, gbps, size, latency_us)
-    predicted = predict(s, schedule_for(s)).iteration_time_s
+    predicted = predict_scenario(s).iteration_time_s
     step = predicted / (2 * (hosts - 1))
     plan = resolve_emulation(s, predicted, step, size / hosts, hosts, CALIBRATION)
     d = plan.dilation
@@ -148,7 +149,7 @@ def test_auto_stays_within_capacity_timers_and_message_floor(hosts, gbps, size, 
 
 def test_fixed_values_are_honoured_and_overload_is_noted():
     s = scenario(dilation=1.0, byte_scale=1.0)
-    predicted = predict(s, schedule_for(s)).iteration_time_s
+    predicted = predict_scenario(s).iteration_time_s
     plan = resolve_emulation(s, predicted, predicted / 14, 100e6 / 8, 8, CALIBRATION)
     assert (plan.dilation.dilation, plan.dilation.byte_scale) == (1.0, 1.0)
     assert any("exceeds the calibrated" in n for n in plan.notes)
@@ -166,7 +167,7 @@ def test_auto_keeps_the_iteration_long_against_the_ranks_start_spread(hosts):
     from testbed.core.dilation import EVENT_TOLERANCE, START_SPREAD_PER_RANK_S
 
     s = scenario(hosts)
-    predicted = predict(s, schedule_for(s)).iteration_time_s
+    predicted = predict_scenario(s).iteration_time_s
     plan = resolve_emulation(s, predicted, predicted, 100e6, hosts, CALIBRATION)
     spread_s = START_SPREAD_PER_RANK_S * hosts
     assert plan.dilation.emulated_time_s(predicted) >= spread_s / EVENT_TOLERANCE * (1 - 1e-9)
@@ -201,8 +202,8 @@ def test_warm_up_rounds_of_a_schedule_are_expected_to_skip_compute(tmp_path):
 
 
 def test_a_hosts_longest_queue_is_what_it_sends_at_once():
-    from testbed.emulation.prepare import longest_host_queue_s
     from testbed.model.schedule import GpuSchedule, Schedule, Step
+    from testbed.workloads.sizing import longest_host_queue_s
 
     ring = scenario(hosts=8, gbps=100.0, size=100_000_000)
     # A ring all-reduce sends M/n at a time: 12.5 MB at 100 Gb/s, 1 ms.

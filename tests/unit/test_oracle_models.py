@@ -3,9 +3,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from testbed.fabrics.ps.behaviour import byteps_bytes_per_machine
-from testbed.fabrics.scenario_file import make_fabric
 from testbed.fabrics.sip_ocs.circuits import plan_circuits, replan_circuits
 from testbed.fabrics.sip_ring.wavelengths import plan_wavelengths, segments
+from testbed.network.collectives import ring_allreduce_time_s
 from testbed.network.flows import Flow, completion_times, max_min_rates
 from testbed.oracle.fabrics import dp_allreduce_s, mp_flow_model
 from testbed.oracle.iteration import dp_ring_bytes, predict_plan
@@ -13,7 +13,7 @@ from testbed.placer.plan import make_plan
 from testbed.placer.profiles import device
 from testbed.placer.settings import PlanSettings
 from testbed.placer.zoo import MODELS
-from testbed.planning.predict import ring_allreduce_time_s
+from testbed.planning.scenario_file import make_fabric
 
 
 def test_max_min_fairness():
@@ -128,10 +128,10 @@ def test_wavelengths_respect_segments_reach_and_interfaces(nodes, waves, reach, 
 
 
 def test_schedule_simulation_agrees_with_the_formulas_and_the_plan_oracle():
-    from testbed.fabrics.scenario_file import parse_scenario
     from testbed.oracle.schedule_sim import simulate_schedule
     from testbed.placer.emit import plan_schedule
-    from testbed.planning.workloads import schedule_for
+    from testbed.planning.scenario_file import parse_scenario
+    from testbed.workloads.all_kinds import schedule_for
 
     scenario = parse_scenario({"name": "c", "fabric": {"kind": "elect-flat", "hosts": 8, "gpu_bandwidth_gbps": 100,
                                                        "latency_us": 5},
@@ -286,7 +286,7 @@ def test_sip_ring_pure_dp_ring_gets_what_the_collective_path_and_controller_give
     """W = 4 wavelengths: the controller keeps one towards the other neighbour, so a one-way ring
     carries 3/4 of B, both when a placed plan's DP ring and a ring all-reduce scenario predict it.
     By hand: 2(n-1)·α + 2(n-1)/n·M/(0.75·B) with n = 8, M = 100 MB, B = 100 Gb/s, α = 5 µs."""
-    from testbed.planning.predict import _ring_on_fabric
+    from testbed.workloads.collective.predict import _ring_on_fabric
 
     fabric = make_fabric(kind="sip-ring", hosts=8, gpu_bandwidth_gbps=100, wavelengths=4, latency_us=5)
     by_hand = 2 * 7 * 5e-6 + 2 * 7 / 8 * 100e6 * 8 / (0.75 * 100e9)

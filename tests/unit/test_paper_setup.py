@@ -3,13 +3,13 @@ values worked out by hand from the layer shapes."""
 
 import pytest
 
-from testbed.fabrics.scenario_file import parse_scenario
 from testbed.placer.balance import balance
 from testbed.placer.plan import make_plan
 from testbed.placer.profiles import device
 from testbed.placer.settings import PlanSettings
 from testbed.placer.zoo import _Builder
-from testbed.planning.workloads import model_plan
+from testbed.planning.scenario_file import parse_scenario
+from testbed.workloads.model.plan import model_plan
 
 WIDTH = 2048  # channels in and out of each linear layer
 FLOPS_PER_SAMPLE = 2 * WIDTH * WIDTH

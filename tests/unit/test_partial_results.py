@@ -11,10 +11,11 @@ from hosts.agent import data_seed
 from hosts.data import digest
 from hosts.timing import compute_timing
 from testbed.emulation import results
-from testbed.emulation.prepare import prepare
 from testbed.emulation.records import RunMeasurements, RunOutcome
-from testbed.fabrics.scenario_file import apply_overrides, load_scenario
 from testbed.interface import cli
+from testbed.planning.overrides import apply_overrides
+from testbed.planning.plan import prepare
+from testbed.planning.scenario_file import load_scenario
 
 from ..conftest import ROOT
 

@@ -213,10 +213,10 @@ def test_waves_slow_small_pieces_and_constant_leaves_them_alone():
 
 def test_search_ranks_the_same_candidates_a_full_evaluation_would():
     """Pruning by the compute bound keeps the `top` best: checked against predicting every candidate."""
-    from testbed.fabrics.scenario_file import make_fabric
     from testbed.oracle.iteration import predict_plan
     from testbed.placer.accuracy import curve
-    from testbed.planning.search import PlanCache, ranked
+    from testbed.planning.scenario_file import make_fabric
+    from testbed.workloads.model.search import PlanCache, ranked
 
     fabric = make_fabric("t", kind="elect-flat", hosts=8, gpu_bandwidth_gbps=100)
     cache = PlanCache(MODELS["resnet50"](), device("v100"))

@@ -10,12 +10,12 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from testbed.fabrics.programming import plan_for
-from testbed.fabrics.scenario_file import make_fabric
 from testbed.fabrics.sip_ring.behaviour import replan
 from testbed.fabrics.topology import build_topology, dark_us
 from testbed.oracle.replanning import LiveReplans, Replanner, changed_resources
 from testbed.oracle.retune_threshold import NEVER_US, candidates_us, with_retune_threshold
 from testbed.oracle.schedule_sim import simulate_schedule
+from testbed.planning.scenario_file import make_fabric
 
 
 def ring(hosts: int = 8, wavelengths: int = 4, reconfig_us: float = 25.0, period_us: float = 100.0):

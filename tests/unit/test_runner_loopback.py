@@ -12,11 +12,11 @@ import pytest
 
 from testbed.core.calibration import DEFAULT_CALIBRATION
 from testbed.emulation.loopback import LoopbackBackend
-from testbed.emulation.prepare import prepare
 from testbed.emulation.run import Runner
-from testbed.fabrics.scenario_file import parse_scenario
 from testbed.interface.report import run_report
 from testbed.model.errors import RunFailed
+from testbed.planning.plan import prepare
+from testbed.planning.scenario_file import parse_scenario
 
 HOSTS = 4
 

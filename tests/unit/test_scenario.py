@@ -7,8 +7,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from testbed.fabrics.scenario_file import apply_overrides, load_scenario, parse_scenario
 from testbed.model.errors import InputError
+from testbed.planning.overrides import apply_overrides
+from testbed.planning.scenario_file import load_scenario, parse_scenario
 
 from ..conftest import ROOT
 
@@ -118,7 +119,7 @@ def test_parsing_never_crashes(data):
 def test_resolved_scenario_reloads():
     import yaml
 
-    from testbed.fabrics.scenario_file import scenario_to_yaml
+    from testbed.planning.scenario_file import scenario_to_yaml
 
     scenario = load_scenario(ROOT / "scenarios" / "quickstart.yaml")
     text = scenario_to_yaml(scenario, {"dilation": 99.5, "byte_scale": 0.1})
@@ -130,7 +131,8 @@ def test_resolved_scenario_reloads():
 def test_resolved_optical_scenarios_keep_their_estimation_period(name):
     import yaml
 
-    from testbed.fabrics.scenario_file import apply_overrides, scenario_to_yaml
+    from testbed.planning.overrides import apply_overrides
+    from testbed.planning.scenario_file import scenario_to_yaml
 
     scenario = apply_overrides(load_scenario(ROOT / "scenarios" / name), {"fabric.estimate_period_us": 500})
     data = yaml.safe_load(scenario_to_yaml(scenario))

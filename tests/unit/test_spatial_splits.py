@@ -3,14 +3,14 @@ Expected values are worked out by hand from the layer shapes, not taken from the
 
 import pytest
 
-from testbed.fabrics.scenario_file import parse_scenario
 from testbed.placer.balance import GRADIENT_SUM, balance, inputs_of
 from testbed.placer.emit import plan_schedule
 from testbed.placer.plan import make_plan, verify
 from testbed.placer.profiles import device
 from testbed.placer.settings import PlanSettings
 from testbed.placer.zoo import MODELS, _Builder
-from testbed.planning.workloads import model_plan
+from testbed.planning.scenario_file import parse_scenario
+from testbed.workloads.model.plan import model_plan
 
 V100 = device("v100")
 # conv1 of ResNet-50: 7×7×3 -> 64 channels; one row of its 112×112×64 fp16 output is 112·64·2 bytes.

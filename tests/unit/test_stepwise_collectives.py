@@ -7,9 +7,9 @@ import math
 
 import pytest
 
-from testbed.fabrics.scenario_file import make_fabric
 from testbed.oracle.schedule_sim import simulate_schedule
 from testbed.oracle.stepwise import StepwiseCollective
+from testbed.planning.scenario_file import make_fabric
 from testbed.shared.collective_plans import collective_traffic
 
 

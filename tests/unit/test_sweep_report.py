@@ -10,10 +10,10 @@ import sys
 
 import pytest
 
-from testbed.fabrics.scenario_file import load_scenario
 from testbed.interface.report import report
 from testbed.interface.sweep import merge_sweeps, parse_sets, parse_shard, plan_points, run_sweep
 from testbed.model.errors import InputError
+from testbed.planning.scenario_file import load_scenario
 
 from ..conftest import ROOT
 

@@ -10,10 +10,10 @@ import sys
 
 import pytest
 
-from testbed.core.trace import schedule_from_json
-from testbed.fabrics.scenario_file import load_scenario
 from testbed.model.errors import InputError
-from testbed.planning.predict import predict_scenario
+from testbed.planning.plan import predict_scenario
+from testbed.planning.scenario_file import load_scenario
+from testbed.workloads.trace.load import schedule_from_json
 
 from ..conftest import ROOT
 
@@ -79,8 +79,8 @@ def test_predict_checks_a_given_schedule_like_a_trace(tmp_path):
 
 @pytest.mark.parametrize("algorithm", ["ring", "tree", "halving-doubling"])
 def test_a_traces_collectives_are_in_its_traffic_matrix_and_predict_on_circuits(algorithm):
-    from testbed.fabrics.scenario_file import apply_overrides
     from testbed.oracle.schedule_sim import simulate_schedule
+    from testbed.planning.overrides import apply_overrides
 
     step = {"id": "ar", "kind": "collective", "op": "allreduce", "algorithm": algorithm, "group": [0, 1, 2, 3],
             "bytes": 4_000_000}

@@ -11,8 +11,9 @@ import sys
 import time
 
 from testbed.core.watchdog import Progress, connect_timeout_s, describe_stall, stall_bound_s, start_up_bound_s
-from testbed.fabrics.scenario_file import apply_overrides, load_scenario
-from testbed.planning.workloads import schedule_for
+from testbed.planning.overrides import apply_overrides
+from testbed.planning.scenario_file import load_scenario
+from testbed.workloads.all_kinds import schedule_for
 
 from ..conftest import ROOT
 

@@ -12,17 +12,17 @@ from testbed.model.errors import InputError
 from testbed.model.scenario import Scenario
 from testbed.model.schedule import GpuSchedule, Schedule, Step
 from testbed.model.units import gbps_to_bps, s_to_us, us_to_s
-from testbed.oracle.byteps import Instance, intra_server_s
 from testbed.shared.byteps_partition import PartitionError, chunk_count, service_buckets, transfers
+from testbed.workloads.collective.byteps.oracle import Instance, intra_server_s
+from testbed.workloads.collective.section import CollectiveWorkload
 
 
-def instances(scenario: Scenario) -> list[Instance]:
+def instances(scenario: Scenario, workload: CollectiveWorkload) -> list[Instance]:
     """The all-reduces that run at once. Elect-Flat and ps: one, among all GPUs, with the ps
     fabric's CPU machines (ranks after the GPUs) as extra summation services. Elect-Cluster: a
     server is one GPU machine, and after the intra-server reduce-scatter GPU i of every server
     all-reduces its 1/g of the buffer with GPU i of the others (g instances over the uplinks)."""
-    fabric, workload = scenario.fabric, scenario.workload
-    assert workload.bytes is not None
+    fabric = scenario.fabric
     classic = workload.algorithm == "ps"
     where = f"{scenario.name}: workload.algorithm {workload.algorithm}"
     if fabric.kind not in PARAMETER_SERVER_FABRICS:
@@ -52,13 +52,12 @@ def instances(scenario: Scenario) -> list[Instance]:
     return [Instance(group, services, size, chunks, classic) for group in groups]
 
 
-def local_steps_us(scenario: Scenario) -> tuple[float, float]:
+def local_steps_us(scenario: Scenario, workload: CollectiveWorkload) -> tuple[float, float]:
     """Intra-server work before and after the network step (Elect-Cluster only)."""
     fabric = scenario.fabric
     if not isinstance(fabric, ElectClusterFabric):
         return 0.0, 0.0
-    assert scenario.workload.bytes is not None
-    before, after = intra_server_s(fabric.gpus_per_server, scenario.workload.bytes,
+    before, after = intra_server_s(fabric.gpus_per_server, workload.bytes,
                                    gbps_to_bps(fabric.gpu_bandwidth_gbps), us_to_s(fabric.latency_us))
     return s_to_us(before), s_to_us(after)
 
@@ -79,11 +78,11 @@ def traffic(instances_: list[Instance], ranks: int) -> tuple[tuple[int, ...], ..
     return tuple(tuple(round(v) for v in row) for row in matrix)
 
 
-def byteps_schedule(scenario: Scenario) -> Schedule:
-    workload = scenario.workload
-    found = instances(scenario)
+def byteps_schedule(scenario: Scenario, workload: CollectiveWorkload) -> Schedule:
+    """Every GPU and CPU machine's step: its instance's all-reduce, between the intra-server steps."""
+    found = instances(scenario, workload)
     ranks = total_ranks(scenario)
-    before_us, after_us = local_steps_us(scenario)
+    before_us, after_us = local_steps_us(scenario, workload)
     of_rank = {rank: inst for inst in found for rank in inst.group + inst.services}
     gpus = []
     for rank in range(ranks):

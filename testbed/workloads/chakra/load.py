@@ -16,7 +16,12 @@ from typing import Any
 
 import networkx as nx
 
-from testbed.core.chakra_proto import (
+from testbed.core.messages import Message, MessageBook
+from testbed.model.errors import InputError
+from testbed.model.schedule import GpuSchedule, Schedule, Step, with_channels
+from testbed.shared import collective_plans as plans
+from testbed.shared.collective_plans import schedule_traffic
+from testbed.workloads.chakra.proto import (
     COLLECTIVE_NAMES,
     COLLECTIVES,
     INTEGER_KINDS,
@@ -24,11 +29,6 @@ from testbed.core.chakra_proto import (
     attribute_value,
     decode,
 )
-from testbed.core.messages import Message, MessageBook
-from testbed.model.errors import InputError
-from testbed.model.schedule import GpuSchedule, Schedule, Step, with_channels
-from testbed.shared import collective_plans as plans
-from testbed.shared.collective_plans import schedule_traffic
 
 FILE_NAME = re.compile(r"^(?P<prefix>.+)\.(?P<rank>\d+)\.et$")
 # What each collective type runs as on the hosts; a barrier is a one-element all-reduce.

@@ -7,11 +7,11 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from testbed.core.chakra import EXACT_DURATION, PG_ATTRIBUTE
-from testbed.core.chakra_proto import COLLECTIVES, NODE_TYPES, VERSION, GlobalMetadata, Node, attribute, encode
 from testbed.model.errors import InputError
 from testbed.model.schedule import Schedule, Step, in_order_deps
 from testbed.shared import collective_plans as plans
+from testbed.workloads.chakra.load import EXACT_DURATION, PG_ATTRIBUTE
+from testbed.workloads.chakra.proto import COLLECTIVES, NODE_TYPES, VERSION, GlobalMetadata, Node, attribute, encode
 
 TYPE_OF = {"allreduce": "ALL_REDUCE", "reduce": "REDUCE", "allgather": "ALL_GATHER", "gather": "GATHER",
            "scatter": "SCATTER", "reducescatter": "REDUCE_SCATTER", "alltoall": "ALL_TO_ALL", "broadcast": "BROADCAST"}

@@ -6,20 +6,12 @@ wavelengths with the others'. Each job's predicted time together, and alone on t
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, replace
+from dataclasses import replace
 
 from testbed.fabrics.partitioned import shares
 from testbed.model.errors import InputError
 from testbed.model.scenario import Job, Scenario
 from testbed.model.schedule import GpuSchedule, Schedule, Step, in_order_deps, with_channels
-
-
-@dataclass(frozen=True)
-class JobPrediction:
-    name: str
-    gpus: tuple[int, ...]
-    together_s: float  # the job's iteration beside the others (its GPUs' last step)
-    alone_s: float  # the same schedule with the other jobs' GPUs idle
 
 
 def job_scenario(scenario: Scenario, job: Job, gpus: list[int]) -> Scenario:

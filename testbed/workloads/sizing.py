@@ -1,18 +1,16 @@
-"""Everything decided before an emulation starts, with no root and no I/O but the calibration it
-is given (or reads once): the schedule, the oracle's prediction, dilation and byte scale."""
+"""How a run is sized for this machine: dilation and byte scale from the schedule, its prediction
+and the calibration, and what the monitors judge the run against; the pieces every workload
+kind's sizing shares. Pure."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 
-from testbed.core.calibration import DEFAULT_CALIBRATION, Calibration, load_calibration
+from testbed.core.calibration import DEFAULT_CALIBRATION, Calibration
 from testbed.core.dilation import MIN_MESSAGE_BYTES, EmulationPlan, message_floor_bytes, resolve_emulation
 from testbed.core.fidelity import COUNTER_REFRESHES_PER_PERIOD, DARK_TOLERANCE, SETUP_COUNTER_REFRESH_MS
-from testbed.core.shaping import MTU_FRAME_BYTES, TCP_PAYLOAD_BYTES
-from testbed.fabrics.all_kinds import EMULATED_FABRICS, KINDS
-from testbed.fabrics.ina.node_links import InaRunTiming, max_worker_rate_bps
-from testbed.fabrics.ina.section import InaFabric
+from testbed.fabrics.all_kinds import KINDS
 from testbed.fabrics.topology import dark_us, estimate_period_us, route_rto_min_s
 from testbed.model.errors import InputError
 from testbed.model.fabric_section import FabricSection
@@ -23,28 +21,20 @@ from testbed.network.collectives import Prediction, collective_cost
 from testbed.network.flows import Flow, max_min_rates
 from testbed.oracle.fabrics import forwarding_load_factor, mp_flow_model
 from testbed.oracle.replanning import replans_during_run
-from testbed.oracle.retune_threshold import with_retune_threshold
 from testbed.oracle.schedule_sim import simulate_schedule
-from testbed.planning.byteps_schedule import instances
-from testbed.planning.jobs import job_times
-from testbed.planning.predict import predict, predict_ina_fabric
-from testbed.planning.workloads import schedule_for
-from testbed.shared.ina_rules import FRAME_BYTES, PAYLOAD_BYTES
+from testbed.workloads.predicted import JobPrediction, Predicted
 
 # A reconfiguration's rule changes and their barrier take about a millisecond here (DESIGN §8), and
 # a machine `slowness` times slower takes that many times longer (inside the software-emulated VM
 # the hosts switched their links 10-30 ms late); dark time must be accurate to the dark_time
 # monitor's DARK_TOLERANCE.
 CONTROL_LATENCY_S = 1e-3
-# An INA pass of C chunks fills and drains its window once (about one window's round trip its
-# closed form leaves out) and meets shared slots' collisions C·f times: 1,000 chunks keep both
-# within a few percent (a run of 61 chunks a pass measured 0.97-1.26 of its prediction).
-INA_MIN_CHUNKS = 1000
 
 
 @dataclass
 class Prepared:
-    """Everything decided before any root-only work: pure, so `predict` and tests share it."""
+    """Everything decided before any root-only work: the plan's schedule and prediction, and the
+    run's sizing; pure, so every command and the tests share it."""
 
     scenario: Scenario
     schedule: Schedule
@@ -72,6 +62,14 @@ class Prepared:
     # Real-world: the longest a host's own messages sent at once take to leave it at B (a scatter's
     # root: (n-1)/n of its buffer); dilated, what its switched route's timeout must outlast.
     host_queue_s: float = 0.0
+    # How the results summarise the run: communication as the collectives' own measured times
+    # (False: what of the iteration neither compute nor dark time took, as a schedule's
+    # prediction counts it), and whether the run's exchanges are judged for stalls.
+    communication_from_collectives: bool = False
+    stalls_judged: bool = False
+    method: str = ""  # how the prediction was made
+    # Several jobs: each one's predicted time together and alone.
+    jobs: tuple[JobPrediction, ...] = ()
 
     def route_rto_min_s(self) -> float:
         """TCP's shortest retransmission timeout on the run's routes, in wall seconds."""
@@ -79,16 +77,6 @@ class Prepared:
         return route_rto_min_s(self.scenario.fabric, dilation, dilation * self.host_queue_s)
 
 
-
-
-def prepare(scenario: Scenario, calibration: Calibration | None = None) -> Prepared:
-    """What a run of `scenario` needs decided first; `calibration` is this machine's (the stored one
-    when not given)."""
-    calibration = calibration or load_calibration()
-    prepared = _prepare(scenario, calibration)
-    floor = _message_floor(scenario, prepared.smallest_message_bytes, prepared.min_message_bytes)
-    return replace(prepared, calibration=calibration, min_message_bytes=floor,
-                   host_queue_s=longest_host_queue_s(prepared.scenario, prepared.schedule))
 
 
 def longest_host_queue_s(scenario: Scenario, schedule: Schedule) -> float:
@@ -117,54 +105,35 @@ def longest_host_queue_s(scenario: Scenario, schedule: Schedule) -> float:
     return longest
 
 
+def finish(prepared: Prepared, calibration: Calibration) -> Prepared:
+    """A kind's sizing with what every run shares: the calibration it was sized by, the message
+    floor and how long a host's own messages queue."""
+    floor = _message_floor(prepared.scenario, prepared.smallest_message_bytes, prepared.min_message_bytes)
+    return replace(prepared, calibration=calibration, min_message_bytes=floor,
+                   host_queue_s=longest_host_queue_s(prepared.scenario, prepared.schedule))
+
+
 def _message_floor(scenario: Scenario, smallest_message_bytes: float, floor_bytes: float) -> float:
     fabric = scenario.fabric
     transfer_s = transfer_time_s(smallest_message_bytes, gbps_to_bps(fabric.gpu_bandwidth_gbps))
     return message_floor_bytes(us_to_s(fabric.latency_us), transfer_s, floor_bytes)
 
 
-def _prepare(scenario: Scenario, calibration: Calibration) -> Prepared:
-    if scenario.fabric.kind not in EMULATED_FABRICS:
-        raise InputError(
-            f"{scenario.name}: testbed run emulates {', '.join(EMULATED_FABRICS)} so far (this is "
-            f"{scenario.fabric.kind}); model workloads can be placed and predicted on every fabric with "
-            f"`testbed place` and `testbed predict`"
-        )
-    if scenario.workload.kind in ("model", "trace", "chakra", "jobs"):
-        return _prepare_schedule(scenario, calibration)
-    schedule = schedule_for(scenario)
-    prediction = predict(scenario, schedule)
-    workload, fabric = scenario.workload, scenario.fabric
-    if workload.algorithm in ("byteps", "ps"):
-        return _prepare_byteps(scenario, schedule, prediction, calibration)
-    assert workload.bytes is not None and workload.collective is not None
-    if workload.algorithm == "ina":
-        return _prepare_ina(scenario, schedule, prediction, calibration)
-    cost = collective_cost(workload.collective, workload.algorithm, fabric.hosts, workload.bytes,
-                           gbps_to_bps(fabric.gpu_bandwidth_gbps), us_to_s(fabric.latency_us))
-    shortest = us_to_s(fabric.latency_us) + transfer_time_s(cost.smallest_message_bytes,
-                                                             gbps_to_bps(fabric.gpu_bandwidth_gbps))
-    cap = _ina_rate_cap(scenario, calibration) if KINDS[fabric.kind].aggregation_node else None
-    plan = _emulation_plan(scenario, schedule, prediction, calibration, shortest, cost.smallest_message_bytes, cap)
-    # On fabrics slower than Elect-Flat (a share of circuits, wavelengths, uplinks) busy transfers
-    # should see the host rate scaled by how much slower the oracle says the collective is.
-    expected = plan.host_rate_bps * min(1.0, cost.time_s / prediction.iteration_time_s)
-    return Prepared(scenario, schedule, prediction, plan, shortest, cost.smallest_message_bytes, expected,
-                    ina_node_packets_per_s=calibration.node_packets_per_s if cap else None)
+# A collective whose messages take less than this share of α on the wire (a barrier's token) is
+# all latency: how many bytes it carries says nothing of the link, so it does not size them.
+NEGLIGIBLE_TRANSFER = 0.01
 
 
-def _prepare_schedule(scenario: Scenario, calibration: Calibration) -> Prepared:
-    """A placed model's schedule: predicted by simulating the same steps the agents will replay.
+def size_schedule(predicted: Predicted, calibration: Calibration, collective_messages: bool = True) -> Prepared:
+    """A schedule predicted by simulating the same steps the agents will replay (placed models,
+    traces, several jobs); `collective_messages`: whether its collectives' messages size the run
+    (a placed model's are DP buckets, its sends are what the sizing must protect).
 
     A schedule has hundreds of short steps per GPU, so per-step host overhead is judged against
     the average step (overheads add up along the critical path) rather than the shortest one, and
     messages by the smallest of those that carry most of the bytes."""
-    schedule = schedule_for(scenario)
-    # The controller runs with the retune threshold the prediction picked: the run carries it.
-    retuning = with_retune_threshold(schedule.to_json(), scenario.fabric)
-    scenario = scenario.model_copy(update={"fabric": retuning.fabric})
-    prediction, message_bps = retuning.prediction, retuning.message_bps
-    per_gpu = [_gpu_messages(scenario, gpu.steps) for gpu in schedule.gpus]
+    scenario, schedule, prediction = predicted.scenario, predicted.schedule, predicted.prediction
+    per_gpu = [_gpu_messages(scenario, gpu.steps, collective_messages) for gpu in schedule.gpus]
     steps = max(timed for _, timed in per_gpu)
     sizes = sorted(size for gpu_sizes, _ in per_gpu for size in gpu_sizes)
     average_step = prediction.iteration_time_s / max(1, steps)
@@ -173,21 +142,16 @@ def _prepare_schedule(scenario: Scenario, calibration: Calibration) -> Prepared:
         max(1.0, average_step * gbps_to_bps(scenario.fabric.gpu_bandwidth_gbps) / BITS_PER_BYTE)
     # Size the bytes by the messages the message-size monitor judges (those carrying most bytes).
     bulk = _bulk_smallest(sizes, median)
-    plan = _emulation_plan(scenario, schedule, prediction, calibration, average_step, bulk,
-                           warmup_iteration_s=_warmup_iteration_s(scenario, schedule, prediction))
+    plan = emulation_plan(scenario, schedule, prediction, calibration, average_step, bulk,
+                          warmup_iteration_s=_warmup_iteration_s(scenario, schedule, prediction))
     return Prepared(scenario, schedule, prediction, plan, average_step, bulk,
                     pair_rate_frac=_pair_rate_fractions(scenario, schedule),
-                    message_rate_frac=_message_rate_fractions(scenario, schedule, message_bps),
-                    job_predicted_s=job_times(scenario, retuning.gpu_end_s) if scenario.jobs else {},
-                    predicted_range_s=retuning.spread_s if retuning.spread_s[0] < retuning.spread_s[1] else None)
+                    message_rate_frac=_message_rate_fractions(scenario, schedule, predicted.message_bps),
+                    job_predicted_s={job.name: job.together_s for job in predicted.jobs},
+                    predicted_range_s=predicted.predicted_range_s, method=predicted.method, jobs=predicted.jobs)
 
 
-# A collective whose messages take less than this share of α on the wire (a barrier's token) is
-# all latency: how many bytes it carries says nothing of the link, so it does not size them.
-NEGLIGIBLE_TRANSFER = 0.01
-
-
-def _gpu_messages(scenario: Scenario, steps: Sequence[Step]) -> tuple[list[int], int]:
+def _gpu_messages(scenario: Scenario, steps: Sequence[Step], collective_messages: bool) -> tuple[list[int], int]:
     """The messages one GPU sends and how many timed events it runs: its sends, receives and
     computes, and in an imported trace each collective's messages (a ring all-reduce of M among n
     sends 2(n-1) of M/n, each a step of its own), not one event of its whole buffer. A placed
@@ -199,7 +163,7 @@ def _gpu_messages(scenario: Scenario, steps: Sequence[Step]) -> tuple[list[int],
         timed += 1
         if step.kind == "send":
             sizes.append(step.message_bytes())
-        elif step.kind == "collective" and scenario.workload.kind != "model":
+        elif step.kind == "collective" and collective_messages:
             coll = step.collective()
             try:
                 cost = collective_cost(coll.op, coll.algorithm, len(coll.group), coll.bytes, rate, alpha)
@@ -263,58 +227,14 @@ def _pair_rate_fractions(scenario: Scenario, schedule: Schedule) -> dict[tuple[i
     return fractions
 
 
-def _ina_rate_cap(scenario: Scenario, calibration: Calibration) -> float:
-    return max_worker_rate_bps(scenario.fabric.hosts, calibration.node_packets_per_s)
-
-
-def _prepare_ina(scenario: Scenario, schedule: Schedule, prediction: Prediction, calibration: Calibration) -> Prepared:
-    """INA all-reduce: one round of M each way per worker, in packets the node program must keep
-    up with, so the emulated rate is also capped by the node's packet rate. A busy worker receives
-    results at the rate its port carries INA payload."""
-    fabric, size = scenario.fabric, float(schedule.gpus[0].steps[0].collective().bytes)
-    assert isinstance(fabric, InaFabric), "an aggregation node's fabric is an ina fabric"
-    shortest = prediction.iteration_time_s / 2  # the data round; the exponent round is about α
-    cap = _ina_rate_cap(scenario, calibration)
-    lossy = fabric.loses_packets()
-    floor = max(MIN_MESSAGE_BYTES, INA_MIN_CHUNKS * PAYLOAD_BYTES)
-    plan = _emulation_plan(scenario, schedule, prediction, calibration, shortest, size, cap, exact_packets=lossy,
-                           min_message_bytes=floor)
-    if lossy:  # lost packets wait out timers whose floor is wall time: the run's own dilation
-        dilation = plan.dilation
-        prediction = predict_ina_fabric(scenario, schedule, InaRunTiming.of_run(dilation.dilation, dilation.byte_scale))
-    payload_share = (PAYLOAD_BYTES / FRAME_BYTES) * (MTU_FRAME_BYTES / TCP_PAYLOAD_BYTES)
-    expected = plan.host_rate_bps * payload_share
-    if fabric.aggregation_gbps:
-        share = fabric.aggregation_gbps / fabric.hosts / fabric.gpu_bandwidth_gbps
-        expected = min(expected, plan.host_rate_bps * share)
-    # With shared slots everyone also waits on the fallback host: the run applies the collisions it
-    # counted (results.collided_share).
-    return Prepared(scenario, schedule, prediction, plan, shortest, size, expected,
-                    ina_node_packets_per_s=calibration.node_packets_per_s, min_message_bytes=floor)
-
-
-def _prepare_byteps(scenario: Scenario, schedule: Schedule, prediction: Prediction,
-                    calibration: Calibration) -> Prepared:
-    """BytePS/PS: its messages are the chunks; a busy link should see the share of the iteration
-    that its node's bytes take at the full rate (the load split keeps that share equal)."""
-    fabric = scenario.fabric
-    rate_bps = gbps_to_bps(fabric.gpu_bandwidth_gbps)
-    chunk = min(i.size_bytes / i.chunks for i in instances(scenario))
-    shortest = us_to_s(fabric.latency_us) + transfer_time_s(chunk, rate_bps)
-    plan = _emulation_plan(scenario, schedule, prediction, calibration, shortest, chunk)
-    # Only the busiest machines report a rate (hosts/byteps.py): they receive the most.
-    received = max(sum(column) for column in zip(*schedule.traffic_matrix_bytes))
-    busy_s = transfer_time_s(received, rate_bps) / max(1e-12, prediction.breakdown.communication_s)
-    return Prepared(scenario, schedule, prediction, plan, shortest, chunk, plan.host_rate_bps * min(1.0, busy_s))
-
-
-def _emulation_plan(scenario: Scenario, schedule: Schedule, prediction: Prediction, calibration: Calibration,
-                    shortest_event_s: float, smallest_message_bytes: float,
-                    max_host_rate_bps: float | None = None,
-                    warmup_iteration_s: float | None = None, exact_packets: bool = False,
-                    min_message_bytes: float = MIN_MESSAGE_BYTES) -> EmulationPlan:
+def emulation_plan(scenario: Scenario, schedule: Schedule, prediction: Prediction, calibration: Calibration,
+                   shortest_event_s: float, smallest_message_bytes: float,
+                   max_host_rate_bps: float | None = None,
+                   warmup_iteration_s: float | None = None, exact_packets: bool = False,
+                   min_message_bytes: float = MIN_MESSAGE_BYTES, buffer_bytes: float = 0.0) -> EmulationPlan:
     """Dilation and byte scale for this schedule: every rank (GPUs and CPU machines) may send at
-    once, relaying fabrics forward some packets several times."""
+    once, relaying fabrics forward some packets several times; `buffer_bytes`: the largest buffer
+    a rank holds where it is larger than any step's bytes (a collective's whole data)."""
     return resolve_emulation(
         scenario,
         predicted_iteration_s=prediction.iteration_time_s,
@@ -325,16 +245,16 @@ def _emulation_plan(scenario: Scenario, schedule: Schedule, prediction: Predicti
         calibration=calibration,
         min_dilation=min_dilation_for(scenario.fabric, calibration.slowness),
         max_host_rate_bps=max_host_rate_bps,
-        buffer_bytes=schedule.hosts * _largest_buffer_bytes(scenario, schedule),
+        buffer_bytes=schedule.hosts * _largest_buffer_bytes(schedule, buffer_bytes),
         exact_packets=exact_packets,
         min_message_bytes=_message_floor(scenario, smallest_message_bytes, min_message_bytes),
     )
 
 
-def _largest_buffer_bytes(scenario: Scenario, schedule: Schedule) -> float:
+def _largest_buffer_bytes(schedule: Schedule, buffer_bytes: float) -> float:
     """The largest buffer one rank holds: a collective's data, else the schedule's largest step."""
     sizes = [float(step.bytes) for gpu in schedule.gpus for step in gpu.steps if step.bytes]
-    return max([float(scenario.workload.bytes or 0.0), *sizes])
+    return max([buffer_bytes, *sizes])
 
 
 def _warmup_iteration_s(scenario: Scenario, schedule: Schedule, prediction: Prediction) -> float:

@@ -13,8 +13,10 @@ from testbed.oracle.iteration import predict_plan
 from testbed.placer.accuracy import AccuracyCurve, curve
 from testbed.placer.plan import Plan, make_plan
 from testbed.placer.profiles import DeviceProfile, device
-from testbed.placer.settings import PlanSettings, plan_settings
+from testbed.placer.settings import PlanSettings
 from testbed.placer.zoo import MODELS, ModelGraph
+from testbed.workloads.model.plan import plan_settings
+from testbed.workloads.model.section import ModelWorkload, PlacedModel
 
 
 @dataclass(frozen=True)
@@ -69,21 +71,23 @@ class SearchSpace:
     fabric: FabricSection
     ks: list[int]
     steps: int  # candidates (k, batch) the search walks through
+    model: PlacedModel
 
 
 def search_space(scenario: Scenario, gpus: int | None = None) -> SearchSpace:
     """The search space of the scenario's model on its fabric (at `gpus`, else fabric.hosts)."""
-    model = scenario.workload.model
-    if scenario.workload.kind != "model" or model is None or model.name not in MODELS:
+    workload = scenario.workload
+    if not isinstance(workload, ModelWorkload) or workload.model.name not in MODELS:
         raise InputError(f"{scenario.name}: search needs a model workload naming a zoo model "
                          f"({', '.join(sorted(MODELS))})")
     if gpus is not None and gpus < 2:
         raise InputError(f"--gpus {gpus}: search needs at least 2 GPUs (leave it out for fabric.hosts)")
     hosts = gpus or scenario.fabric.hosts
     ks = [k for k in (1, 2, 4, 8, 16, 32, 64) if hosts % k == 0]
+    model = workload.model
     cache = PlanCache(MODELS[model.name](), device(model.device, model.efficiency), plan_settings(model))
     return SearchSpace(cache, hosts, scenario.fabric.model_copy(update={"hosts": hosts}), ks,
-                       len(ks) * len(curve(model.name).batches))
+                       len(ks) * len(curve(model.name).batches), model)
 
 
 def search(cache: PlanCache, gpus: int, fabric: FabricSection, ks: list[int] | None = None,

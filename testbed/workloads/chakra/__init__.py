@@ -1,0 +1,1 @@
+"""The `chakra` workload kind: Chakra execution traces, one per rank."""

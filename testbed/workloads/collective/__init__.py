@@ -1,0 +1,1 @@
+"""The `collective` workload kind: one collective every GPU takes part in, once an iteration."""

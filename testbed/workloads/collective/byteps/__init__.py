@@ -1,0 +1,1 @@
+"""BytePS and the classic parameter server: all-reduce summed by services on GPU and CPU machines."""

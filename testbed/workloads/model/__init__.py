@@ -1,0 +1,1 @@
+"""The `model` workload kind: a model SiP-ML's placer splits over the GPUs."""

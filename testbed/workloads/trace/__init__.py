@@ -1,0 +1,1 @@
+"""The `trace` workload kind: a JSON schedule or trace file each GPU replays."""
