@@ -1,6 +1,6 @@
 """Benchmark: BytePS at n = 4 GPU machines with k = 0, 2 and 4 CPU machines, the classic PS with
 the same CPU machines, and BytePS on Elect-Cluster: emulated against predicted, beside the
-optimal time of DESIGN §5 (every machine moving 2n(n-1)/(n²+kn-2k)·M at B).
+optimal time of BytePS's load split (every machine moving 2n(n-1)/(n²+kn-2k)·M at B).
 
 Run as root: `.venv/bin/python bench/byteps.py`. Prints a table and writes
 bench/results/byteps.{json,md}. Target (issue): every ratio within 0.85-1.15.
@@ -40,7 +40,7 @@ def _three(value: float | None) -> str:
 
 
 def optimal_ms(scenario) -> float | None:
-    """DESIGN §5's figure for a flat fabric (no pipeline tail, no alpha)."""
+    """The load split's figure for a flat fabric (no pipeline tail, no alpha)."""
     f, w = scenario.fabric, scenario.workload
     if f.kind == "elect-cluster":
         return None
@@ -73,7 +73,7 @@ def main() -> int:
         optimum = rows[-1]["optimal_ms"]
         rows[-1]["over_optimum"] = rows[-1]["emulated_ms"] / optimum if optimum and rows[-1]["emulated_ms"] else None
         print(json.dumps(rows[-1]), flush=True)
-    header = ["| case | emulated (ms) | predicted (ms) | DESIGN §5 optimum (ms) | emulated/optimum "
+    header = ["| case | emulated (ms) | predicted (ms) | load-split optimum (ms) | emulated/optimum "
               "| emulated/predicted (min / mean / max) "
               "| result | faithful |", "| --- | ---: | ---: | ---: | ---: | :---: | :---: | :---: |"]
     return save_rows("byteps", rows, header, lambda r: f"{r['case']} | {cell(r['emulated_ms'])} | "

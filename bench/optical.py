@@ -19,10 +19,10 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 from bench_results import flagged_monitors, run_in_tempdir
+from probes import optical_fabric, probe
 
-from testbed.emulation.probes import optical_fabric, probe
 from testbed.emulation.run import Runner
-from testbed.fabrics.topology import reconfig_us
+from testbed.fabrics.timing import reconfig_us
 from testbed.planning.overrides import apply_overrides
 from testbed.planning.plan import prepare
 from testbed.planning.scenario_file import load_scenario

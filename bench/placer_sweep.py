@@ -124,7 +124,7 @@ def main() -> int:
     results.mkdir(exist_ok=True)
     name = "placer_sweep.json" if args.setup == "default" else f"placer_sweep_{args.setup}.json"
     (results / name).write_text(json.dumps(report, indent=1) + "\n")
-    from testbed.placer.report import write_claims_page, write_sweep_docs
+    from claims_report import write_claims_page, write_sweep_docs
 
     if args.setup == "default":
         write_sweep_docs(report, HERE.parent / "docs")

@@ -17,7 +17,7 @@ from datetime import datetime, timezone
 
 from bench_results import RESULTS, ratio_cells, run_in_tempdir, run_summary, save_rows
 
-from testbed.fabrics.topology import dark_us
+from testbed.fabrics.timing import dark_us
 from testbed.oracle.retune_threshold import LAG_PERIODS, NEVER_US
 from testbed.oracle.schedule_sim import simulate_schedule
 from testbed.planning.plan import prepare
@@ -50,7 +50,7 @@ def bench(name: str) -> dict:
     started = time.monotonic()
     prepared = prepare(scenario_for(name))
     static_fabric = prepared.scenario.fabric.model_copy(update={"estimate_period_us": 1e12})
-    static_s = simulate_schedule(prepared.schedule.to_json(), static_fabric).iteration_time_s
+    static_s = simulate_schedule(prepared.schedule, static_fabric).iteration_time_s
     # The fastest and slowest outcome over the controller's delays, at the threshold the run gets.
     predicted_s = prepared.prediction.iteration_time_s
     spread_s = prepared.predicted_range_s or (predicted_s, predicted_s)

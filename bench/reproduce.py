@@ -1,4 +1,4 @@
-"""The reproduction suite: each claim of DESIGN §7 tested at emulation scale on this machine (real
+"""The reproduction suite: each claim of the source documents tested at emulation scale on this machine (real
 runs, emulated beside predicted) and with the oracle at paper scale, beside the paper's figure.
 
 Run as root: `.venv/bin/python bench/reproduce.py` (about 10 minutes; `--page-only` rebuilds the
@@ -16,12 +16,12 @@ import tempfile
 from datetime import datetime, timezone
 from pathlib import Path
 
+from claims_report import claims as sweep_claims
+from claims_report import claims_summary
 from replan_tables import replan_tables
 
 from testbed.emulation.run import Runner
 from testbed.network.collectives import collective_cost, ina_allreduce_cost
-from testbed.placer.report import claims as sweep_claims
-from testbed.placer.report import claims_summary
 from testbed.planning.overrides import apply_overrides
 from testbed.planning.plan import prepare
 from testbed.planning.scenario_file import load_scenario
@@ -64,7 +64,7 @@ def verdict(emulated: float | None, predicted: float | None, paper_holds: bool |
 
 PAGE_HEAD = """# Reproducing the source documents' claims
 
-Each claim of DESIGN §7, tested twice: at emulation scale on this machine (real packets: the
+Each claim of the source documents, tested twice: at emulation scale on this machine (real packets: the
 emulated figure, beside what the oracle predicts for the same run), and with the oracle at paper
 scale (N = 1,024 GPUs, from `bench/placer_sweep.py` for the SiP-ML claims). A claim is
 **reproduced** when the emulation agrees with the oracle within 10% and the oracle agrees with the

@@ -2,7 +2,7 @@
 
 The oracle's placer sweep (bench/placer_sweep.py) re-runs for ResNet-50 and the Transformer over
 per-GPU bandwidths 256 to 4,096 Gb/s with one assumption changed at a time, and the claims of
-DESIGN §7 are recomputed from each variant, so a reader sees what each figure rests on. Megatron is
+the source documents are recomputed from each variant, so a reader sees what each figure rests on. Megatron is
 left out: its batch and iterations are fixed by the paper, so the accuracy knee does not touch it,
 and each of its points costs minutes.
 
@@ -20,12 +20,12 @@ from dataclasses import dataclass, field, replace
 from datetime import datetime, timezone
 from pathlib import Path
 
+from claims_report import claims
 from placer_sweep import GPUS, SETUPS, sweep_point
 from replan_tables import replan_tables
 from rich.progress import Progress
 
 from testbed.placer.accuracy import curve
-from testbed.placer.report import claims
 from testbed.placer.settings import PlanSettings
 
 HERE = Path(__file__).resolve().parent

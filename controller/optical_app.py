@@ -23,7 +23,7 @@ from controller.shim import CONFIG_ENV, clear_tables, fail_loudly, featured_data
 from testbed.fabrics import programming
 from testbed.fabrics.programming import init_lines, plan_for
 from testbed.fabrics.rendering import FORWARD_TABLE, PlanError, Rendering, count_rules, hold, rto_min_ms
-from testbed.fabrics.topology import dark_us, estimate_period_us, retune_threshold_us
+from testbed.fabrics.timing import dark_us, estimate_period_us, retune_threshold_us
 from testbed.model.contracts import ControllerConfig, ControllerReady, Topology
 from testbed.model.schedule import cut_pairs, traffic_pairs
 from testbed.model.units import us_to_s
@@ -69,7 +69,7 @@ class OpticalFabricApp(app_manager.OSKenApp):
         self.partitions = tuple(tuple(group) for group in schedule.get("partitions", ()))
         self.lock = threading.RLock()
         # reconfig_us here is the dark window the controller holds: the scenario's, or the longer one
-        # the prediction picked for it (topology.dark_us)
+        # the prediction picked for it (timing.dark_us)
         self.settings = {"policy": default_policy(self.fabric), "reconfig_us": dark_us(self.fabric),
                          "retune_threshold_us": retune_threshold_us(self.fabric),
                          "estimate_period_us": estimate_period_us(self.fabric)}

@@ -34,6 +34,7 @@ from hosts.timing import (
 )
 from hosts.transport import SendHandle, TcpTransport
 from testbed.model.contracts import AgentConfig
+from testbed.model.schedule import CollectiveStep, ComputeStep, RecvStep, Schedule, SendStep, Step
 from testbed.shared.collective_plans import barrier_ring_next
 from testbed.shared.progress_lines import parse_progress, progress_line
 
@@ -62,23 +63,23 @@ class Agent:
         self.dilation = config.dilation
         self.byte_scale = config.byte_scale
         self.epoch = config.epoch_monotonic_s
-        schedule = json.loads(Path(config.schedule).read_text())
-        self.hosts = int(schedule["hosts"])
+        schedule = Schedule.from_json(json.loads(Path(config.schedule).read_text()))
+        self.hosts = schedule.hosts
         mine = next((job for job in config.jobs if rank in job.hosts), None)
         # The ranks this agent keeps its barrier with: its job's (several jobs), or every host.
         self.group = list(mine.hosts) if mine is not None else list(range(self.hosts))
-        self.iterations_planned = mine.iterations if mine is not None else int(schedule["iterations"])
+        self.iterations_planned = mine.iterations if mine is not None else schedule.iterations
         # Several jobs: after its measured iterations a job keeps loading the fabric (if it has any
         # step) until every job has its own, so each job's measured iterations overlap the others'.
         self.paced = bool(config.jobs)
-        self.loads_fabric = self.paced and any(schedule["gpus"][g]["steps"] for g in self.group)
+        self.loads_fabric = self.paced and any(schedule.gpus[g].steps for g in self.group)
         self.warmups = config.warmup_iterations
-        self.steps = schedule["gpus"][rank]["steps"]
-        self.dag = schedule.get("execution") == "dag"
+        self.steps: tuple[Step, ...] = schedule.gpus[rank].steps
+        self.dag = schedule.execution == "dag"
         self.events: list[dict] = []
         self.compute_waits: list[tuple[float, float]] = []  # (target, overshoot) of each compute step
-        sends = [self._emulated(s["bytes"]) for s in self.steps if s["kind"] == "send"]
-        recvs = [self._emulated(s["bytes"]) for s in self.steps if s["kind"] == "recv"]
+        sends = [self._emulated(s.bytes) for s in self.steps if isinstance(s, SendStep)]
+        recvs = [self._emulated(s.bytes) for s in self.steps if isinstance(s, RecvStep)]
         self.payload = np.zeros(max(sends, default=1), dtype=np.uint8)
         self.scratch = np.empty(max(recvs, default=1), dtype=np.uint8)
         self.ina: Any = None  # the INA endpoint (hosts.ina.client, imported only where INA runs)
@@ -142,19 +143,19 @@ class Agent:
         """Each collective step's input buffer, made before the iteration starts (no timed work)."""
         buffers: dict[int, np.ndarray | None] = {}
         for index, step in enumerate(self.steps):
-            if step["kind"] in ("compute", "send", "recv"):
+            if not isinstance(step, CollectiveStep):
                 continue
-            if step["kind"] != "collective" or not ops.supported(step.get("op"), step.get("algorithm")):
-                raise ValueError(f"step {step['id']}: unsupported step {step}")
-            group = list(step["group"])
+            if not ops.supported(step.op, step.algorithm):
+                raise ValueError(f"step {step.id}: unsupported step {step}")
+            group = list(step.group)
             if self.rank not in group:  # a CPU machine: it only sums what the GPUs push
                 buffers[index] = None
                 continue
-            elements = ops.elements_for(step["op"], round(step["bytes"] * self.byte_scale), len(group))
-            buffers[index] = ops.make_input(step["op"], data_seed(self.config.seed, group), iteration,
+            elements = ops.elements_for(step.op, round(step.bytes * self.byte_scale), len(group))
+            buffers[index] = ops.make_input(step.op, data_seed(self.config.seed, group), iteration,
                                             group.index(self.rank),
                                             len(group), elements)
-            self.outputs[index] = ops.output_buffer(step["op"], buffers[index])
+            self.outputs[index] = ops.output_buffer(step.op, buffers[index])
         return buffers
 
     def _emulated(self, size_bytes: int) -> int:
@@ -178,7 +179,7 @@ class Agent:
         outcomes = []
         end = time.monotonic()  # a round without steps ends at once
         for index, step in enumerate(self.steps):
-            self.position["step"] = step["id"]
+            self.position["step"] = step.id
             outcome = self._step(index, iteration, round_, transport, inputs, handles)
             if outcome is not None:
                 outcomes.append(outcome)
@@ -194,50 +195,48 @@ class Agent:
         for until it is delivered (in a DAG, where later steps may depend on it): sent eagerly, as
         ASTRA-sim and NCCL send, so delivery never waits for the matching receive."""
         step = self.steps[index]
-        kind = step["kind"]
         began = time.monotonic()
-        if kind == "compute":
+        if isinstance(step, ComputeStep):
             if round_ < self.warmups:
                 # A warm-up round is for connections, TCP windows and page faults: its messages
                 # and collectives run, its compute is not waited out (it would only cost wall time).
                 return None
-            target = step["compute_us"] * 1e-6 * self.dilation
+            target = step.compute_us * 1e-6 * self.dilation
             self.compute_waits.append((target, precise_sleep(target)))
-            self._event("compute", began, time.monotonic(), iteration, step=step["id"], compute_us=step["compute_us"])
-        elif kind == "send":
-            size = self._emulated(step["bytes"])
-            handle = transport.send(step["peer"], self._tag(step["tag"], round_), self.payload[:size], eager=True)
+            self._event("compute", began, time.monotonic(), iteration, step=step.id, compute_us=step.compute_us)
+        elif isinstance(step, SendStep):
+            size = self._emulated(step.bytes)
+            handle = transport.send(step.peer, self._tag(step.tag, round_), self.payload[:size], eager=True)
             if posted is None:
                 handle.wait(600.0)
             else:
                 posted.append(handle)
             self._event("send", began, began if posted is not None else time.monotonic(), iteration,
-                        step=step["id"], peer=step["peer"], bytes=step["bytes"], emulated_bytes=size, tag=step["tag"])
-        elif kind == "recv":
-            size = self._emulated(step["bytes"])
-            transport.recv_into(step["peer"], self._tag(step["tag"], round_), self.scratch[:size])
-            self._event("recv", began, time.monotonic(), iteration, step=step["id"], peer=step["peer"],
-                        bytes=step["bytes"], emulated_bytes=size, tag=step["tag"])
+                        step=step.id, peer=step.peer, bytes=step.bytes, emulated_bytes=size, tag=step.tag)
+        elif isinstance(step, RecvStep):
+            size = self._emulated(step.bytes)
+            transport.recv_into(step.peer, self._tag(step.tag, round_), self.scratch[:size])
+            self._event("recv", began, time.monotonic(), iteration, step=step.id, peer=step.peer,
+                        bytes=step.bytes, emulated_bytes=size, tag=step.tag)
         else:
             return self._run_step(step, inputs[index], iteration, round_, transport, self.outputs.get(index))
         return None
 
-    def _run_step(self, step: dict, data: np.ndarray | None, iteration: int, round_: int,
+    def _run_step(self, step: CollectiveStep, data: np.ndarray | None, iteration: int, round_: int,
                   transport: TcpTransport, out: np.ndarray | None = None) -> dict:
-        group = list(step["group"])
-        if step["algorithm"] == "ina":
+        group = list(step.group)
+        if step.algorithm == "ina":
             assert data is not None  # every INA worker holds a buffer
             return self._run_ina_step(step, data, iteration)
         start = time.monotonic()
         # Collectives of a DAG run at once and take tags of their own channel; in order, one at a time.
-        tag_base = (step["channel"] + 1) << CHANNEL_BITS if "channel" in step else (round_ + 1) << 16
-        result, records = ops.run(step["op"], step["algorithm"], transport, group, data, tag_base=tag_base,
-                                  services=tuple(step.get("services", ())), chunks=int(step.get("chunks", 0)),
-                                  out=out)
+        tag_base = (step.channel + 1) << CHANNEL_BITS if step.channel is not None else (round_ + 1) << 16
+        result, records = ops.run(step.op, step.algorithm, transport, group, data, tag_base=tag_base,
+                                  services=step.services or (), chunks=step.chunks or 0, out=out)
         end = max((r.end_s for r in records), default=time.monotonic())
-        self._step_events(step["id"], iteration, records)
-        self._event("collective", start, end, iteration, step=step["id"], op=step["op"], algorithm=step["algorithm"],
-                    bytes=step["bytes"], emulated_bytes=int(data.nbytes) if data is not None else 0)
+        self._step_events(step.id, iteration, records)
+        self._event("collective", start, end, iteration, step=step.id, op=step.op, algorithm=step.algorithm,
+                    bytes=step.bytes, emulated_bytes=int(data.nbytes) if data is not None else 0)
         # Rate seen by the receiver, over the transfer alone (each step includes the sender's alpha
         # wait); a send-only step ends once the kernel has buffered it, so it says nothing of rate.
         busy = [(r.recv_bytes, r.end_s - r.start_s - transport.latency.target_s) for r in records if r.recv_bytes]
@@ -245,23 +244,23 @@ class Agent:
         if result is None or data is None:  # a CPU machine holds no result to check
             return {"step_rates_bps": rates, "end_s": end}
         return {"result": result, "elements": data.size, "step_rates_bps": rates, "end_s": end,
-                "op": step["op"], "group_size": len(group), "pos": group.index(self.rank),
+                "op": step.op, "group_size": len(group), "pos": group.index(self.rank),
                 "seed": data_seed(self.config.seed, group)}
 
-    def _run_ina_step(self, step: dict, data: np.ndarray, iteration: int) -> dict:
-        group = list(step["group"])
+    def _run_ina_step(self, step: CollectiveStep, data: np.ndarray, iteration: int) -> dict:
+        group = list(step.group)
         latency_s = self.config.latency_s * self.dilation
         start = time.monotonic()
         records = self.ina_jobs[tuple(group)].allreduce(data, latency_s)
         end = time.monotonic()
-        self._step_events(step["id"], iteration, records)
-        self._event("collective", start, end, iteration, step=step["id"], op=step["op"], algorithm="ina",
-                    bytes=step["bytes"], emulated_bytes=int(data.nbytes))
+        self._step_events(step.id, iteration, records)
+        self._event("collective", start, end, iteration, step=step.id, op=step.op, algorithm="ina",
+                    bytes=step.bytes, emulated_bytes=int(data.nbytes))
         # The link rate is judged on the data round (the exponent round is one packet per 360 chunks).
         rates = [r.recv_bytes * 8 / (r.end_s - r.start_s - latency_s) for r in records
                  if r.phase == "sum" and r.end_s - r.start_s > latency_s]
         return {"result": data, "elements": data.size, "step_rates_bps": rates, "end_s": end,
-                "op": step["op"], "group_size": len(group), "pos": group.index(self.rank),
+                "op": step.op, "group_size": len(group), "pos": group.index(self.rank),
                 "seed": data_seed(self.config.seed, group)}
 
     def run(self) -> dict:

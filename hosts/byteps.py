@@ -1,5 +1,5 @@
 """BytePS and the classic parameter server over a Transport: chunks of the buffer are hashed to
-summation services on GPU and CPU machines (the load split of DESIGN §5), workers push their
+summation services on GPU and CPU machines (BytePS's load split, docs/byteps.md), workers push their
 chunks, each service sums a chunk once all n workers' copies are in and sends the sum back.
 
 The partition is pure, in testbed.shared.byteps_partition."""

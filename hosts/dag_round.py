@@ -10,8 +10,10 @@ import heapq
 import queue
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
+
+from testbed.model.schedule import Step
 
 # What a finished step reports: its index, the collective's outcome (or None), any exception and
 # when it ended (a collective: when its last message was delivered, which may be before its
@@ -29,14 +31,14 @@ def ended_at(outcome: Any) -> float:
 class DagRound:
     """Runs `steps` once: `run_step(index)` does one step (blocking) and returns its outcome."""
 
-    def __init__(self, steps: list[dict], run_step: Callable[[int], Any]) -> None:
+    def __init__(self, steps: Sequence[Step], run_step: Callable[[int], Any]) -> None:
         self.steps = steps
         self.run_step = run_step
-        index = {step["id"]: i for i, step in enumerate(steps)}
-        self.waiting = [len(step.get("deps", ())) for step in steps]
+        index = {step.id: i for i, step in enumerate(steps)}
+        self.waiting = [len(step.deps) for step in steps]
         self.dependants: list[list[int]] = [[] for _ in steps]
         for i, step in enumerate(steps):
-            for dep in step.get("deps", ()):
+            for dep in step.deps:
                 self.dependants[index[dep]].append(i)
         self.done: queue.SimpleQueue[Done] = queue.SimpleQueue()
         self.ready_computes: list[int] = []
@@ -57,13 +59,13 @@ class DagRound:
             self._do(index)
 
     def _start(self, index: int) -> None:
-        self.running.add(self.steps[index]["id"])
-        if self.steps[index]["kind"] == "compute":
+        self.running.add(self.steps[index].id)
+        if self.steps[index].kind == "compute":
             heapq.heappush(self.ready_computes, index)
             self._next_compute()
         else:
             threading.Thread(target=self._do, args=(index,), daemon=True,
-                             name=f"step {self.steps[index]['id']}").start()
+                             name=f"step {self.steps[index].id}").start()
 
     def _next_compute(self) -> None:
         if not self.computing and self.ready_computes:
@@ -89,8 +91,8 @@ class DagRound:
                     raise error
                 left -= 1
                 self.ended_s = max(self.ended_s, ended)
-                self.running.discard(self.steps[index]["id"])
-                if self.steps[index]["kind"] == "compute":
+                self.running.discard(self.steps[index].id)
+                if self.steps[index].kind == "compute":
                     self.computing = False
                     self._next_compute()
                 elif outcome is not None:
@@ -104,7 +106,7 @@ class DagRound:
         return outcomes
 
 
-def run_dag_round(steps: list[dict], run_step: Callable[[int], Any], position: dict) -> tuple[list[Any], float]:
+def run_dag_round(steps: Sequence[Step], run_step: Callable[[int], Any], position: dict) -> tuple[list[Any], float]:
     """The round's collective outcomes and when its last step ended."""
     dag = DagRound(steps, run_step)
     outcomes = dag.run(position)

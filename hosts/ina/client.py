@@ -36,6 +36,7 @@ from hosts.ina.protocol import (
     RESULT,
     RETRANSMIT,
 )
+from testbed.model.schedule import CollectiveStep, Schedule
 from testbed.shared.ina_rules import MIN_RTO_S, RetransmitTimer, WorkerWindows, shared_slot
 
 MAX_RETRANSMITS_PER_CHUNK = 200
@@ -58,10 +59,10 @@ class InaOverflow(InaError):
     """An integer sum left the int32 range (the node flags it; the values would be clipped)."""
 
 
-def job_ids(schedule: dict) -> dict[tuple[int, ...], int]:
+def job_ids(schedule: Schedule) -> dict[tuple[int, ...], int]:
     """Job id of every group that all-reduces with INA in a schedule: the same on every host."""
-    groups = sorted({tuple(step["group"]) for gpu in schedule["gpus"] for step in gpu["steps"]
-                     if step.get("algorithm") == "ina"})
+    groups = sorted({step.group for gpu in schedule.gpus for step in gpu.steps
+                     if isinstance(step, CollectiveStep) and step.algorithm == "ina"})
     return {group: index + 1 for index, group in enumerate(groups)}
 
 

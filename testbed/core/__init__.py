@@ -1,2 +1,2 @@
-"""The pure core: scenario, units, contracts, schedules, workloads, the oracle's facade and fidelity
-rules; it starts no process and touches neither Mininet nor os-ken."""
+"""The pure core below the fabrics: dilation, fidelity monitors' rules, shaping, faults' timeline,
+the watchdog, message matching, calibration and paths; no process, no Mininet, no os-ken."""

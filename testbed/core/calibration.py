@@ -9,7 +9,7 @@ from pathlib import Path
 from testbed.core.paths import calibration_path
 
 # The INA node's rate where `doctor --calibrate` has not measured it: what it measured on the
-# 2-core machine the DESIGN §8 figures come from.
+# 2-core machine docs/setup.md describes.
 INA_NODE_PACKETS_PER_S = 45_000
 
 
@@ -55,12 +55,12 @@ class Calibration:
         return self.ina_node_packets_per_s or INA_NODE_PACKETS_PER_S
 
 
-# A ring step of the agents on the 2-core machine of DESIGN §8 (0.6-0.7 ms measured), rounded up:
+# A ring step of the agents on the 2-core machine docs/setup.md describes (0.6-0.7 ms measured), rounded up:
 # machines slower than this get their waits for start-up stretched by how much slower they are.
 REFERENCE_STEP_S = 1e-3
 
 
-# Conservative stand-ins used until `testbed doctor --calibrate` has run (DESIGN §8 figures, halved).
+# Conservative stand-ins used until `testbed doctor --calibrate` has run (that machine's figures, halved).
 DEFAULT_CALIBRATION = Calibration(
     capacity_bps=0.5e9,
     timer_error_s=200e-6,

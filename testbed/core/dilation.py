@@ -1,4 +1,4 @@
-"""Resolves `auto` dilation and byte scale (DESIGN §4) from the scenario, its prediction and the calibration."""
+"""Resolves `auto` dilation and byte scale (docs/fidelity.md) from the scenario, its prediction and the calibration."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from testbed.model.units import Dilation, gbps_to_bps
 
 # Per-message cost of the host programs (thread hand-off, numpy reduce) that the shortest timed
 # event must dwarf, or the agents' measured ring step where that is longer (slow cores: 0.6-0.7 ms
-# on the 2-core machine of DESIGN §8); and the share of an event that such costs may take.
+# on the 2-core machine docs/setup.md describes); and the share of an event that such costs may take.
 HOST_OVERHEAD_S = 2e-3
 EVENT_TOLERANCE = 0.02
 # Wall time each rank adds to the spread of the ranks' start after a barrier: every agent wakes at

@@ -1,4 +1,4 @@
-"""Fidelity monitors (DESIGN §4): did the machine deliver what the emulation asked of it?"""
+"""Fidelity monitors (docs/fidelity.md): did the machine deliver what the emulation asked of it?"""
 
 from __future__ import annotations
 

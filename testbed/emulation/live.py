@@ -136,7 +136,7 @@ class LiveFabric:
     fabric: FabricNetwork
     controller: LiveController
     record: RunRecord
-    ready: dict
+    ready: ControllerReady | None  # what the controller said once it programmed the fabric (none: no switch)
     timings_s: dict  # from the start of set-up: network built, fabric programmed
 
 
@@ -217,7 +217,7 @@ def live_fabric(fabric_spec: "FabricSection", host_rate_bps: float, work_dir: Pa
         partial.write_text(json.dumps(fabric.host_pids()))
         partial.replace(pids_path)
         timeout_s = ready_timeout_s(len(topology.hosts), slowness)
-        ready = _wait_ready(controller, ready_path, timeout_s) if switched else {}
+        ready = _wait_ready(controller, ready_path, timeout_s) if switched else None
         timings["fabric_programmed_s"] = round(time.monotonic() - started, 3)
         yield LiveFabric(fabric, controller, record, ready, timings)
     finally:
@@ -229,7 +229,7 @@ def live_fabric(fabric_spec: "FabricSection", host_rate_bps: float, work_dir: Pa
             remove_resources(record)
 
 
-def _wait_ready(controller: ControllerProcess, ready_path: Path, timeout_s: float) -> dict:
+def _wait_ready(controller: ControllerProcess, ready_path: Path, timeout_s: float) -> ControllerReady:
     deadline = time.monotonic() + timeout_s
     while not ready_path.exists():
         controller.check_alive()
@@ -237,4 +237,4 @@ def _wait_ready(controller: ControllerProcess, ready_path: Path, timeout_s: floa
             raise RunFailed(f"the controller did not say the fabric was programmed (its {ready_path.name} file) "
                             f"within {timeout_s:.0f} s; see {controller.log_path}")
         time.sleep(0.02)
-    return ControllerReady.loads(ready_path.read_text(), where=str(ready_path)).as_dict()
+    return ControllerReady.loads(ready_path.read_text(), where=str(ready_path))

@@ -100,6 +100,6 @@ class LoopbackBackend:
             (work_dir / "topology.json").write_text(topology.dumps())
             timings = {"network_built_s": round(time.monotonic() - started, 3)}
             timings["fabric_programmed_s"] = timings["network_built_s"]
-            yield LiveFabric(LoopbackNetwork(topology), NoController(), record, {}, timings)
+            yield LiveFabric(LoopbackNetwork(topology), NoController(), record, None, timings)
         finally:
             remove_resources(record)  # the agents it recorded, if any outlived the runner's stop

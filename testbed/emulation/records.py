@@ -31,6 +31,8 @@ class RunMeasurements:
     cpu_samples: list[CpuSample] = field(default_factory=list)
     cpu_busy_frac: float | None = None
     switch_packets: SwitchPackets | None = None
+    # Open vSwitch's flow-counter refresh (ms), read where the controller re-plans from those counters
+    counter_refresh_ms: int | None = None
     ina_node: dict[str, Any] | None = None  # the aggregation node's own report
     failed_ranks: list[int] = field(default_factory=list)
     faults: list[dict[str, Any]] = field(default_factory=list)  # the faults applied, as the injector logged them

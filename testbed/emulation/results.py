@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import json
-import re
-import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -14,23 +12,17 @@ from hosts.data import digest
 from testbed.core import fidelity
 from testbed.core.fidelity import COUNTER_REFRESHES_PER_PERIOD, SETUP_COUNTER_REFRESH_MS
 from testbed.core.steal import steal_fractions
-from testbed.emulation.platform import ovs_counter_refresh_ms
-from testbed.emulation.records import RunMeasurements, RunOutcome, SwitchPackets
+from testbed.emulation.records import RunMeasurements, RunOutcome
 from testbed.fabrics.all_kinds import KINDS, behaviour
 from testbed.fabrics.ina.section import InaFabric
-from testbed.fabrics.topology import estimate_period_us
+from testbed.fabrics.timing import estimate_period_us
 from testbed.model.contracts import Event, Results
+from testbed.model.schedule import as_collective
 from testbed.model.units import Dilation, us_to_s
 
 if TYPE_CHECKING:
     from testbed.model.fabric_section import FabricSection
     from testbed.workloads.sizing import Prepared
-
-
-# `ss -0 -m` lists packet sockets with the interface each is bound to and its drop count (the d in
-# skmem): the userspace datapath's drops when it reads a port more slowly than packets arrive,
-# which no port counter, qdisc or datapath statistic shows.
-_PACKET_SOCKET = re.compile(r"^p_raw\s+\S+\s+\S+\s+\S*:(\S+)\s.*?skmem:\(.*?\bd(\d+)\)", re.MULTILINE)
 
 
 def counter_refresh_notes(fabric: "FabricSection", dilation: float, refresh_ms: int | None) -> list[str]:
@@ -48,44 +40,6 @@ def counter_refresh_notes(fabric: "FabricSection", dilation: float, refresh_ms: 
             f"other_config:max-idle to {SETUP_COUNTER_REFRESH_MS} ms, and a dilation of at least "
             f"{refresh_ms * COUNTER_REFRESHES_PER_PERIOD * 1e3 / estimate_period_us(fabric):.0f} gives the "
             f"counters time"]
-
-
-def packet_socket_drops(ss_output: str, interfaces: set[str]) -> int:
-    """Packets dropped at the packet sockets bound to `interfaces`, from `ss -0 -m` output."""
-    one_line_each = re.sub(r"\n\s+", " ", ss_output)  # ss may put a socket's skmem on a line of its own
-    return sum(int(drops) for name, drops in _PACKET_SOCKET.findall(one_line_each) if name in interfaces)
-
-
-def _command_output(args: list[str]) -> str | None:
-    try:
-        out = subprocess.run(args, capture_output=True, text=True, check=False, timeout=10)
-    except (OSError, subprocess.TimeoutExpired):
-        return None
-    return out.stdout if out.returncode == 0 else None
-
-
-def switch_port_counters(bridges: list[str]) -> tuple[int, int] | None:
-    """(packets received, packets dropped) over the bridges' ports: OpenFlow port stats (rx + tx
-    drops) and the drops at the packet sockets the userspace datapath reads its ports through."""
-    received = dropped = 0
-    ports: set[str] = set()
-    for bridge in bridges:
-        stats = _command_output(["ovs-ofctl", "-O", "OpenFlow13", "dump-ports", bridge])
-        if stats is None:
-            return None
-        received += sum(int(n) for n in re.findall(r"rx pkts=(\d+)", stats))
-        dropped += sum(int(n) for n in re.findall(r"drop=(\d+)", stats))
-        ports.update((_command_output(["ovs-vsctl", "--timeout=5", "list-ports", bridge]) or "").split())
-    sockets = _command_output(["ss", "-0", "-m"])
-    if sockets is not None:
-        dropped += packet_socket_drops(sockets, ports)
-    return received, dropped
-
-
-def counter_delta(before: tuple[int, int] | None, after: tuple[int, int] | None) -> SwitchPackets | None:
-    if before is None or after is None:
-        return None
-    return SwitchPackets(packets=after[0] - before[0], dropped=after[1] - before[1])
 
 
 def _host_results(hosts_dir: Path, ranks: int) -> list[dict | None]:
@@ -284,9 +238,9 @@ def _link_rates(prepared: "Prepared", per_host: list[dict[str, Any]], events: li
     expected_bps = prepared.expected_rate_bps or plan.host_rate_bps
     if ina is not None and isinstance(scenario.fabric, InaFabric) and scenario.fabric.sharing == "shared":
         # Worker 0's link also carries every worker's colliding chunks: M·(1 + f·(n−1)) each way.
-        workers = len(prepared.schedule.gpus[0].steps[0].collective().group)
+        workers = len(as_collective(prepared.schedule.gpus[0].steps[0]).group)
         expected_bps /= 1 + collided_share(ina) * (workers - 1)
-    if scenario.workload.kind not in ("model", "trace", "chakra", "jobs"):
+    if prepared.communication_from_collectives:  # a collective: its steps are the exchanges
         return [r / expected_bps for h in per_host for it in h["iterations"] for r in it["step_rates_bps"]]
     # A schedule's steps include waiting for a peer's compute: time each message instead, against
     # what its path carries (a circuit or lightpath may be a share of B).
@@ -438,7 +392,7 @@ def assemble(prepared: "Prepared", run_dir: Path, measured: RunMeasurements, out
     jobs = _per_job(prepared, runs, events, reconfigurations, ina, measured.epoch_monotonic_s) \
         if scenario.jobs else {}
     # Only a controller that re-plans reads the switches' counters: ask Open vSwitch for no one else.
-    refresh_ms = ovs_counter_refresh_ms() if behaviour(scenario.fabric.kind).replans(scenario.fabric) else None
+    refresh_ms = measured.counter_refresh_ms
     result: dict[str, Any] = {
         "name": scenario.name,
         "status": final.status,

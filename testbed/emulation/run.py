@@ -22,10 +22,11 @@ from testbed.core.watchdog import Progress, connect_timeout_s, describe_stall, s
 from testbed.emulation import results as results_mod
 from testbed.emulation.fault_actions import FaultActions
 from testbed.emulation.live import EmulationBackend, LiveFabric, MininetBackend, RunInterrupted, SignalGuard
-from testbed.emulation.platform import cpu_sample, netem_available
+from testbed.emulation.platform import cpu_sample, netem_available, ovs_counter_refresh_ms
 from testbed.emulation.records import RunMeasurements, RunOutcome
 from testbed.emulation.side_processes import SideProcesses
-from testbed.fabrics.all_kinds import KINDS
+from testbed.emulation.switch_probes import counter_delta, switch_port_counters
+from testbed.fabrics.all_kinds import KINDS, behaviour
 from testbed.model.contracts import AgentConfig, AgentJob
 from testbed.model.errors import RunFailed
 from testbed.model.scenario import Scenario
@@ -150,7 +151,7 @@ class Runner:
             connect_timeout_s=connect_timeout_s(self.prepared.calibration.slowness),
             jobs=[AgentJob(hosts=hosts, iterations=iterations) for hosts, iterations in self.groups],
         )
-        self._check_reachable(live.ready.get("unreachable", []))
+        self._check_reachable(list(live.ready.unreachable) if live.ready is not None else [])
         env = dict(os.environ, PYTHONUNBUFFERED="1")
         sides = SideProcesses(live, self.run_dir, env, self.agents_extra)
         if KINDS[scenario.fabric.kind].aggregation_node:
@@ -160,7 +161,9 @@ class Runner:
         if self.capture_packets > 0:
             sides.start_capture(self.capture_packets)
         self.measured.cpu_samples = [cpu_sample(time.monotonic())]
-        ports_before = results_mod.switch_port_counters(fabric.switch_names)
+        ports_before = switch_port_counters(fabric.switch_names)
+        if behaviour(scenario.fabric.kind).replans(scenario.fabric):  # only its controller reads the counters
+            self.measured.counter_refresh_ms = ovs_counter_refresh_ms()
         for rank in range(self.prepared.schedule.hosts):
             log = open(hosts_dir / f"h{rank}.log", "wb")
             process = fabric.host(rank).popen(
@@ -183,8 +186,7 @@ class Runner:
                 self.injector.stop()
         measured = self.measured
         measured.cpu_busy_frac = busy_fraction(measured.cpu_samples[0], cpu_sample(time.monotonic()))
-        measured.switch_packets = results_mod.counter_delta(ports_before,
-                                                            results_mod.switch_port_counters(fabric.switch_names))
+        measured.switch_packets = counter_delta(ports_before, switch_port_counters(fabric.switch_names))
         measured.ina_node = sides.stop_ina_node()
         measured.failed_ranks = [rank for rank, p in enumerate(self.agents) if p.poll() != 0]
 

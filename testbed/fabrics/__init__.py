@@ -1,2 +1,2 @@
-"""Fabric kinds, one module each: the topology it emulates, the oracle's flow model and DP
-all-reduce on it, and its forwarding load (`all_kinds.behaviour(kind)` finds a kind's)."""
+"""Fabric kinds, one folder each (section, behaviour, planner, controller rules), their registry
+(`all_kinds`), the topology built as data, each kind's timing defaults, and the pieces kinds share."""

@@ -8,7 +8,7 @@ import json
 import os
 import signal
 import sys
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -78,12 +78,9 @@ def cmd_check(args: argparse.Namespace) -> int:
 
     try:
         scenario = load_scenario(args.scenario)
-        try:
-            # What the fields allow but no schedule can run (placement, profiles, traces) fails here.
+        # What the fields allow but no schedule can run (placement, profiles, traces) fails here.
+        with _naming(args.scenario):
             report = check_scenario(scenario)
-        except InputError as error:
-            text = str(error)
-            raise InputError(text if text.startswith(str(args.scenario)) else f"{args.scenario}: {text}") from None
     except TestbedError as error:
         if not args.json:
             raise
@@ -105,33 +102,39 @@ def cmd_check(args: argparse.Namespace) -> int:
     return 0
 
 
+@contextlib.contextmanager
+def _naming(path: str) -> Iterator[None]:
+    """A refusal of what the scenario at `path` asks names the file, as `check` and `predict` both say it."""
+    try:
+        yield
+    except InputError as error:
+        text = str(error)
+        raise InputError(text if text.startswith(str(path)) else f"{path}: {text}") from None
+
+
 def _warn(warnings: Iterable[str]) -> None:
     for warning in warnings:
         err_console.print(f"[yellow]warning[/]: {warning}", highlight=False)
 
 
 def cmd_predict(args: argparse.Namespace) -> int:
-    from testbed.planning.plan import predict_scenario
+    from testbed.planning.plan import plan, plan_schedule
     from testbed.planning.scenario_file import load_scenario
 
     scenario = load_scenario(args.scenario)
     _warn(scenario.fabric.field_warnings())
-    if args.schedule:
-        from testbed.oracle.schedule_sim import simulate_schedule
-        from testbed.workloads.trace.load import load_trace
-
-        # Checked as strictly as a `workload.kind: trace` file: the simulator trusts its input.
-        schedule = load_trace(args.schedule, scenario.fabric.hosts, scenario.workload.iterations, given_as="--schedule")
-        prediction = simulate_schedule(schedule.to_json(), scenario.fabric)
-    elif scenario.jobs:
-        from testbed.planning.plan import predict_jobs
-
-        prediction, jobs = predict_jobs(scenario)
-        if args.json:
-            print(json.dumps({**prediction.to_json(), "jobs": {
-                j.name: {"gpus": list(j.gpus), "predicted_iteration_time_s": j.together_s,
-                         "alone_iteration_time_s": j.alone_s} for j in jobs}}, indent=1))
-            return 0
+    # --schedule: that schedule.json on the scenario's fabric, predicted as a trace workload is
+    with _naming(args.scenario):
+        found = plan_schedule(scenario, args.schedule) if args.schedule else plan(scenario)
+    prediction, jobs = found.prediction, found.jobs
+    if args.json:
+        out: dict[str, Any] = {**prediction.to_json(), "method": found.method}
+        if jobs:
+            out["jobs"] = {j.name: {"gpus": list(j.gpus), "predicted_iteration_time_s": j.together_s,
+                                    "alone_iteration_time_s": j.alone_s} for j in jobs}
+        print(json.dumps(out, indent=1))
+        return 0
+    if jobs:
         table = Table(title=f"{scenario.name}: {len(jobs)} jobs on one {scenario.fabric.kind} fabric")
         for column in ("job", "GPUs", "together (ms)", "alone (ms)", "together/alone"):
             table.add_column(column, justify="right")
@@ -139,14 +142,10 @@ def cmd_predict(args: argparse.Namespace) -> int:
             table.add_row(j.name, _host_ranges(j.gpus), f"{j.together_s * 1e3:.3f}", f"{j.alone_s * 1e3:.3f}",
                           f"{j.together_s / j.alone_s:.3f}" if j.alone_s > 0 else "n/a")
         console.print(table)
-    else:
-        prediction = predict_scenario(scenario)
-    if args.json:
-        print(json.dumps(prediction.to_json(), indent=1))
-    else:
-        console.print(f"{scenario.name}: predicted iteration time {prediction.iteration_time_s * 1e3:.3f} ms")
-        console.print(f"  {prediction.breakdown.describe()}")
-        console.print(f"  how: {prediction.formula}")
+    console.print(f"{scenario.name}: predicted iteration time {prediction.iteration_time_s * 1e3:.3f} ms "
+                  f"({found.method})")
+    console.print(f"  {prediction.breakdown.describe()}")
+    console.print(f"  how: {prediction.formula}")
     return 0
 
 

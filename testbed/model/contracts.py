@@ -185,9 +185,8 @@ class Event(BaseModel):
 
 
 class Results(Contract):
-    """results.json, the run's answer; the fields below are what every run has (docs/run-directory.md)."""
-
-    model_config = ConfigDict(frozen=True, extra="allow")
+    """results.json, the run's answer, every key of it (docs/run-directory.md); the last five appear
+    only where the run has them."""
 
     name: str
     status: Literal["ok", "failed", "interrupted"]
@@ -195,13 +194,30 @@ class Results(Contract):
     iterations_completed: int = Field(ge=0)
     iterations_planned: int = Field(ge=0)
     iteration_times_s: list[float]
+    iteration_tcp_retransmits: list[int]
+    iteration_tcp_timeouts: list[int]
+    iteration_stalls: list[int]
+    iteration_steal_frac: list[float | None]
     predicted_iteration_time_s: float
     emulated_over_predicted: list[float]
     dilation: float
     byte_scale: float
+    host_rate_bps: float
     breakdown: dict[str, float | None]
+    reconfigurations: int = Field(ge=0)
+    predicted_breakdown: dict[str, float]
     sums_correct: bool
+    sum_problems: list[str]
     fidelity: dict[str, Any]
+    notes: list[str]
+    timings_s: dict[str, float]
+    jobs: dict[str, dict[str, Any]] | None = None  # several jobs: each one's figures
+    predicted_range_s: list[float] | None = None  # re-planning fabrics: fastest and slowest outcome predicted
+    skipped_trace_nodes: dict[str, int] | None = None  # a Chakra trace's nodes that move no data, by type
+    ina: dict[str, Any] | None = None  # an aggregation node's report
+    faults: list[dict[str, Any]] | None = None  # the faults applied
 
     def dumps(self) -> str:  # `error` is null on success, and readers rely on the key
-        return self.model_dump_json(indent=1)
+        absent = {key for key in ("jobs", "predicted_range_s", "skipped_trace_nodes", "ina", "faults")
+                  if getattr(self, key) is None}
+        return self.model_dump_json(indent=1, exclude=absent)

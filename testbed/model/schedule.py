@@ -5,46 +5,85 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 from dataclasses import asdict, dataclass, field, replace
-from typing import Any
+from typing import Any, Literal, Union
 
 SCHEDULE_FORMAT = "testbed-schedule/1"
 
 
+# The order a step's fields take in schedule.json (every kind's fields, each present where set).
+JSON_ORDER = ("id", "kind", "deps", "compute_us", "peer", "bytes", "tag", "op", "algorithm", "group", "services",
+              "chunks", "channel")
+
+
+class _Fields:
+    """What every kind of step shares: its JSON form."""
+
+    def to_json(self) -> dict[str, Any]:
+        fields = asdict(self)  # type: ignore[call-overload]  # every step kind is a dataclass
+        return {k: (list(fields[k]) if isinstance(fields[k], tuple) else fields[k])
+                for k in JSON_ORDER if fields.get(k) is not None}
+
+
 @dataclass(frozen=True)
-class Step:
-    """One step of a GPU's iteration. `kind` is compute, send, recv or collective."""
+class ComputeStep(_Fields):
+    """The GPU computes for `compute_us` (real-world)."""
 
     id: str
-    kind: str
+    compute_us: float
     deps: tuple[str, ...] = ()
-    compute_us: float | None = None
-    peer: int | None = None
-    bytes: int | None = None
-    tag: str | None = None
-    op: str | None = None
-    algorithm: str | None = None
-    group: tuple[int, ...] | None = None
+    kind: Literal["compute"] = "compute"
+
+
+@dataclass(frozen=True)
+class SendStep(_Fields):
+    """`bytes` to `peer`, matched with the peer's receive of the same `tag`; posted, not waited for."""
+
+    id: str
+    peer: int
+    bytes: int
+    tag: str
+    deps: tuple[str, ...] = ()
+    kind: Literal["send"] = "send"
+
+    def message_bytes(self) -> int:
+        return self.bytes
+
+
+@dataclass(frozen=True)
+class RecvStep(_Fields):
+    """`bytes` from `peer`, the message its send of the same `tag` sent."""
+
+    id: str
+    peer: int
+    bytes: int
+    tag: str
+    deps: tuple[str, ...] = ()
+    kind: Literal["recv"] = "recv"
+
+    def message_bytes(self) -> int:
+        return self.bytes
+
+
+@dataclass(frozen=True)
+class CollectiveStep(_Fields):
+    """A collective every GPU of `group` takes part in, with its buffer of `bytes`."""
+
+    id: str
+    op: str
+    algorithm: str
+    group: tuple[int, ...]
+    bytes: int
+    deps: tuple[str, ...] = ()
     services: tuple[int, ...] | None = None  # BytePS/PS: the CPU machines' ranks (summation only)
     chunks: int | None = None  # BytePS/PS: how many chunks the buffer is hashed in
     # DAG schedules: the collective's message-tag channel, the same on every member and distinct
     # among collectives that may run at once (with_channels numbers them)
     channel: int | None = None
-
-    def to_json(self) -> dict[str, Any]:
-        return {k: (list(v) if isinstance(v, tuple) else v) for k, v in asdict(self).items() if v is not None}
+    kind: Literal["collective"] = "collective"
 
     def collective(self) -> "Collective":
-        """This step's collective fields, all present (a schedule's loader guarantees them)."""
-        if self.kind != "collective" or self.op is None or self.algorithm is None or self.group is None \
-                or self.bytes is None:
-            raise ValueError(f"step {self.id} is a {self.kind} step, not a complete collective")
+        """This step's collective fields."""
         return Collective(self.op, self.algorithm, self.group, self.bytes)
-
-    def message_bytes(self) -> int:
-        """A send's or receive's size."""
-        if self.bytes is None:
-            raise ValueError(f"step {self.id} ({self.kind}) has no size")
-        return self.bytes
 
 
 @dataclass(frozen=True)
@@ -55,6 +94,36 @@ class Collective:
     algorithm: str
     group: tuple[int, ...]
     bytes: int
+
+
+# One step of a GPU's iteration, a union discriminated on `kind`.
+Step = Union[ComputeStep, SendStep, RecvStep, CollectiveStep]
+STEP_KINDS = ("compute", "send", "recv", "collective")
+
+
+def as_collective(step: Step) -> Collective:
+    """A step's collective fields; ValueError where the step is not a collective."""
+    if not isinstance(step, CollectiveStep):
+        raise ValueError(f"step {step.id} is a {step.kind} step, not a collective")
+    return step.collective()
+
+
+def step_from_json(data: dict[str, Any]) -> Step:
+    """A step as this tool wrote it (schedule.json): trusted, typed once where the file is read.
+    Users' files are checked field by field first (testbed.workloads.trace.load)."""
+    kind, deps = data["kind"], tuple(data.get("deps", ()))
+    if kind == "compute":
+        return ComputeStep(data["id"], float(data["compute_us"]), deps)
+    if kind == "send":
+        return SendStep(data["id"], int(data["peer"]), int(data["bytes"]), str(data["tag"]), deps)
+    if kind == "recv":
+        return RecvStep(data["id"], int(data["peer"]), int(data["bytes"]), str(data["tag"]), deps)
+    if kind == "collective":
+        services = data.get("services")
+        return CollectiveStep(data["id"], data["op"], data["algorithm"], tuple(data["group"]), int(data["bytes"]),
+                              deps, tuple(services) if services is not None else None, data.get("chunks"),
+                              data.get("channel"))
+    raise ValueError(f"step {data.get('id')!r} has unknown kind {kind!r} (one of {', '.join(STEP_KINDS)})")
 
 
 @dataclass(frozen=True)
@@ -98,6 +167,17 @@ class Schedule:
     def traffic(self) -> dict[tuple[int, int], float]:
         return traffic_pairs(self.traffic_matrix_bytes)
 
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> "Schedule":
+        """A schedule.json this tool wrote (the run's, read by the agents), typed once."""
+        return cls(name=str(data["name"]), hosts=int(data["hosts"]), iterations=int(data["iterations"]),
+                   gpus=tuple(GpuSchedule(int(g["rank"]), tuple(step_from_json(s) for s in g["steps"]))
+                              for g in sorted(data["gpus"], key=lambda g: g["rank"])),
+                   traffic_matrix_bytes=tuple(tuple(row) for row in data.get("traffic_matrix_bytes", ())),
+                   execution=str(data.get("execution", "in-order")),
+                   skipped_nodes=tuple(dict(data.get("skipped_nodes", {})).items()),
+                   partitions=tuple(tuple(group) for group in data.get("partitions", ())))
+
     def to_json(self) -> dict[str, Any]:
         return {
             "format": SCHEDULE_FORMAT,
@@ -134,8 +214,7 @@ def with_channels(gpus: Iterable[GpuSchedule]) -> tuple[GpuSchedule, ...]:
     """The GPUs' steps with every collective numbered by (id, group), the same on each member, so
     that collectives running at once in a DAG schedule never share message tags."""
     gpus = tuple(gpus)
-    keys = sorted({(s.id, s.group) for g in gpus for s in g.steps if s.kind == "collective"},
-                  key=lambda k: (k[0], k[1] or ()))
-    number: dict[tuple[str, tuple[int, ...] | None], int] = {key: index for index, key in enumerate(keys)}
-    return tuple(GpuSchedule(g.rank, tuple(replace(s, channel=number[(s.id, s.group)]) if s.kind == "collective"
-                                           else s for s in g.steps)) for g in gpus)
+    keys = sorted({(s.id, s.group) for g in gpus for s in g.steps if isinstance(s, CollectiveStep)})
+    number: dict[tuple[str, tuple[int, ...]], int] = {key: index for index, key in enumerate(keys)}
+    return tuple(GpuSchedule(g.rank, tuple(replace(s, channel=number[(s.id, s.group)])
+                                           if isinstance(s, CollectiveStep) else s for s in g.steps)) for g in gpus)

@@ -41,7 +41,7 @@ def transfer_time_s(size_bytes: float, rate_bps: float) -> float:
 
 @dataclass(frozen=True)
 class Dilation:
-    """Maps real-world quantities to emulated ones (DESIGN §4).
+    """Maps real-world quantities to emulated ones (docs/fidelity.md).
 
     dilation: emulated seconds per real-world second (s).
     byte_scale: emulated bytes per real-world byte (v).

@@ -56,7 +56,7 @@ class Prediction:
 
 
 def ring_allreduce_time_s(hosts: int, size_bytes: float, rate_bps: float, latency_s: float) -> float:
-    """2(n-1)·α + 2(n-1)/n · M/B (DESIGN §7): 2(n-1) steps, each one message of M/n bytes."""
+    """2(n-1)·α + 2(n-1)/n · M/B (the source documents' formula): 2(n-1) steps, each one message of M/n bytes."""
     steps = 2 * (hosts - 1)
     return steps * latency_s + steps * transfer_time_s(size_bytes / hosts, rate_bps)
 

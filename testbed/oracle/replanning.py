@@ -18,7 +18,7 @@ from typing import Any
 
 from testbed.fabrics import partitioned
 from testbed.fabrics.all_kinds import behaviour
-from testbed.fabrics.topology import dark_us, estimate_period_us, retune_threshold_us
+from testbed.fabrics.timing import dark_us, estimate_period_us, retune_threshold_us
 from testbed.model.fabric_section import FabricSection
 from testbed.model.units import BITS_PER_BYTE, us_to_s
 from testbed.network.flow_model import FlowModel, Traffic

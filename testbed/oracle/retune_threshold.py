@@ -23,10 +23,10 @@ rung above it."""
 from __future__ import annotations
 
 from dataclasses import dataclass, fields
-from typing import Any
 
-from testbed.fabrics.topology import dark_us, estimate_period_us, reconfig_us
+from testbed.fabrics.timing import dark_us, estimate_period_us, reconfig_us
 from testbed.model.fabric_section import FabricSection, ReconfigurableSection
+from testbed.model.schedule import Schedule
 from testbed.model.units import us_to_s
 from testbed.network.collectives import Breakdown, Prediction
 from testbed.oracle.replanning import replans_during_run
@@ -59,7 +59,7 @@ def candidates_us(shortest_dark_us: float) -> list[float]:
     return [rung for rung in LADDER_US if rung >= shortest_dark_us] + [NEVER_US]
 
 
-def over_delays(schedule: dict[str, Any], fabric: FabricSection, give_up_above_s: float = float("inf"),
+def over_delays(schedule: Schedule, fabric: FabricSection, give_up_above_s: float = float("inf"),
                 give_up_mean_above_s: float = float("inf")) -> list[Simulated]:
     """The schedule simulated at each controller delay, stopping early once one outcome is slower
     than `give_up_above_s`, once the mean cannot come under `give_up_mean_above_s` (the candidate
@@ -75,7 +75,7 @@ def over_delays(schedule: dict[str, Any], fabric: FabricSection, give_up_above_s
     return outcomes
 
 
-def with_retune_threshold(schedule: dict[str, Any], fabric: FabricSection) -> Retuning:
+def with_retune_threshold(schedule: Schedule, fabric: FabricSection) -> Retuning:
     """The schedule simulated with the fabric's threshold, or, where the scenario leaves it unset on
     a fabric that re-plans, with the admissible rung whose mean over the controller's delays is
     fastest (ties go to the higher rung: fewer retunes), standing still included."""

@@ -19,12 +19,21 @@ from __future__ import annotations
 import heapq
 import math
 from collections import defaultdict
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from testbed.model.errors import InputError
 from testbed.model.fabric_section import FabricSection
-from testbed.model.schedule import in_order_deps, traffic_pairs
+from testbed.model.schedule import (
+    CollectiveStep,
+    ComputeStep,
+    RecvStep,
+    Schedule,
+    SendStep,
+    Step,
+    in_order_deps,
+)
 from testbed.model.units import bytes_to_bits, us_to_s
 from testbed.network.collectives import Breakdown, Prediction, collective_cost
 from testbed.network.flow_model import FlowModel
@@ -40,24 +49,18 @@ FLUID = {("allreduce", "ring"), ("reducescatter", "ring"), ("allgather", "ring")
          ("scatter", "direct")}
 
 
-def partitions_of(schedule: dict[str, Any]) -> tuple[tuple[int, ...], ...]:
-    """Each job's GPUs where jobs have fixed shares of the fabric (job_sharing: partitioned)."""
-    return tuple(tuple(group) for group in schedule.get("partitions", ()))
-
-
 class _Dag:
-    def __init__(self, schedule: dict[str, Any], fabric: FabricSection, lag_s: float) -> None:
-        n = int(schedule["hosts"])
-        self.steps = [g["steps"] for g in sorted(schedule["gpus"], key=lambda g: g["rank"])]
-        self.model = schedule_flow_model(fabric, n, traffic_pairs(schedule.get("traffic_matrix_bytes")),
-                                         partitions_of(schedule))
+    def __init__(self, schedule: Schedule, fabric: FabricSection, lag_s: float) -> None:
+        n = schedule.hosts
+        self.steps: list[tuple[Step, ...]] = [g.steps for g in sorted(schedule.gpus, key=lambda g: g.rank)]
+        self.model = schedule_flow_model(fabric, n, schedule.traffic(), schedule.partitions)
         self.alpha = us_to_s(fabric.latency_us)
         self.static_rate = collective_rates_bps(self.steps, self.model)
-        index = [{s["id"]: i for i, s in enumerate(gpu)} for gpu in self.steps]
-        deps = [[tuple(s.get("deps", ())) for s in gpu] for gpu in self.steps]
-        if schedule.get("execution", "in-order") == "in-order":
-            deps = [[data + ctrl for data, ctrl in in_order_deps([(s["id"], s["kind"], s.get("deps", ()))
-                                                                  for s in gpu])] for gpu in self.steps]
+        index = [{s.id: i for i, s in enumerate(gpu)} for gpu in self.steps]
+        deps = [[s.deps for s in gpu] for gpu in self.steps]
+        if schedule.execution == "in-order":
+            deps = [[data + ctrl for data, ctrl in in_order_deps([(s.id, s.kind, s.deps) for s in gpu])]
+                    for gpu in self.steps]
         self.waiting = [[len(d) for d in gpu] for gpu in deps]
         self.dependants: list[list[list[int]]] = [[[] for _ in gpu] for gpu in self.steps]
         for g, gpu in enumerate(deps):
@@ -84,8 +87,8 @@ class _Dag:
         self._seq = 0
         self.sent_at: dict[tuple[int, int], float] = {}
         self.message_bps: dict[tuple[int, int, str], float] = {}  # (src, dst, tag) -> its average rate
-        self.replans = (LiveReplans(fabric, n, tuple(sorted(traffic_pairs(schedule.get("traffic_matrix_bytes")))),
-                                   partitions_of(schedule), lag_s) if replans_during_run(fabric) else None)
+        self.replans = (LiveReplans(fabric, n, tuple(sorted(schedule.traffic())), schedule.partitions, lag_s)
+                        if replans_during_run(fabric) else None)
 
     def at(self, time_s: float, event: tuple[Any, ...]) -> None:
         self._seq += 1
@@ -101,38 +104,37 @@ class _Dag:
 
     def start(self, g: int, i: int) -> None:
         step = self.steps[g][i]
-        kind = step["kind"]
-        if kind == "compute":
+        if isinstance(step, ComputeStep):
             heapq.heappush(self.ready_computes[g], i)
             self.next_compute(g)
-        elif kind == "send":
+        elif isinstance(step, SendStep):
             self.sent_at[(g, i)] = self.now
-            self.add_flow(("send", g, i), g, step["peer"], step["bytes"])
-        elif kind == "recv":
-            key = (step["peer"], g, step["tag"])
+            self.add_flow(("send", g, i), g, step.peer, step.bytes)
+        elif isinstance(step, RecvStep):
+            key = (step.peer, g, step.tag)
             if self.arrived.get(key, math.inf) <= self.now:
                 self.finish(g, i)
             else:
                 self.receiving[key] = (g, i)
-        elif kind == "collective":
-            meeting = (step["id"], tuple(step["group"]))
-            self.rendezvous[meeting].append((g, i))
-            if len(self.rendezvous[meeting]) == len(step["group"]):
-                self.launch(meeting, step)
         else:
-            raise InputError(f"schedule step {step.get('id')} has unknown kind {kind}")
+            meeting = (step.id, step.group)
+            self.rendezvous[meeting].append((g, i))
+            if len(self.rendezvous[meeting]) == len(step.group):
+                self.launch(meeting, step)
 
     def next_compute(self, g: int) -> None:
         if self.computing[g] or not self.ready_computes[g]:
             return
         i = heapq.heappop(self.ready_computes[g])
-        duration = us_to_s(self.steps[g][i]["compute_us"])
+        step = self.steps[g][i]
+        assert isinstance(step, ComputeStep)  # only computes are queued
+        duration = us_to_s(step.compute_us)
         self.computing[g] = True
         self.compute_s[g] += duration
         self.at(self.now + duration, ("computed", g, i))
 
-    def launch(self, key: tuple[Any, ...], step: dict[str, Any]) -> None:
-        group, op, algorithm, size = key[1], step["op"], step["algorithm"], step["bytes"]
+    def launch(self, key: tuple[Any, ...], step: CollectiveStep) -> None:
+        group, op, algorithm, size = key[1], step.op, step.algorithm, step.bytes
         n = len(group)
         if (op, algorithm) in STEPWISE and n > 1:
             self.stepwise[key] = StepwiseCollective.of(op, algorithm, n, size)
@@ -187,18 +189,20 @@ class _Dag:
             g = key[1][pos]
             self.finish(g, next(i for member, i in self.rendezvous[key] if member == g))
 
-    def alpha_part(self, key: tuple[Any, ...], step: dict[str, Any]) -> float:
-        return collective_cost(step["op"], step["algorithm"], len(key[1]), step["bytes"], math.inf, self.alpha).time_s
+    def alpha_part(self, key: tuple[Any, ...], step: Step) -> float:
+        assert isinstance(step, CollectiveStep)  # only collectives meet at a rendezvous
+        return collective_cost(step.op, step.algorithm, len(key[1]), step.bytes, math.inf, self.alpha).time_s
 
     def flow_done(self, owner: tuple[Any, ...]) -> None:
         if owner[0] == "send":
             _, g, i = owner
             step = self.steps[g][i]
+            assert isinstance(step, SendStep)  # a send's flow
             # keyed by sender, receiver and tag: data-parallel replicas reuse the same tags
-            key = (g, step["peer"], step["tag"])
+            key = (g, step.peer, step.tag)
             self.at(self.now + self.alpha, ("arrived", key))
             if self.now > self.sent_at[(g, i)]:
-                self.message_bps[key] = bytes_to_bits(step["bytes"]) / (self.now - self.sent_at[(g, i)])
+                self.message_bps[key] = bytes_to_bits(step.bytes) / (self.now - self.sent_at[(g, i)])
             self.finish(g, i)
             return
         if owner[0] == "stepwise":
@@ -294,16 +298,16 @@ class _Dag:
         stuck = [(g, i) for g, gpu in enumerate(self.done) for i, done in enumerate(gpu) if not done]
         if stuck:
             g, i = stuck[0]
-            raise InputError(f"the schedule deadlocks: GPU {g} step {self.steps[g][i]['id']} never starts or ends "
+            raise InputError(f"the schedule deadlocks: GPU {g} step {self.steps[g][i].id} never starts or ends "
                              f"(a receive without its send, or a collective some member never reaches)")
         return self.now
 
 
-def simulate_schedule(schedule: dict[str, Any], fabric: FabricSection) -> Prediction:
+def simulate_schedule(schedule: Schedule, fabric: FabricSection) -> Prediction:
     return simulate_with_message_rates(schedule, fabric)[0]
 
 
-def simulate_with_message_rates(schedule: dict[str, Any], fabric: FabricSection
+def simulate_with_message_rates(schedule: Schedule, fabric: FabricSection
                                 ) -> tuple[Prediction, dict[tuple[int, int, str], float]]:
     """The schedule's prediction, and each point-to-point message's average rate in the same
     simulation by (sender, receiver, tag): what a message shares its path with (a DAG's concurrent
@@ -320,11 +324,11 @@ class Simulated:
     gpu_end_s: tuple[float, ...] = ()  # each GPU's last step's end
 
 
-def simulate_counting_retunes(schedule: dict[str, Any], fabric: FabricSection, lag_s: float = 0.0) -> Simulated:
+def simulate_counting_retunes(schedule: Schedule, fabric: FabricSection, lag_s: float = 0.0) -> Simulated:
     """The schedule simulated once; where the fabric re-plans, each retune goes dark `lag_s` after
     the end of the period it was planned from (the controller's own delay)."""
-    if int(schedule["hosts"]) != fabric.hosts:
-        raise InputError(f"the schedule has {schedule['hosts']} GPUs but fabric.hosts is {fabric.hosts}; "
+    if schedule.hosts != fabric.hosts:
+        raise InputError(f"the schedule has {schedule.hosts} GPUs but fabric.hosts is {fabric.hosts}; "
                          f"they must match")
     dag = _Dag(schedule, fabric, lag_s)
     total = dag.run()
@@ -344,15 +348,15 @@ def simulate_counting_retunes(schedule: dict[str, Any], fabric: FabricSection, l
                      tuple(dag.gpu_end_s))
 
 
-def collective_rates_bps(steps: list[list[dict[str, Any]]], model: FlowModel) -> dict[tuple[Any, ...], float]:
+def collective_rates_bps(steps: Sequence[Sequence[Step]], model: FlowModel) -> dict[tuple[Any, ...], float]:
     """Per collective `(step id, group)`: the rate of its slowest ring edge when every group that
     runs the same step (the DP groups of all MP ranks) sends to its successor at once, shared
     max-min fairly over the fabric's plan (uplinks, circuits, lightpaths and their relays)."""
-    concurrent: dict[str, dict[tuple[int, ...], dict[str, Any]]] = defaultdict(dict)
+    concurrent: dict[str, dict[tuple[int, ...], CollectiveStep]] = defaultdict(dict)
     for gpu_steps in steps:
         for step in gpu_steps:
-            if step["kind"] == "collective" and len(step["group"]) > 1:
-                concurrent[step["id"]][tuple(step["group"])] = step
+            if isinstance(step, CollectiveStep) and len(step.group) > 1:
+                concurrent[step.id][step.group] = step
     rates: dict[tuple[Any, ...], float] = {}
     for ident, groups in concurrent.items():
         edges = [(group, a, b) for group, step in sorted(groups.items()) for a, b in _edges(model, group, step)]
@@ -362,11 +366,11 @@ def collective_rates_bps(steps: list[list[dict[str, Any]]], model: FlowModel) ->
     return rates
 
 
-def _edges(model: FlowModel, group: tuple[int, ...], step: dict[str, Any]) -> list[tuple[int, int]]:
+def _edges(model: FlowModel, group: tuple[int, ...], step: CollectiveStep) -> list[tuple[int, int]]:
     """The ring of the group where the plan routes it; else (a tree on a circuit plan made for its
     own pairs) the pairs the collective's algorithm actually uses."""
     ring = list(zip(group, group[1:] + group[:1]))
     if model.default is not None or all(pair in model.paths for pair in ring):
         return ring
-    block = collective_traffic(step["op"], step["algorithm"], len(group), step["bytes"])
+    block = collective_traffic(step.op, step.algorithm, len(group), step.bytes)
     return [(group[i], group[j]) for i, row in enumerate(block) for j, size in enumerate(row) if size and i != j]

@@ -5,7 +5,17 @@ from __future__ import annotations
 from collections import defaultdict
 from dataclasses import replace
 
-from testbed.model.schedule import GpuSchedule, Schedule, Step, in_order_deps, with_channels
+from testbed.model.schedule import (
+    CollectiveStep,
+    ComputeStep,
+    GpuSchedule,
+    RecvStep,
+    Schedule,
+    SendStep,
+    Step,
+    in_order_deps,
+    with_channels,
+)
 from testbed.placer.balance import inputs_of
 from testbed.placer.buckets import merge_buckets
 from testbed.placer.plan import Plan
@@ -20,7 +30,7 @@ def _group_steps(plan: Plan) -> list[list[Step]]:
     recv_sizes = plan.messages
     for (q, p, i, dst), size in recv_sizes.items():
         tag = f"{q}.{p}>{i}@{dst}"
-        sends[(q, p)].append(Step(id=f"s{tag}", kind="send", peer=dst, bytes=round(size), tag=tag, deps=(f"c{q}.{p}",)))
+        sends[(q, p)].append(SendStep(id=f"s{tag}", peer=dst, bytes=round(size), tag=tag, deps=(f"c{q}.{p}",)))
     per_gpu: list[list[tuple[float, int, Step]]] = [[] for _ in range(plan.k)]
     received: set[tuple[int, int, int, int]] = set()  # a message is received once, before its first user
     for i, op in enumerate(ops):
@@ -35,10 +45,10 @@ def _group_steps(plan: Plan) -> list[list[Step]]:
                     key, tag = (q, p, i, g), f"{q}.{p}>{i}@{g}"
                     if key not in received:
                         received.add(key)
-                        recvs.append(Step(id=f"r{tag}", kind="recv", peer=placement.gpu[q][p],
-                                          bytes=round(recv_sizes[key]), tag=tag))
+                        recvs.append(RecvStep(id=f"r{tag}", peer=placement.gpu[q][p], bytes=round(recv_sizes[key]),
+                                              tag=tag))
                     deps.append(f"r{tag}")
-            compute = Step(id=f"c{i}.{c}", kind="compute", compute_us=op.part_us, deps=tuple(dict.fromkeys(deps)))
+            compute = ComputeStep(id=f"c{i}.{c}", compute_us=op.part_us, deps=tuple(dict.fromkeys(deps)))
             for order, step in enumerate(recvs + [compute] + sorted(sends[(i, c)], key=lambda s: s.id)):
                 per_gpu[g].append((start, order, step))
     return [[step for _, _, step in sorted(steps, key=lambda t: (t[0], t[1]))] for steps in per_gpu]
@@ -54,13 +64,12 @@ def _merge_computes(steps: list[Step], boundaries: frozenset[str] = frozenset())
     for step in steps:
         deps = tuple(dict.fromkeys(alias.get(d, d) for d in step.deps))
         last = merged[-1] if merged else None
-        if step.kind == "compute" and last is not None and last.kind == "compute" and last.id not in closed:
+        if isinstance(step, ComputeStep) and isinstance(last, ComputeStep) and last.id not in closed:
             own = tuple(d for d in deps if d != last.id and d not in last.deps)
-            merged[-1] = Step(id=last.id, kind="compute", compute_us=(last.compute_us or 0) + (step.compute_us or 0),
-                              deps=last.deps + own)
+            merged[-1] = ComputeStep(id=last.id, compute_us=last.compute_us + step.compute_us, deps=last.deps + own)
             alias[step.id] = last.id
         else:
-            merged.append(Step(**{**step.__dict__, "deps": deps}))
+            merged.append(replace(step, deps=deps))
         if step.id in boundaries:
             closed.add(alias.get(step.id, step.id))
     return merged, alias
@@ -68,9 +77,9 @@ def _merge_computes(steps: list[Step], boundaries: frozenset[str] = frozenset())
 
 def _offset(step: Step, base: int, k: int) -> Step:
     """The same step for the MP group whose first GPU is `base` (ids stay local to each GPU)."""
-    if step.peer is None:
-        return step
-    return Step(**{**step.__dict__, "peer": base + step.peer})
+    if isinstance(step, (SendStep, RecvStep)):
+        return replace(step, peer=base + step.peer)
+    return step
 
 
 def _with_buckets(plan: Plan, local: int, steps: list[Step], alias: dict[str, str]) -> list[Step]:
@@ -86,8 +95,8 @@ def _with_buckets(plan: Plan, local: int, steps: list[Step], alias: dict[str, st
         j, c = bucket.subops[-1]
         compute = alias.get(f"c{j}.{c}", f"c{j}.{c}")
         previous = (f"dp-bucket{b - 1}",) if b else ()
-        after[compute].append(Step(id=f"dp-bucket{b}", kind="collective", op="allreduce", algorithm="ring",
-                                   group=members, bytes=max(1, round(bucket.bytes)), deps=(compute, *previous)))
+        after[compute].append(CollectiveStep(id=f"dp-bucket{b}", op="allreduce", algorithm="ring", group=members,
+                                             bytes=max(1, round(bucket.bytes)), deps=(compute, *previous)))
     return [t for s in ordered for t in (s, *after.get(s.id, ()))]
 
 

@@ -14,6 +14,8 @@ from testbed.network.collectives import Prediction
 from testbed.workloads.all_kinds import predicted, prepared
 from testbed.workloads.predicted import JobPrediction, Predicted
 from testbed.workloads.sizing import Prepared
+from testbed.workloads.stepwise import simulated
+from testbed.workloads.trace.load import load_trace
 
 
 @dataclass(frozen=True)
@@ -27,6 +29,13 @@ def plan(scenario: Scenario) -> Predicted:
     """The scenario's schedule and its one prediction; InputError (one sentence) for anything no
     schedule or prediction can be made of."""
     return predicted(scenario)
+
+
+def plan_schedule(scenario: Scenario, path: str) -> Predicted:
+    """A schedule file's prediction on the scenario's fabric, made as a `trace` workload's is
+    (the same checks, the same retune rule)."""
+    schedule = load_trace(path, scenario.fabric.hosts, scenario.workload.iterations, given_as="--schedule")
+    return simulated(scenario, schedule)
 
 
 def check_scenario(scenario: Scenario) -> CheckReport:

@@ -1,4 +1,4 @@
-"""BytePS's and the classic parameter server's partition of a buffer (the load split of DESIGN §5):
+"""BytePS's and the classic parameter server's partition of a buffer (BytePS's load split, docs/byteps.md):
 chunks hashed to summation services on GPU and CPU machines. Pure; the host agents run it
 (hosts.byteps), the oracle and the schedule's traffic matrix model it."""
 

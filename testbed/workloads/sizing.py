@@ -11,11 +11,11 @@ from testbed.core.calibration import DEFAULT_CALIBRATION, Calibration
 from testbed.core.dilation import MIN_MESSAGE_BYTES, EmulationPlan, message_floor_bytes, resolve_emulation
 from testbed.core.fidelity import COUNTER_REFRESHES_PER_PERIOD, DARK_TOLERANCE, SETUP_COUNTER_REFRESH_MS
 from testbed.fabrics.all_kinds import KINDS
-from testbed.fabrics.topology import dark_us, estimate_period_us, route_rto_min_s
+from testbed.fabrics.timing import dark_us, estimate_period_us, route_rto_min_s
 from testbed.model.errors import InputError
 from testbed.model.fabric_section import FabricSection
 from testbed.model.scenario import Scenario
-from testbed.model.schedule import Schedule, Step
+from testbed.model.schedule import ComputeStep, Schedule, Step
 from testbed.model.units import BITS_PER_BYTE, gbps_to_bps, ms_to_s, transfer_time_s, us_to_s
 from testbed.network.collectives import Prediction, collective_cost
 from testbed.network.flows import Flow, max_min_rates
@@ -24,7 +24,7 @@ from testbed.oracle.replanning import replans_during_run
 from testbed.oracle.schedule_sim import simulate_schedule
 from testbed.workloads.predicted import JobPrediction, Predicted
 
-# A reconfiguration's rule changes and their barrier take about a millisecond here (DESIGN §8), and
+# A reconfiguration's rule changes and their barrier take about a millisecond here (docs/setup.md), and
 # a machine `slowness` times slower takes that many times longer (inside the software-emulated VM
 # the hosts switched their links 10-30 ms late); dark time must be accurate to the dark_time
 # monitor's DARK_TOLERANCE.
@@ -253,19 +253,18 @@ def emulation_plan(scenario: Scenario, schedule: Schedule, prediction: Predictio
 
 def _largest_buffer_bytes(schedule: Schedule, buffer_bytes: float) -> float:
     """The largest buffer one rank holds: a collective's data, else the schedule's largest step."""
-    sizes = [float(step.bytes) for gpu in schedule.gpus for step in gpu.steps if step.bytes]
+    sizes = [float(step.bytes) for gpu in schedule.gpus for step in gpu.steps if not isinstance(step, ComputeStep)]
     return max([buffer_bytes, *sizes])
 
 
 def _warmup_iteration_s(scenario: Scenario, schedule: Schedule, prediction: Prediction) -> float:
     """A warm-up round runs the messages and collectives but not the compute (the agents skip
     it): the same schedule simulated without its compute steps."""
-    steps = schedule.to_json()
-    for gpu in steps["gpus"]:
-        for step in gpu["steps"]:
-            if step["kind"] == "compute":
-                step["compute_us"] = 0.0
-    return min(prediction.iteration_time_s, simulate_schedule(steps, scenario.fabric).iteration_time_s)
+    idle = replace(schedule, gpus=tuple(replace(gpu, steps=tuple(replace(step, compute_us=0.0)
+                                                                  if isinstance(step, ComputeStep) else step
+                                                                  for step in gpu.steps))
+                                        for gpu in schedule.gpus))
+    return min(prediction.iteration_time_s, simulate_schedule(idle, scenario.fabric).iteration_time_s)
 
 
 def _load_factor(scenario: Scenario, schedule: Schedule) -> float:

@@ -14,7 +14,7 @@ STEPWISE = "step-by-step simulation"
 
 def retuned(scenario: Scenario, schedule: Schedule) -> Retuning:
     """The schedule simulated on the scenario's fabric with its retune rule (chosen where unset)."""
-    return with_retune_threshold(schedule.to_json(), scenario.fabric)
+    return with_retune_threshold(schedule, scenario.fabric)
 
 
 def simulated(scenario: Scenario, schedule: Schedule, retuning: Retuning | None = None,

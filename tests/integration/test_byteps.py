@@ -42,7 +42,7 @@ def test_byteps_and_classic_ps_on_cpu_machines(tmp_path, machine_state, override
     flagged = assert_faithful_but_for_machine_loss(result)
     for i, (seconds, ratio) in enumerate(zip(result["iteration_times_s"], result["emulated_over_predicted"])):
         if i not in flagged:
-            # DESIGN §5 at n = 4, k = 2: 2·4·3/(16 + 8 - 4) = 1.2 M per machine each way at 100 Gb/s,
+            # BytePS's split at n = 4, k = 2: 2·4·3/(16 + 8 - 4) = 1.2 M per machine each way at 100 Gb/s,
             # plus alpha (5 us) for the push and for the sum: 3.082 ms for 32 MB.
             assert seconds <= 1.10 * 3.082e-3, (i, seconds, unfaithful(result))
             assert RATIO_BAND[0] <= ratio <= RATIO_BAND[1], (i, ratio, unfaithful(result))

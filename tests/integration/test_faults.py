@@ -9,7 +9,7 @@ import time
 
 import pytest
 
-from testbed.emulation.probes import optical_fabric, probe
+from bench.probes import optical_fabric, probe
 from testbed.emulation.run import Runner
 from testbed.planning.overrides import apply_overrides
 from testbed.planning.plan import prepare

@@ -9,8 +9,8 @@ import time
 
 import pytest
 
+from bench.probes import optical_fabric, probe
 from testbed.core.calibration import load_calibration
-from testbed.emulation.probes import optical_fabric, probe
 from testbed.planning.scenario_file import make_fabric
 
 from .conftest import (

@@ -53,7 +53,7 @@ def test_kind_behaviour_lives_in_the_kinds_modules():
     from testbed.fabrics.all_kinds import BEHAVIOURS, KINDS
 
     assert set(BEHAVIOURS) == set(KINDS)
-    for path in ("testbed/fabrics/topology.py", "testbed/oracle/fabrics.py"):
+    for path in ("testbed/fabrics/topology.py", "testbed/fabrics/timing.py", "testbed/oracle/fabrics.py"):
         text = (ROOT / path).read_text()
         found = re.findall(r"kind\s*(?:==|!=|in)\s*[\"'(]", text)
         assert not found, f"{path} branches on the fabric kind: {found}"
@@ -83,7 +83,7 @@ def test_workload_kinds_are_asked_not_compared():
     assert set(KINDS) == set(SECTIONS.values())
     for name in SECTIONS:
         assert (ROOT / "testbed" / "workloads" / name / "section.py").is_file(), name
-    branch = re.compile(r'workload\.kind *(==|!=|in) |\.kind *== *"(collective|model|trace|chakra|jobs)"')
+    branch = re.compile(r'workload\.kind *(==|!=|in|not in) |\.kind *== *"(collective|model|trace|chakra|jobs)"')
     for package in ("planning", "emulation", "oracle", "interface"):
         for path in sorted((ROOT / "testbed" / package).rglob("*.py")):
             for number, line in enumerate(path.read_text().splitlines(), start=1):

@@ -1,4 +1,4 @@
-"""BytePS and the classic parameter server: exact sums in-process, the load split of DESIGN §5,
+"""BytePS and the classic parameter server: exact sums in-process, BytePS's load split (docs/byteps.md),
 the schedule a scenario gets, and the oracle's figures."""
 
 from __future__ import annotations
@@ -64,7 +64,7 @@ def test_classic_ps_sums_are_exact(n, k):
 @settings(max_examples=60, deadline=None)
 @given(n=st.integers(2, 24), data=st.data())
 def test_load_split_is_the_optimal_one(n, data):
-    """DESIGN §5: a CPU machine sums 2(n-1)/(n²+kn-2k)·M, a GPU machine (n-k)/(n²+kn-2k)·M, and
+    """BytePS's split (docs/byteps.md): a CPU machine sums 2(n-1)/(n²+kn-2k)·M, a GPU machine (n-k)/(n²+kn-2k)·M, and
     every machine then sends and receives the same 2n(n-1)/(n²+kn-2k)·M."""
     k = data.draw(st.integers(0, n))
     total = n * n + k * n - 2 * k
@@ -157,7 +157,7 @@ def test_oracle_sums_to_a_worker_pay_alpha_once_not_per_chunk():
 
 @pytest.mark.parametrize("size", [32_000_000, 100_000_000])
 def test_oracle_byteps_is_within_ten_percent_of_its_bound(size):
-    # DESIGN §5 at n = 4, k = 2: every machine moves 2·4·3/(16 + 8 - 4) = 1.2 M each way at
+    # BytePS's split at n = 4, k = 2: every machine moves 2·4·3/(16 + 8 - 4) = 1.2 M each way at
     # 100 Gb/s, plus alpha (5 us) for the push and for the sum: 3.082 ms at 32 MB, 9.610 ms at 100 MB.
     bound_s = 1.2 * size * 8 / 100e9 + 2 * 5e-6
     sc = scenario(cpus=2, size=size)

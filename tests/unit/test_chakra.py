@@ -38,7 +38,7 @@ def traces(*ranks, metadata=None):
 
 
 def predict_us(schedule, fabric=FLAT) -> float:
-    return simulate_schedule(schedule.to_json(), fabric).iteration_time_s * 1e6
+    return simulate_schedule(schedule, fabric).iteration_time_s * 1e6
 
 
 def test_framing_matches_the_wire_format_by_hand():
@@ -230,25 +230,26 @@ def test_export_then_import_predicts_the_same(tmp_path, path):
     schedule = schedule_for(scenario)
     back = load_chakra(write(tmp_path / "x", export_chakra(schedule), scenario.name), scenario.fabric.hosts,
                        scenario.workload.iterations)
-    before = simulate_schedule(schedule.to_json(), scenario.fabric).iteration_time_s
-    assert simulate_schedule(back.to_json(), scenario.fabric).iteration_time_s == pytest.approx(before, rel=0.01)
+    before = simulate_schedule(schedule, scenario.fabric).iteration_time_s
+    assert simulate_schedule(back, scenario.fabric).iteration_time_s == pytest.approx(before, rel=0.01)
 
 
 def test_dag_round_runs_one_compute_at_a_time_beside_transfers():
     """Host side: computes c1 and c2 never overlap and the lower index goes first; the transfer t
     (no dependencies) runs while they do; d waits for both c2 and t."""
     from hosts.dag_round import run_dag_round
+    from testbed.model.schedule import ComputeStep, RecvStep
 
-    steps = [{"id": "c2", "kind": "compute"}, {"id": "c1", "kind": "compute"}, {"id": "t", "kind": "recv"},
-             {"id": "d", "kind": "compute", "deps": ["c2", "t"]}]
+    steps = [ComputeStep("c2", 50e3), ComputeStep("c1", 50e3), RecvStep("t", 1, 1000, "t"),
+             ComputeStep("d", 50e3, deps=("c2", "t"))]
     spans: dict[str, tuple[float, float]] = {}
     lock = threading.Lock()
 
     def run_step(index: int):
         began = time.monotonic()
-        time.sleep(0.05 if steps[index]["kind"] == "compute" else 0.08)
+        time.sleep(0.05 if steps[index].kind == "compute" else 0.08)
         with lock:
-            spans[steps[index]["id"]] = (began, time.monotonic())
+            spans[steps[index].id] = (began, time.monotonic())
         return None
 
     run_dag_round(steps, run_step, {})

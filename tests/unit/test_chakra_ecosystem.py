@@ -43,7 +43,7 @@ def flat(n: int):
 
 def predicted_s(directory: Path, n: int, **groups) -> float:
     schedule = load_chakra(directory, n, 1, **groups)
-    return simulate_schedule(schedule.to_json(), flat(n)).iteration_time_s
+    return simulate_schedule(schedule, flat(n)).iteration_time_s
 
 
 # mlc-chakra's generator: each function writes <NAME>.<rank>.et into the working directory.
@@ -205,8 +205,8 @@ def test_our_export_is_read_by_mlc_chakras_decoder_and_jsonizer(tmp_path, monkey
     assert '"COMM_COLL_NODE"' in text and '"pg_name"' in text
     # And the export, read back by this testbed, predicts what the original did.
     back = load_chakra(out, n, 1)
-    assert simulate_schedule(back.to_json(), flat(n)).iteration_time_s == pytest.approx(
-        simulate_schedule(schedule.to_json(), flat(n)).iteration_time_s, rel=1e-6)
+    assert simulate_schedule(back, flat(n)).iteration_time_s == pytest.approx(
+        simulate_schedule(schedule, flat(n)).iteration_time_s, rel=1e-6)
 
 
 def test_astra_sims_custom_collective_layout_predicts_by_hand(tmp_path):

@@ -2,7 +2,7 @@
 
 import pytest
 
-from testbed.placer.report import claims_summary, faster_than_flat, point_claims, write_claims_page
+from bench.claims_report import claims_summary, faster_than_flat, point_claims, write_claims_page
 
 
 def _rows(model, b, **tta):

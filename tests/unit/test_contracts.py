@@ -56,12 +56,18 @@ def test_every_fabric_kinds_topology_fits_the_contract(name):
 
 def test_controller_ready_and_results_keep_what_readers_look_up():
     ready = ControllerReady.loads(ControllerReady(switches=[1, 2], time=1.0, unreachable=[(0, 3)]).dumps())
-    assert ready.as_dict()["unreachable"] == [(0, 3)] and "api" not in ready.as_dict()
+    assert ready.unreachable == [(0, 3)] and ready.api is None
     result = {"name": "x", "status": "ok", "error": None, "iterations_completed": 1, "iterations_planned": 1,
-              "iteration_times_s": [1.0], "predicted_iteration_time_s": 1.0, "emulated_over_predicted": [1.0],
-              "dilation": 10.0, "byte_scale": 1.0, "breakdown": {"compute_s": 0.1, "communication_s": None},
-              "sums_correct": True, "fidelity": {"ok": True}, "notes": []}
+              "iteration_times_s": [1.0], "iteration_tcp_retransmits": [0], "iteration_tcp_timeouts": [0],
+              "iteration_stalls": [0], "iteration_steal_frac": [None], "predicted_iteration_time_s": 1.0,
+              "emulated_over_predicted": [1.0], "dilation": 10.0, "byte_scale": 1.0, "host_rate_bps": 1e8,
+              "breakdown": {"compute_s": 0.1, "communication_s": None}, "reconfigurations": 0,
+              "predicted_breakdown": {"compute_s": 0.1}, "sums_correct": True, "sum_problems": [],
+              "fidelity": {"ok": True}, "notes": [], "timings_s": {}}
     written = json.loads(Results.model_validate(result).dumps())
     assert written["error"] is None and written["notes"] == [] and written["version"] == 1
+    assert "jobs" not in written and "ina" not in written  # only where the run has them
     with pytest.raises(ValueError):
         Results.model_validate({**result, "status": "done"})
+    with pytest.raises(ValueError, match="extra"):  # a key no reader knows is a writer's mistake
+        Results.model_validate({**result, "iteration_time_s": [1.0]})

@@ -54,7 +54,7 @@ def test_overlap_by_hand_in_the_oracle_and_the_schedule(tmp_path, bucket_bytes, 
     assert schedule.execution == "dag"
     buckets = [s for s in schedule.gpus[0].steps if s.kind == "collective"]
     assert [s.bytes for s in buckets] == sizes
-    assert simulate_schedule(schedule.to_json(), scenario.fabric).iteration_time_s * 1e6 == \
+    assert simulate_schedule(schedule, scenario.fabric).iteration_time_s * 1e6 == \
         pytest.approx(expected_us, abs=0.5)
 
 

@@ -36,7 +36,7 @@ def test_retransmission_timeouts_that_can_cost_over_5_percent_of_an_iteration_ar
 
 
 def test_a_timeout_costs_the_routes_shortest_retransmission_timeout():
-    from testbed.fabrics.topology import route_rto_min_s
+    from testbed.fabrics.timing import route_rto_min_s
     from testbed.planning.scenario_file import parse_scenario
 
     def fabric(section):

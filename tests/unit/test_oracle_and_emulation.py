@@ -202,7 +202,7 @@ def test_warm_up_rounds_of_a_schedule_are_expected_to_skip_compute(tmp_path):
 
 
 def test_a_hosts_longest_queue_is_what_it_sends_at_once():
-    from testbed.model.schedule import GpuSchedule, Schedule, Step
+    from testbed.model.schedule import GpuSchedule, RecvStep, Schedule, SendStep
     from testbed.workloads.sizing import longest_host_queue_s
 
     ring = scenario(hosts=8, gbps=100.0, size=100_000_000)
@@ -214,7 +214,7 @@ def test_a_hosts_longest_queue_is_what_it_sends_at_once():
     # A direct scatter's root sends its 15 chunks of M/16 at once: 937.5 KB, 75 µs.
     assert longest_host_queue_s(scatter, schedule_for(scatter)) == pytest.approx(75e-6)
     # Sends posted one after another queue together until the GPU waits: 2 + 3 MB, then 4 MB alone.
-    steps = (Step("a", "send", peer=1, bytes=2_000_000), Step("b", "send", peer=1, bytes=3_000_000),
-             Step("c", "recv", peer=1, bytes=10), Step("d", "send", peer=1, bytes=4_000_000))
+    steps = (SendStep("a", peer=1, bytes=2_000_000, tag="a"), SendStep("b", peer=1, bytes=3_000_000, tag="b"),
+             RecvStep("c", peer=1, bytes=10, tag="c"), SendStep("d", peer=1, bytes=4_000_000, tag="d"))
     sends = Schedule("t", 2, 1, (GpuSchedule(0, steps), GpuSchedule(1, ())))
     assert longest_host_queue_s(ring, sends) == pytest.approx(5e6 * 8 / 100e9)

@@ -136,11 +136,11 @@ def test_schedule_simulation_agrees_with_the_formulas_and_the_plan_oracle():
     scenario = parse_scenario({"name": "c", "fabric": {"kind": "elect-flat", "hosts": 8, "gpu_bandwidth_gbps": 100,
                                                        "latency_us": 5},
                                "workload": {"kind": "collective", "collective": "allreduce", "bytes": 10**8}})
-    simulated = simulate_schedule(schedule_for(scenario).to_json(), scenario.fabric)
+    simulated = simulate_schedule(schedule_for(scenario), scenario.fabric)
     assert simulated.iteration_time_s == pytest.approx(ring_allreduce_time_s(8, 1e8, 100e9, 5e-6))
     plan = make_plan(MODELS["transformer"](), device("v100"), 4, 2, 16, 3)
     fabric = make_fabric(kind="sip-ocs", hosts=8, gpu_bandwidth_gbps=1000, ocs_switches=3)
-    by_schedule = simulate_schedule(plan_schedule(plan, "x", 1).to_json(), fabric).iteration_time_s
+    by_schedule = simulate_schedule(plan_schedule(plan, "x", 1), fabric).iteration_time_s
     by_plan = predict_plan(plan, fabric).iteration_time_s
     assert by_schedule == pytest.approx(by_plan, rel=0.15)
 
@@ -163,10 +163,9 @@ def test_collectives_in_a_schedule_run_at_what_their_ring_gets_on_the_plan():
     from testbed.placer.emit import plan_schedule
 
     plan = make_plan(MODELS["resnet50"](), device("v100"), 2, 4, 16, None)
-    schedule = plan_schedule(plan, "x", 1).to_json()
-    steps = [g["steps"] for g in schedule["gpus"]]
-    traffic = {(i, j): float(b) for i, row in enumerate(schedule["traffic_matrix_bytes"])
-               for j, b in enumerate(row) if b}
+    schedule = plan_schedule(plan, "x", 1)
+    steps = [g.steps for g in schedule.gpus]
+    traffic = schedule.traffic()
     flat = make_fabric(kind="elect-flat", hosts=8, gpu_bandwidth_gbps=100)
     rates = collective_rates_bps(steps, mp_flow_model(flat, 8, 1, traffic))
     assert {group for _, group in rates} == {(0, 2, 4, 6), (1, 3, 5, 7)}  # the DP rings' gradient buckets

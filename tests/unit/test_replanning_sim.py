@@ -11,11 +11,23 @@ from hypothesis import strategies as st
 
 from testbed.fabrics.programming import plan_for
 from testbed.fabrics.sip_ring.behaviour import replan
-from testbed.fabrics.topology import build_topology, dark_us
+from testbed.fabrics.timing import dark_us
+from testbed.fabrics.topology import build_topology
+from testbed.model.schedule import Schedule
 from testbed.oracle.replanning import LiveReplans, Replanner, changed_resources
-from testbed.oracle.retune_threshold import NEVER_US, candidates_us, with_retune_threshold
-from testbed.oracle.schedule_sim import simulate_schedule
+from testbed.oracle.retune_threshold import NEVER_US, candidates_us
+from testbed.oracle.retune_threshold import with_retune_threshold as retuned
+from testbed.oracle.schedule_sim import simulate_schedule as simulate
 from testbed.planning.scenario_file import make_fabric
+
+
+def simulate_schedule(schedule: dict, fabric):
+    """The tests write their schedules as schedule.json: the oracle reads them typed."""
+    return simulate(Schedule.from_json(schedule), fabric)
+
+
+def with_retune_threshold(schedule: dict, fabric):
+    return retuned(Schedule.from_json(schedule), fabric)
 
 
 def ring(hosts: int = 8, wavelengths: int = 4, reconfig_us: float = 25.0, period_us: float = 100.0):

@@ -7,10 +7,16 @@ import math
 
 import pytest
 
-from testbed.oracle.schedule_sim import simulate_schedule
+from testbed.model.schedule import Schedule
+from testbed.oracle.schedule_sim import simulate_schedule as simulate
 from testbed.oracle.stepwise import StepwiseCollective
 from testbed.planning.scenario_file import make_fabric
 from testbed.shared.collective_plans import collective_traffic
+
+
+def simulate_schedule(schedule: dict, fabric):
+    """The tests write their schedules as schedule.json: the oracle reads them typed."""
+    return simulate(Schedule.from_json(schedule), fabric)
 
 
 def one_collective(op: str, algorithm: str, n: int, size: int) -> dict:

@@ -1,6 +1,6 @@
 """The userspace switch's drops at its ports' packet sockets, read from `ss -0 -m` as this kernel prints it."""
 
-from testbed.emulation.results import packet_socket_drops
+from testbed.emulation.switch_probes import packet_socket_drops
 
 # As printed during an 8-GPU trace run (208 KB receive buffers): one socket per switch port, plus
 # the datapath's unbound send socket; another bridge's port added, and one skmem moved onto a line

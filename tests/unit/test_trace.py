@@ -89,6 +89,6 @@ def test_a_traces_collectives_are_in_its_traffic_matrix_and_predict_on_circuits(
     sent = sum(map(sum, schedule.traffic_matrix_bytes))
     assert sent >= 4 * 4_000_000 * 3 / 4  # every GPU sends at least (n-1)/n of its buffer
     scenario = load_scenario(ROOT / "scenarios" / "trace-pipeline.yaml")
-    flat = simulate_schedule(schedule.to_json(), scenario.fabric).iteration_time_s
+    flat = simulate_schedule(schedule, scenario.fabric).iteration_time_s
     ocs = apply_overrides(scenario, {"fabric.kind": "sip-ocs", "fabric.ocs_switches": 2})
-    assert simulate_schedule(schedule.to_json(), ocs.fabric).iteration_time_s >= flat * 0.98
+    assert simulate_schedule(schedule, ocs.fabric).iteration_time_s >= flat * 0.98

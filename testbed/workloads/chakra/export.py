@@ -8,7 +8,7 @@ import json
 from typing import Any
 
 from testbed.model.errors import InputError
-from testbed.model.schedule import Schedule, Step, in_order_deps
+from testbed.model.schedule import Schedule, Step, as_collective, in_order_deps
 from testbed.shared import collective_plans as plans
 from testbed.workloads.chakra.load import EXACT_DURATION, PG_ATTRIBUTE
 from testbed.workloads.chakra.proto import COLLECTIVES, NODE_TYPES, VERSION, GlobalMetadata, Node, attribute, encode
@@ -74,7 +74,7 @@ def _node(step: Step, rank: int, node_id: int, deps: list[int], ctrl: list[int],
         attrs: dict[str, int | str] = {"comm_src": src, "comm_dst": dst, "comm_size": step.message_bytes(),
                                        "comm_tag": tags[(src, dst, step.tag)]}
     else:
-        coll = step.collective()
+        coll = as_collective(step)
         op, algorithm, group, size = coll.op, coll.algorithm, coll.group, coll.bytes
         if op not in TYPE_OF or algorithm in (*plans.SERVICE_ALGORITHMS, "ina"):
             raise InputError(f"step {step.id} on GPU {rank}: {op} with algorithm {algorithm} has no Chakra "

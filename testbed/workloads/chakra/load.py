@@ -18,7 +18,7 @@ import networkx as nx
 
 from testbed.core.messages import Message, MessageBook
 from testbed.model.errors import InputError
-from testbed.model.schedule import GpuSchedule, Schedule, Step, with_channels
+from testbed.model.schedule import GpuSchedule, Schedule, step_from_json, with_channels
 from testbed.shared import collective_plans as plans
 from testbed.shared.collective_plans import schedule_traffic
 from testbed.workloads.chakra.proto import (
@@ -283,7 +283,7 @@ def chakra_schedule(traces: list[tuple[str, Any, list[Any]]], hosts: int, iterat
             per_rank[rank][index]["tag"] = f"{src}>{dst}:{tag}#{k}"
     _check_collectives(colls, {**groups, WORLD: tuple(range(hosts))})
     gpus = with_channels(
-        GpuSchedule(rank, tuple(Step(**{k: v for k, v in s.items() if k != "pg"}) for s in steps))
+        GpuSchedule(rank, tuple(step_from_json({k: v for k, v in s.items() if k != "pg"}) for s in steps))
         for rank, steps in enumerate(per_rank))
     return Schedule(name=name, hosts=hosts, iterations=iterations, gpus=gpus,
                     traffic_matrix_bytes=schedule_traffic(gpus, hosts), execution="dag",

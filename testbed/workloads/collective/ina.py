@@ -17,7 +17,7 @@ from testbed.fabrics.ina.node_links import (
 from testbed.fabrics.ina.section import InaFabric
 from testbed.model.errors import InputError
 from testbed.model.scenario import Scenario
-from testbed.model.schedule import Schedule
+from testbed.model.schedule import Schedule, as_collective
 from testbed.model.units import gbps_to_bps, us_to_s
 from testbed.network.collectives import Breakdown, CollectiveCost, Prediction, collective_cost, ina_allreduce_cost
 from testbed.shared.ina_rules import FRAME_BYTES, PAYLOAD_BYTES
@@ -50,7 +50,7 @@ def predict_ina_fabric(scenario: Scenario, schedule: Schedule, timing: InaRunTim
     any collective) of each job costs what it costs on Elect-Flat; INA all-reduce uses the node.
     With loss on the fabric, INA's window protocol is simulated (at a run's `timing`): each lost
     packet holds its worker's window until its retransmission timeout."""
-    fabric, first = scenario.fabric, schedule.gpus[0].steps[0].collective()
+    fabric, first = scenario.fabric, as_collective(schedule.gpus[0].steps[0])
     assert isinstance(fabric, InaFabric), "predict_ina_fabric predicts an ina fabric"
     rate, latency = gbps_to_bps(fabric.gpu_bandwidth_gbps), us_to_s(fabric.latency_us)
     n = len(first.group)
@@ -90,7 +90,7 @@ def size_ina(scenario: Scenario, schedule: Schedule, prediction: Prediction, cal
     """INA all-reduce: one round of M each way per worker, in packets the node program must keep
     up with, so the emulated rate is also capped by the node's packet rate. A busy worker receives
     results at the rate its port carries INA payload."""
-    fabric, size = scenario.fabric, float(schedule.gpus[0].steps[0].collective().bytes)
+    fabric, size = scenario.fabric, float(as_collective(schedule.gpus[0].steps[0]).bytes)
     assert isinstance(fabric, InaFabric), "an aggregation node's fabric is an ina fabric"
     shortest = prediction.iteration_time_s / 2  # the data round; the exponent round is about α
     cap = ina_rate_cap_bps(scenario, calibration)

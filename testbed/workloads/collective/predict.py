@@ -7,7 +7,7 @@ from testbed.fabrics.all_kinds import KINDS
 from testbed.model.errors import InputError
 from testbed.model.fabric_section import FabricSection
 from testbed.model.scenario import Scenario
-from testbed.model.schedule import Schedule
+from testbed.model.schedule import Schedule, as_collective
 from testbed.model.units import gbps_to_bps, us_to_s
 from testbed.network.collectives import Breakdown, Prediction, collective_cost
 from testbed.network.flows import Flow, completion_times
@@ -21,7 +21,7 @@ def predict(scenario: Scenario, schedule: Schedule) -> Prediction:
     steps = [step for gpu in schedule.gpus for step in gpu.steps]
     if not all(s.kind == "collective" for s in steps):
         raise InputError(f"{scenario.name}: predict(scenario, schedule) is for collective schedules")
-    first = steps[0].collective()
+    first = as_collective(steps[0])
     if not KINDS[fabric.kind].non_blocking:
         if first.algorithm != "ring" or first.op not in RING_STEP_OPS:
             raise InputError(f"{scenario.name}: on {fabric.kind} the oracle models ring all-reduce, reduce-scatter "

@@ -6,7 +6,7 @@ from __future__ import annotations
 from testbed.fabrics.all_kinds import KINDS
 from testbed.model.errors import InputError
 from testbed.model.scenario import Scenario
-from testbed.model.schedule import GpuSchedule, Schedule, Step
+from testbed.model.schedule import CollectiveStep, GpuSchedule, Schedule
 from testbed.shared.collective_plans import SUPPORTED_COLLECTIVES, collective_traffic
 from testbed.workloads.collective.ina import job_size
 from testbed.workloads.collective.section import CollectiveWorkload
@@ -31,9 +31,8 @@ def collective_schedule(scenario: Scenario, workload: CollectiveWorkload) -> Sch
         GpuSchedule(
             rank=rank,
             steps=(
-                Step(
+                CollectiveStep(
                     id=workload.collective,
-                    kind="collective",
                     op=workload.collective,
                     algorithm=workload.algorithm,
                     group=groups[rank // per_job],

@@ -11,7 +11,16 @@ from dataclasses import replace
 from testbed.fabrics.partitioned import shares
 from testbed.model.errors import InputError
 from testbed.model.scenario import Job, Scenario
-from testbed.model.schedule import GpuSchedule, Schedule, Step, in_order_deps, with_channels
+from testbed.model.schedule import (
+    CollectiveStep,
+    GpuSchedule,
+    RecvStep,
+    Schedule,
+    SendStep,
+    Step,
+    in_order_deps,
+    with_channels,
+)
 
 
 def job_scenario(scenario: Scenario, job: Job, gpus: list[int]) -> Scenario:
@@ -23,10 +32,12 @@ def job_scenario(scenario: Scenario, job: Job, gpus: list[int]) -> Scenario:
 
 
 def _renamed(job: str, step: Step, hosts: list[int], deps: tuple[str, ...]) -> Step:
-    return replace(step, id=f"{job}/{step.id}", deps=tuple(f"{job}/{d}" for d in deps),
-                   peer=None if step.peer is None else hosts[step.peer],
-                   tag=None if step.tag is None else f"{job}/{step.tag}",
-                   group=None if step.group is None else tuple(hosts[r] for r in step.group), channel=None)
+    ident, own_deps = f"{job}/{step.id}", tuple(f"{job}/{d}" for d in deps)
+    if isinstance(step, (SendStep, RecvStep)):
+        return replace(step, id=ident, deps=own_deps, peer=hosts[step.peer], tag=f"{job}/{step.tag}")
+    if isinstance(step, CollectiveStep):
+        return replace(step, id=ident, deps=own_deps, group=tuple(hosts[r] for r in step.group), channel=None)
+    return replace(step, id=ident, deps=own_deps)
 
 
 def combined_schedule(scenario: Scenario, make: Callable[[Scenario], Schedule],

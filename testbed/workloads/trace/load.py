@@ -10,7 +10,15 @@ from typing import Any
 
 from testbed.core.messages import Message, MessageBook
 from testbed.model.errors import InputError
-from testbed.model.schedule import EXECUTIONS, SCHEDULE_FORMAT, GpuSchedule, Schedule, Step, with_channels
+from testbed.model.schedule import (
+    EXECUTIONS,
+    SCHEDULE_FORMAT,
+    GpuSchedule,
+    Schedule,
+    Step,
+    step_from_json,
+    with_channels,
+)
 from testbed.shared import collective_plans as plans
 from testbed.shared.collective_plans import schedule_traffic
 
@@ -99,7 +107,7 @@ def schedule_from_json(data: Any, source: str, hosts: int, iterations: int) -> S
                 fields.update(op=op, algorithm=algorithm, group=tuple(group),
                               bytes=_field(where, step, "bytes", int, 1))
             ids.add(step_id)
-            steps.append(Step(**fields))
+            steps.append(step_from_json(fields))
         parsed.append(GpuSchedule(rank=rank, steps=tuple(steps)))
     book.pairs()  # every send meets its receive, of the same size
     execution = data.get("execution", "in-order")

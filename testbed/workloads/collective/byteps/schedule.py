@@ -10,7 +10,7 @@ from testbed.fabrics.elect_cluster.section import ElectClusterFabric
 from testbed.fabrics.ps.section import PsFabric
 from testbed.model.errors import InputError
 from testbed.model.scenario import Scenario
-from testbed.model.schedule import GpuSchedule, Schedule, Step
+from testbed.model.schedule import CollectiveStep, ComputeStep, GpuSchedule, Schedule, Step
 from testbed.model.units import gbps_to_bps, s_to_us, us_to_s
 from testbed.shared.byteps_partition import PartitionError, chunk_count, service_buckets, transfers
 from testbed.workloads.collective.byteps.oracle import Instance, intra_server_s
@@ -87,13 +87,12 @@ def byteps_schedule(scenario: Scenario, workload: CollectiveWorkload) -> Schedul
     gpus = []
     for rank in range(ranks):
         inst = of_rank[rank]
-        step = Step(id="allreduce", kind="collective", op="allreduce", algorithm=workload.algorithm,
-                    group=inst.group, services=inst.services, chunks=inst.chunks,
-                    bytes=math.ceil(inst.size_bytes))
-        steps = [step]
+        step = CollectiveStep(id="allreduce", op="allreduce", algorithm=workload.algorithm, group=inst.group,
+                              services=inst.services, chunks=inst.chunks, bytes=math.ceil(inst.size_bytes))
+        steps: list[Step] = [step]
         if before_us > 0:
-            steps = [Step(id="intra-server-reduce", kind="compute", compute_us=before_us), step,
-                     Step(id="intra-server-allgather", kind="compute", compute_us=after_us, deps=("allreduce",))]
+            steps = [ComputeStep(id="intra-server-reduce", compute_us=before_us), step,
+                     ComputeStep(id="intra-server-allgather", compute_us=after_us, deps=("allreduce",))]
         gpus.append(GpuSchedule(rank=rank, steps=tuple(steps)))
     return Schedule(name=scenario.name, hosts=ranks, iterations=workload.iterations, gpus=tuple(gpus),
                     traffic_matrix_bytes=traffic(found, ranks))

@@ -1,3 +1,6 @@
+"""The switched kinds' forwarding rules and the registry of what a run created: each host reached on
+its port only; orphaned processes found and only recorded live ones ended; listeners read from /proc."""
+
 import os
 import subprocess
 import sys
@@ -18,7 +21,7 @@ def topology(n):
                                     "hosts": hosts})
 
 
-def test_flat_plan_forwards_each_host_to_its_port_only():
+def test_switch_rules_forward_each_host_to_its_port_only():
     rules = switch_rules(topology(4))[7]
     assert len(rules) == 8
     for rule in rules:

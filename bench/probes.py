@@ -38,7 +38,8 @@ def optical_fabric(fabric: FabricSection, host_rate_bps: float, work_dir: Path, 
              "events": str((work_dir / "controller_events.jsonl").resolve())}
     slowness = load_calibration().slowness if slowness is None else slowness
     with live_fabric(fabric, host_rate_bps, work_dir, extra, slowness) as live:
-        api = Northbound(live.ready["api"])
+        assert live.ready is not None and live.ready.api is not None, "a reconfigurable fabric serves its API"
+        api = Northbound(live.ready.api)
         api.settings(policy=policy)
         yield live, api
 

@@ -62,7 +62,7 @@ def write_sweep_docs(report: dict[str, Any], docs: Path) -> None:
                 cells.append(f"{row['time_to_accuracy_min']:.3g} [{row['k']}]" if row else "—")
             lines.append(f"| {fabric} | " + " | ".join(cells) + " |")
         lines.append("")
-    lines += ["### Against the paper's claims", "", "| claim (SiP-ML, DESIGN §7) | this sweep |", "| --- | --- |"]
+    lines += ["### Against the paper's claims", "", "| claim (SiP-ML) | this sweep |", "| --- | --- |"]
     lines += [f"| {claim} | {measured} |" for claim, measured in claims(rows)]
     table = "\n".join(lines) + "\n"
     (docs / "placer-sweep-table.md").write_text(table)
@@ -123,7 +123,7 @@ def _flat_lines(name: str, sweep: dict[str, Any]) -> list[str]:
 
 
 def claims(rows: list[Row]) -> list[tuple[str, str]]:
-    """(claim, what this sweep measured) for DESIGN §7's SiP-ML claims, over every point."""
+    """(claim, what this sweep measured) for the SiP-ML paper's claims, over every point."""
     points = point_claims(rows)
 
     def every(key: str, least_gbps: float = 0.0) -> list[float]:
