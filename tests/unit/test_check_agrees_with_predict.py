@@ -21,6 +21,9 @@ from testbed.planning.scenario_file import load_scenario, parse_scenario
 from testbed.workloads.collective.section import CollectiveWorkload
 
 from ..conftest import ROOT
+from .test_fuzz_inputs import BASES, mutate, mutation
+
+FAST_KINDS = ("collective", "trace")  # the test's own filter of what it runs, not the code's
 
 # two-jobs-ocs is the jobs kind's second scenario and takes longest to predict: two-jobs-cluster
 # covers the same path.
@@ -107,3 +110,19 @@ def test_check_and_predict_refuse_a_broken_trace_with_the_same_sentence(tmp_path
         assert "Traceback" not in out.stderr
         said[command] = out.stderr.strip()
     assert said["check"] == said["predict"]
+
+
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.sampled_from(range(len(BASES))), st.lists(mutation, min_size=1, max_size=3))
+def test_mutated_scenarios_check_as_they_predict(base, changes):
+    """The fuzz corpus of test_fuzz_inputs (shipped scenarios with fields replaced, added or
+    removed), where a prediction takes milliseconds: collectives and traces on up to 16 GPUs."""
+    try:
+        scenario = parse_scenario(mutate(BASES[base], changes), "fuzz.yaml")
+    except InputError:
+        return
+    if scenario.workload.kind not in FAST_KINDS or scenario.fabric.hosts > 16 or scenario.loses_packets():
+        return
+    checked, predicted = outcome(check_scenario, scenario), outcome(predict_scenario, scenario)
+    assert checked[0] == predicted[0], (checked, predicted)
+    assert (checked[1] if checked[0] == "refused" else checked[1].prediction) == predicted[1]
