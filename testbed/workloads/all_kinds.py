@@ -60,4 +60,4 @@ def predicted(scenario: Scenario) -> Predicted:
 def prepared(found: Predicted, calibration: Calibration) -> Prepared:
     """How a run of the prediction's schedule is sized for a machine of `calibration`."""
     workload = found.scenario.workload
-    return finish(kind_of(workload).size(found, workload, calibration), calibration)
+    return finish(kind_of(workload).size(found, workload, calibration), found, calibration)

@@ -5,7 +5,7 @@ kind's sizing shares. Pure."""
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 
 from testbed.core.calibration import DEFAULT_CALIBRATION, Calibration
 from testbed.core.dilation import MIN_MESSAGE_BYTES, EmulationPlan, message_floor_bytes, resolve_emulation
@@ -54,8 +54,6 @@ class Prepared:
     calibration: Calibration = DEFAULT_CALIBRATION
     # The fewest emulated bytes a message may have (INA: enough chunks per pass to stream).
     min_message_bytes: float = MIN_MESSAGE_BYTES
-    # Several jobs: each job's predicted iteration beside the others (its GPUs' last step).
-    job_predicted_s: dict[str, float] = field(default_factory=dict)
     # Re-planning fabrics: the fastest and slowest outcome over the controller's delays (the
     # prediction is their mean); None where the prediction is one simulation.
     predicted_range_s: tuple[float, float] | None = None
@@ -76,7 +74,10 @@ class Prepared:
         dilation = self.plan.dilation.dilation
         return route_rto_min_s(self.scenario.fabric, dilation, dilation * self.host_queue_s)
 
-
+    @property
+    def job_predicted_s(self) -> dict[str, float]:
+        """Several jobs: each job's predicted iteration beside the others (its GPUs' last step)."""
+        return {job.name: job.together_s for job in self.jobs}
 
 
 def longest_host_queue_s(scenario: Scenario, schedule: Schedule) -> float:
@@ -105,12 +106,14 @@ def longest_host_queue_s(scenario: Scenario, schedule: Schedule) -> float:
     return longest
 
 
-def finish(prepared: Prepared, calibration: Calibration) -> Prepared:
-    """A kind's sizing with what every run shares: the calibration it was sized by, the message
-    floor and how long a host's own messages queue."""
+def finish(prepared: Prepared, predicted: Predicted, calibration: Calibration) -> Prepared:
+    """A kind's sizing with what every run shares: what the prediction says beside its figure (its
+    method, range and jobs), the calibration it was sized by, the message floor and how long a
+    host's own messages queue."""
     floor = _message_floor(prepared.scenario, prepared.smallest_message_bytes, prepared.min_message_bytes)
     return replace(prepared, calibration=calibration, min_message_bytes=floor,
-                   host_queue_s=longest_host_queue_s(prepared.scenario, prepared.schedule))
+                   host_queue_s=longest_host_queue_s(prepared.scenario, prepared.schedule),
+                   method=predicted.method, predicted_range_s=predicted.predicted_range_s, jobs=predicted.jobs)
 
 
 def _message_floor(scenario: Scenario, smallest_message_bytes: float, floor_bytes: float) -> float:
@@ -146,9 +149,7 @@ def size_schedule(predicted: Predicted, calibration: Calibration, collective_mes
                           warmup_iteration_s=_warmup_iteration_s(scenario, schedule, prediction))
     return Prepared(scenario, schedule, prediction, plan, average_step, bulk,
                     pair_rate_frac=_pair_rate_fractions(scenario, schedule),
-                    message_rate_frac=_message_rate_fractions(scenario, schedule, predicted.message_bps),
-                    job_predicted_s={job.name: job.together_s for job in predicted.jobs},
-                    predicted_range_s=predicted.predicted_range_s, method=predicted.method, jobs=predicted.jobs)
+                    message_rate_frac=_message_rate_fractions(scenario, schedule, predicted.message_bps))
 
 
 def _gpu_messages(scenario: Scenario, steps: Sequence[Step], collective_messages: bool) -> tuple[list[int], int]:

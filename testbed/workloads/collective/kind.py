@@ -57,7 +57,7 @@ class CollectiveKind(WorkloadKind[CollectiveWorkload]):
             prepared = size_ina(scenario, schedule, prediction, calibration, float(workload.bytes))
         else:
             prepared = _size_exchanges(scenario, workload, schedule, prediction, calibration)
-        return replace(prepared, communication_from_collectives=True, method=predicted.method,
+        return replace(prepared, communication_from_collectives=True,
                        stalls_judged=workload.algorithm in STALL_JUDGED_ALGORITHMS)
 
 
