@@ -34,7 +34,6 @@ from testbed.model.schedule import cut_pairs
 from testbed.model.units import us_to_s
 from testbed.planning.scenario_file import scenario_to_yaml
 from testbed.shared.collective_plans import barrier_pairs
-from testbed.workloads.jobs.combine import paced_groups
 from testbed.workloads.sizing import Prepared
 
 AGENT_PORT = 5001
@@ -193,7 +192,7 @@ class Runner:
     @cached_property
     def groups(self) -> list[tuple[list[int], int]]:
         """Each job's hosts and measured iterations (empty: one job, every host in one barrier)."""
-        return paced_groups(self.prepared.scenario, self.prepared.schedule.hosts)
+        return self.prepared.scenario.paced_groups(self.prepared.schedule.hosts)
 
     def _iterations_done(self, progress: Progress) -> int:
         """Measured iterations done, for the progress bar: every rank's, or, with several jobs,

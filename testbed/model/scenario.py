@@ -137,6 +137,15 @@ class ScenarioOf(Strict, Generic[F, W]):
             out.append((job, gpus))
         return out
 
+    def paced_groups(self, hosts: int) -> list[tuple[list[int], int]]:
+        """Each job's hosts and measured iterations, for agents that keep each job's own pace; a host
+        no job uses (of `hosts` ranks) is a group of its own (it has no steps). Empty for one job."""
+        if not self.jobs:
+            return []
+        groups = [(list(gpus), job.workload.iterations) for job, gpus in self.job_gpus()]
+        used = {g for gpus, _ in groups for g in gpus}
+        return groups + [([h], 1) for h in range(hosts) if h not in used]
+
     def warmups(self) -> int:
         """Unmeasured iterations before the measured ones (emulation.warmup_iterations, resolved)."""
         if self.emulation.warmup_iterations is not None:

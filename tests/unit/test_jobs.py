@@ -95,16 +95,15 @@ def test_each_job_keeps_a_barrier_of_its_own_and_idle_hosts_one_each():
     """The agents' barrier groups: each job's hosts with its own measured iterations; a GPU no job
     uses is alone (it has no steps); one job keeps the single barrier of every host."""
     from testbed.shared.collective_plans import barrier_ring_next
-    from testbed.workloads.jobs.combine import paced_groups
 
     s = scenario([{"name": "a", "gpus": [0, 2, 4, 6], "workload": ring(iterations=2)},
                   {"name": "b", "gpus": 4, "workload": ring(iterations=5)}])
-    groups = paced_groups(s, 16)
+    groups = s.paced_groups(16)
     assert groups[:2] == [([0, 2, 4, 6], 2), ([1, 3, 5, 7], 5)]
     assert groups[2:] == [([h], 1) for h in range(8, 16)]
     assert [barrier_ring_next(r, [1, 3, 5, 7]) for r in (1, 3, 5, 7)] == [3, 5, 7, 1]
     one = parse_scenario({"name": "one", "fabric": CLUSTER, "workload": ring()}, "one.yaml")
-    assert paced_groups(one, 16) == []
+    assert one.paced_groups(16) == []
 
 
 OCS = {"kind": "sip-ocs", "hosts": 8, "gpu_bandwidth_gbps": 100, "latency_us": 5, "ocs_switches": 4}

@@ -81,13 +81,3 @@ def combined_schedule(scenario: Scenario, make: Callable[[Scenario], Schedule],
 def job_times(scenario: Scenario, gpu_end_s: tuple[float, ...]) -> dict[str, float]:
     """Each job's iteration from a simulation's per-GPU end times: its GPUs' last."""
     return {job.name: max(gpu_end_s[g] for g in gpus) for job, gpus in scenario.job_gpus()}
-
-
-def paced_groups(scenario: Scenario, hosts: int) -> list[tuple[list[int], int]]:
-    """Each job's hosts and measured iterations, for agents that keep each job's own pace; a host
-    no job uses is a group of its own (it has no steps). Empty for a scenario of one job."""
-    if not scenario.jobs:
-        return []
-    groups = [(list(gpus), job.workload.iterations) for job, gpus in scenario.job_gpus()]
-    used = {g for gpus, _ in groups for g in gpus}
-    return groups + [([h], 1) for h in range(hosts) if h not in used]
