@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
 from testbed.model.errors import EnvironmentProblem, InputError, TestbedError
@@ -114,7 +115,7 @@ def _naming(path: str) -> Iterator[None]:
 
 def _warn(warnings: Iterable[str]) -> None:
     for warning in warnings:
-        err_console.print(f"[yellow]warning[/]: {warning}", highlight=False)
+        err_console.print(f"[yellow]warning[/]: {escape(warning)}", highlight=False)
 
 
 def cmd_predict(args: argparse.Namespace) -> int:
@@ -634,7 +635,8 @@ def main(argv: list[str] | None = None) -> int:
     try:
         return args.func(args)
     except TestbedError as error:
-        err_console.print(f"[red]error[/]: {error}", highlight=False, soft_wrap=True)
+        # The sentence may quote the input, markup-like text included: print it as it is.
+        err_console.print(f"[red]error[/]: {escape(str(error))}", highlight=False, soft_wrap=True)
         return error.exit_code
     except KeyboardInterrupt:
         err_console.print("[red]interrupted[/]")

@@ -31,6 +31,9 @@ def parse_scenario(data: Any, source: str = "<scenario>") -> Scenario:
         raise InputError(f"{source}: a scenario must be a YAML mapping with name, fabric and workload")
     try:
         return ScenarioFile.model_validate(data)
+    except RecursionError:
+        raise InputError(f"{source}: nested too deeply to read; a scenario's sections are a few levels "
+                         f"deep") from None
     except ValidationError as error:
         raise InputError(describe_validation_error(error, source, ScenarioFile)) from None
 
@@ -66,13 +69,34 @@ def _unique_mapping(loader: yaml.SafeLoader, node: yaml.MappingNode, deep: bool 
 _UniqueKeyLoader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _unique_mapping)
 
 
+# A scenario is a few kilobytes (a thousand jobs take about 100 KB); a file this large is not one,
+# and parsing it would take minutes and gigabytes before saying so.
+MAX_SCENARIO_BYTES = 1_000_000
+
+
+def scenario_text(path: Path) -> str:
+    """A scenario file's text: a regular file of at most MAX_SCENARIO_BYTES of UTF-8 (a BOM allowed)."""
+    if not path.is_file():
+        raise InputError(f"{path}: no such scenario file; check the path")
+    size = path.stat().st_size
+    if size > MAX_SCENARIO_BYTES:
+        raise InputError(f"{path}: {size:,} bytes is not a scenario (at most {MAX_SCENARIO_BYTES:,}); "
+                         f"give the scenario's YAML file, with traces in files of their own")
+    try:
+        return path.read_bytes().decode("utf-8-sig")
+    except UnicodeDecodeError as error:
+        raise InputError(f"{path}: not UTF-8 text (byte {error.start} cannot be read); save it as UTF-8") from None
+
+
 def load_scenario(path: str | Path) -> Scenario:
     """Read and validate a scenario file; every problem becomes an InputError."""
     path = Path(path)
-    if not path.is_file():
-        raise InputError(f"{path}: no such scenario file; check the path")
+    text = scenario_text(path)
     try:
-        data = yaml.load(path.read_text(), Loader=_UniqueKeyLoader)  # noqa: S506 (a SafeLoader)
+        data = yaml.load(text, Loader=_UniqueKeyLoader)  # noqa: S506 (a SafeLoader)
+    except RecursionError:
+        raise InputError(f"{path}: nested too deeply to read; a scenario's sections are a few levels "
+                         f"deep") from None
     except _DuplicateKey as duplicate:
         raise InputError(f"{path}: key '{duplicate.key}' appears twice in one mapping (line {duplicate.line}); "
                          f"keep one") from None

@@ -84,6 +84,9 @@ def load_comm_groups(path: str | Path, hosts: int) -> dict[str, tuple[int, ...]]
     except json.JSONDecodeError as error:
         raise InputError(f"workload.comm_groups: {path} is not JSON ({error.msg}, line {error.lineno}); "
                          f'write it as {{"1": [0, 1, 2, 3], ...}}') from None
+    except (UnicodeDecodeError, RecursionError):
+        raise InputError(f"workload.comm_groups: {path} is not UTF-8 JSON a few levels deep; "
+                         f'write it as {{"1": [0, 1, 2, 3], ...}}') from None
     if not isinstance(data, dict):
         raise InputError(f'workload.comm_groups: {path} must map group names to rank lists, e.g. {{"1": [0, 1]}}')
     groups = {}

@@ -13,6 +13,7 @@ from testbed.model.errors import InputError
 from testbed.model.schedule import (
     EXECUTIONS,
     SCHEDULE_FORMAT,
+    STEP_KINDS,
     GpuSchedule,
     Schedule,
     Step,
@@ -22,20 +23,22 @@ from testbed.model.schedule import (
 from testbed.shared import collective_plans as plans
 from testbed.shared.collective_plans import schedule_traffic
 
-STEP_KINDS = ("compute", "send", "recv", "collective")
-
 
 def load_trace(path: str | Path, hosts: int, iterations: int, base_dir: Path | None = None,
                given_as: str = "workload.trace") -> Schedule:
     source = Path(path)
     if not source.is_absolute() and base_dir is not None:
         source = base_dir / source
+    if source.exists() and not source.is_file():  # a device or a pipe would be read until memory ran out
+        raise InputError(f"{given_as}: {source} is not a regular file; give the path of a schedule.json")
     try:
         data = json.loads(source.read_text())
     except OSError as error:
         raise InputError(f"{given_as}: cannot read {source} ({error.strerror}); give the path of a schedule.json")
     except ValueError as error:
         raise InputError(f"{source}: not JSON ({error}); a trace is a {SCHEDULE_FORMAT} schedule.json") from None
+    except RecursionError:
+        raise InputError(f"{source}: nested too deeply to read; a trace's steps are a few levels deep") from None
     return schedule_from_json(data, str(source), hosts, iterations)
 
 

@@ -1,0 +1,80 @@
+"""Hostile files get one sentence and exit 2, never a traceback: markup-like text echoed in an
+error, scenario files that are not UTF-8, too large or nested thousands deep, traces that are
+devices or nested too deep, comm-group files that are not UTF-8."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+from testbed.model.errors import InputError
+from testbed.planning.scenario_file import MAX_SCENARIO_BYTES, load_scenario
+from testbed.workloads.chakra.load import load_comm_groups
+from testbed.workloads.trace.load import load_trace
+
+GOOD = "name: x\nfabric: {kind: elect-flat, hosts: 2, gpu_bandwidth_gbps: 100}\n" \
+       "workload: {kind: collective, collective: allreduce, bytes: 1000}\n"
+
+
+def cli(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "testbed", *args], capture_output=True, text=True, timeout=120)
+
+
+@pytest.mark.parametrize("kind", ["[/red]", "[bold]x", "[link=file:///]y[/link]"])
+def test_markup_in_an_echoed_value_is_printed_as_it_is(tmp_path, kind):
+    path = tmp_path / "s.yaml"
+    path.write_text(GOOD.replace("elect-flat", json.dumps(kind)))
+    out = cli("check", str(path))
+    assert out.returncode == 2 and "Traceback" not in out.stderr
+    assert f"unknown fabric kind '{kind}'" in out.stderr
+
+
+@pytest.mark.parametrize("encoding", ["utf-16", "utf-32", "latin-1"])
+def test_a_scenario_that_is_not_utf8_is_refused_in_one_sentence(tmp_path, encoding):
+    path = tmp_path / "s.yaml"
+    path.write_bytes(GOOD.replace("name: x", "name: x  # café ✓" if encoding != "latin-1" else "name: x  # café")
+                     .encode(encoding))
+    with pytest.raises(InputError, match="not UTF-8 text.*save it as UTF-8"):
+        load_scenario(path)
+
+
+def test_a_utf8_bom_is_read(tmp_path):
+    path = tmp_path / "s.yaml"
+    path.write_bytes(GOOD.encode("utf-8-sig"))
+    assert load_scenario(path).name == "x"
+
+
+def test_a_scenario_nested_thousands_deep_is_refused(tmp_path):
+    path = tmp_path / "s.yaml"
+    path.write_text("name: x\nfabric: " + "{a: " * 3000 + "1" + "}" * 3000 + "\n")
+    with pytest.raises(InputError, match="nested too deeply"):
+        load_scenario(path)
+
+
+def test_a_file_far_larger_than_any_scenario_is_refused_before_it_is_parsed(tmp_path):
+    path = tmp_path / "s.yaml"
+    path.write_text(GOOD + "# " + "x" * MAX_SCENARIO_BYTES + "\n")
+    with pytest.raises(InputError, match="is not a scenario"):
+        load_scenario(path)
+
+
+def test_a_trace_that_is_a_device_is_not_read(tmp_path):
+    with pytest.raises(InputError, match="not a regular file"):
+        load_trace("/dev/zero", 2, 1)
+
+
+def test_a_trace_nested_thousands_deep_is_refused(tmp_path):
+    path = tmp_path / "t.json"
+    path.write_text("[" * 100_000 + "]" * 100_000)
+    with pytest.raises(InputError, match="nested too deeply"):
+        load_trace(path, 2, 1)
+
+
+def test_a_comm_group_file_that_is_not_utf8_is_refused(tmp_path):
+    path = tmp_path / "groups.json"
+    path.write_bytes('{"1": [0, 1]}'.encode("utf-16"))
+    with pytest.raises(InputError, match="not UTF-8 JSON"):
+        load_comm_groups(path, 2)
