@@ -78,3 +78,30 @@ def test_a_comm_group_file_that_is_not_utf8_is_refused(tmp_path):
     path.write_bytes('{"1": [0, 1]}'.encode("utf-16"))
     with pytest.raises(InputError, match="not UTF-8 JSON"):
         load_comm_groups(path, 2)
+
+
+def _two_step_trace(compute_us: str, size: str) -> str:
+    """Two GPUs: GPU 0 computes, then sends to GPU 1 (numbers as written in the file)."""
+    return ('{"format": "testbed-schedule/1", "name": "t", "hosts": 2, "iterations": 1, "gpus": ['
+            '{"rank": 0, "steps": [{"id": "c", "kind": "compute", "compute_us": ' + compute_us + '},'
+            '{"id": "s", "kind": "send", "peer": 1, "bytes": ' + size + ', "tag": "m", "deps": ["c"]}]},'
+            '{"rank": 1, "steps": [{"id": "r", "kind": "recv", "peer": 0, "bytes": ' + size + ', "tag": "m"}]}]}')
+
+
+@pytest.mark.parametrize(("compute_us", "size", "said"), [
+    ("NaN", "1000", "'compute_us' must be a finite number"),  # the simulation never returned
+    ("Infinity", "1000", "'compute_us' must be a finite number"),
+    ("1e300", "1000", "'compute_us' must be at most"),
+    ("10", "1" + "0" * 400, "'bytes' must be at most"),  # an OverflowError in the oracle
+])
+def test_a_trace_number_no_step_can_take_is_refused(tmp_path, compute_us, size, said):
+    path = tmp_path / "t.json"
+    path.write_text(_two_step_trace(compute_us, size))
+    with pytest.raises(InputError, match=said):
+        load_trace(path, 2, 1)
+
+
+def test_a_trace_within_the_bounds_loads(tmp_path):
+    path = tmp_path / "t.json"
+    path.write_text(_two_step_trace("10.5", "1000"))
+    assert [s.kind for s in load_trace(path, 2, 1).gpus[0].steps] == ["compute", "send"]

@@ -5,11 +5,13 @@ the step, and says what to fix. Pure."""
 from __future__ import annotations
 
 import json
+import math
 from pathlib import Path
 from typing import Any
 
 from testbed.core.messages import Message, MessageBook
 from testbed.model.errors import InputError
+from testbed.model.limits import MAX_COLLECTIVE_BYTES
 from testbed.model.schedule import (
     EXECUTIONS,
     SCHEDULE_FORMAT,
@@ -42,12 +44,23 @@ def load_trace(path: str | Path, hosts: int, iterations: int, base_dir: Path | N
     return schedule_from_json(data, str(source), hosts, iterations)
 
 
-def _field(where: str, step: dict[str, Any], key: str, kind: type, minimum: float | None = None) -> Any:
+# A step's largest figures: a terabyte per message (MAX_COLLECTIVE_BYTES) and an hour of compute;
+# larger numbers are typos, and the simulation cannot time what never ends.
+MAX_STEP_COMPUTE_US = 3.6e9
+
+
+def _field(where: str, step: dict[str, Any], key: str, kind: type, minimum: float | None = None,
+           maximum: float | None = None) -> Any:
     value = step.get(key)
     if isinstance(value, bool) or not isinstance(value, kind if kind is not float else (int, float)):
         raise InputError(f"{where}: '{key}' must be {'a number' if kind is float else 'an integer'} (got {value!r})")
+    if isinstance(value, float) and not math.isfinite(value):
+        raise InputError(f"{where}: '{key}' must be a finite number (got {value})")
     if minimum is not None and value < minimum:  # type: ignore[operator]  # a number, checked above
         raise InputError(f"{where}: '{key}' must be at least {minimum} (got {value})")
+    if maximum is not None and value > maximum:  # type: ignore[operator]  # a number, checked above
+        got = f"{value:.3g}" if isinstance(value, float) or value < 10**15 else f"a {len(str(value))}-digit number"
+        raise InputError(f"{where}: '{key}' must be at most {maximum:g} (got {got})")
     return value
 
 
@@ -80,7 +93,7 @@ def schedule_from_json(data: Any, source: str, hosts: int, iterations: int) -> S
                 raise InputError(f"{where}: 'deps' must list ids of earlier steps on the same GPU")
             fields: dict[str, Any] = {"id": step_id, "kind": kind, "deps": tuple(deps)}
             if kind == "compute":
-                fields["compute_us"] = float(_field(where, step, "compute_us", float, 0))
+                fields["compute_us"] = float(_field(where, step, "compute_us", float, 0, MAX_STEP_COMPUTE_US))
             elif kind in ("send", "recv"):
                 peer = _field(where, step, "peer", int, 0)
                 if peer >= hosts or peer == rank:
@@ -88,7 +101,7 @@ def schedule_from_json(data: Any, source: str, hosts: int, iterations: int) -> S
                 tag = step.get("tag")
                 if not isinstance(tag, str) or not tag:
                     raise InputError(f"{where}: 'tag' must be a non-empty string that pairs the send with its recv")
-                size = _field(where, step, "bytes", int, 1)
+                size = _field(where, step, "bytes", int, 1, MAX_COLLECTIVE_BYTES)
                 fields.update(peer=peer, tag=tag, bytes=size)
                 message = Message(where, size, (rank, len(steps)))
                 if kind == "send":
@@ -108,7 +121,7 @@ def schedule_from_json(data: Any, source: str, hosts: int, iterations: int) -> S
                     raise InputError(f"{where}: 'group' must list 2+ distinct GPUs in 0..{hosts - 1}, "
                                      f"this one included")
                 fields.update(op=op, algorithm=algorithm, group=tuple(group),
-                              bytes=_field(where, step, "bytes", int, 1))
+                              bytes=_field(where, step, "bytes", int, 1, MAX_COLLECTIVE_BYTES))
             ids.add(step_id)
             steps.append(step_from_json(fields))
         parsed.append(GpuSchedule(rank=rank, steps=tuple(steps)))
