@@ -59,7 +59,8 @@ def _field(where: str, step: dict[str, Any], key: str, kind: type, minimum: floa
     if minimum is not None and value < minimum:  # type: ignore[operator]  # a number, checked above
         raise InputError(f"{where}: '{key}' must be at least {minimum} (got {value})")
     if maximum is not None and value > maximum:  # type: ignore[operator]  # a number, checked above
-        got = f"{value:.3g}" if isinstance(value, float) or value < 10**15 else f"a {len(str(value))}-digit number"
+        text = str(value)
+        got = text if len(text) < 16 else f"a {len(text)}-digit number"
         raise InputError(f"{where}: '{key}' must be at most {maximum:g} (got {got})")
     return value
 
