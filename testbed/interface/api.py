@@ -64,6 +64,8 @@ def search(scenario: Scenario, gpus: int | None = None, top: int = 1) -> list[Ch
     zoo model on its fabric, best first, each with its breakdown."""
     from testbed.workloads.model.search import ranked, search_space
 
+    if isinstance(top, bool) or not isinstance(top, int) or top < 1:
+        raise InputError(f"search(top={top!r}): give how many choices to list, an integer of 1 or more")
     space = search_space(scenario, gpus)
     return ranked(space.cache, space.gpus, space.fabric, ks=space.ks, top=top)
 

@@ -113,6 +113,30 @@ def _naming(path: str) -> Iterator[None]:
         raise InputError(text if text.startswith(str(path)) else f"{path}: {text}") from None
 
 
+def _directory(path: str | Path, flag: str = "--out") -> Path:
+    """A directory the command writes into, made where missing; InputError where it cannot be."""
+    out = Path(path)
+    if out.exists() and not out.is_dir():
+        raise InputError(f"{flag} {out}: a file is there, not a directory; give a directory to write into")
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+    except OSError as error:
+        raise InputError(f"{flag} {out}: cannot make this directory ({error.strerror}); give one you can "
+                         f"write into") from None
+    return out
+
+
+def _plot_file(path: str) -> Path:
+    """Where a plot goes: a file (PNG unless its name says another format) in a directory that exists."""
+    out = Path(path)
+    if out.is_dir():
+        raise InputError(f"--plot {out}: a directory; give a file, e.g. {out / 'compare.png'}")
+    out = out if out.suffix else out.with_suffix(".png")
+    if not out.parent.is_dir():
+        raise InputError(f"--plot {out}: no directory {out.parent}; give a file in a directory that exists")
+    return out
+
+
 def _warn(warnings: Iterable[str]) -> None:
     for warning in warnings:
         err_console.print(f"[yellow]warning[/]: {escape(warning)}", highlight=False)
@@ -177,8 +201,7 @@ def cmd_place(args: argparse.Namespace) -> int:
     problems = verify(plan)
     if problems:
         raise TestbedError(f"the placement failed its own verification: {problems[0]}")
-    out = Path(args.out)
-    out.mkdir(parents=True, exist_ok=True)
+    out = _directory(args.out)
     (out / "schedule.json").write_text(json.dumps(schedule.to_json()) + "\n")
     with open(out / "traffic_matrix.csv", "w") as matrix:
         for row in schedule.traffic_matrix_bytes:
@@ -227,8 +250,7 @@ def cmd_export_chakra(args: argparse.Namespace) -> int:
         files = export_chakra(schedule)
     except InputError as error:
         raise InputError(f"{args.scenario}: {error}") from None
-    out = Path(args.out)
-    out.mkdir(parents=True, exist_ok=True)
+    out = _directory(args.out)
     stale = [p.name for p in out.glob("*.et") if not p.name.startswith(f"{scenario.name}.")]
     if stale:
         raise InputError(f"{out} already holds another trace ({stale[0]}); give an empty directory")
@@ -409,7 +431,7 @@ def cmd_sweep(args: argparse.Namespace) -> int:
                 raise InputError(f"sweep point {point.id}: {error}") from None
     signal.signal(signal.SIGINT, signal.default_int_handler)
     stamp = datetime.now(timezone.utc).strftime("%Y%m%d-%H%M%S")
-    sweep_dir = Path(args.out) if args.out else Path("sweeps") / f"{scenario.name}-{stamp}"
+    sweep_dir = _directory(args.out) if args.out else Path("sweeps") / f"{scenario.name}-{stamp}"
     total = sum(in_shard(point, shard) for point, _ in planned)
     with Progress(TextColumn("{task.description}"), BarColumn(), TextColumn("{task.completed}/{task.total}"),
                   TimeElapsedColumn(), console=console) as progress:
@@ -464,7 +486,7 @@ def _sweep_on_ray(args: argparse.Namespace, scenario, sets, sweep_dir: Path, sha
 def cmd_sweep_merge(args: argparse.Namespace) -> int:
     from testbed.interface.sweep import merge_sweeps
 
-    out = Path(args.out)
+    out = _directory(args.out)
     merged = merge_sweeps(out, [Path(d) for d in args.directories])
     console.print(f"{out}: {merged['points']} points, {merged['copied']} run directories copied in; "
                   f"table in {out / 'results.csv'}")
@@ -481,7 +503,7 @@ def cmd_report(args: argparse.Namespace) -> int:
     directory = Path(args.directory)
     if not directory.is_dir():
         raise InputError(f"{directory} is not a directory; give a run directory or a sweep directory")
-    path = report(directory, Path(args.out) if args.out else None)
+    path = report(directory, _directory(args.out) if args.out else None)
     console.print(f"report: {path} (figures beside it)")
     return 0
 
@@ -492,6 +514,7 @@ def cmd_compare(args: argparse.Namespace) -> int:
     from testbed.planning.overrides import apply_overrides
     from testbed.planning.scenario_file import load_scenario
 
+    plot_file = _plot_file(args.plot) if args.plot else None  # before the work, not after it
     overrides = {}
     for key, values in (parse_sets(args.set) if args.set else {}).items():
         if len(values) != 1:
@@ -509,8 +532,8 @@ def cmd_compare(args: argparse.Namespace) -> int:
 
         rows = [comparing.with_run(row, Runner(prepare(scenario), default_run_dir(scenario)).execute())
                 for row, (_, scenario) in zip(rows, scenarios)]
-    if args.plot:
-        err_console.print(f"plot: {comparing.plot(rows, Path(args.plot))}", highlight=False)
+    if plot_file is not None:
+        err_console.print(f"plot: {escape(str(comparing.plot(rows, plot_file)))}", highlight=False)
     if args.json:
         print(json.dumps([row.to_json() for row in rows], indent=1))
         return 0

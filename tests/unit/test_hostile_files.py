@@ -1,6 +1,7 @@
-"""Hostile files get one sentence and exit 2, never a traceback: markup-like text echoed in an
+"""Hostile input gets one sentence and exit 2, never a traceback: markup-like text echoed in an
 error, scenario files that are not UTF-8, too large or nested thousands deep, traces that are
-devices or nested too deep, comm-group files that are not UTF-8."""
+devices, nested too deep or hold numbers no step can take, comm-group files that are not UTF-8,
+output paths that cannot be written, API counts of nothing."""
 
 from __future__ import annotations
 
@@ -15,12 +16,15 @@ from testbed.planning.scenario_file import MAX_SCENARIO_BYTES, load_scenario
 from testbed.workloads.chakra.load import load_comm_groups
 from testbed.workloads.trace.load import load_trace
 
+from ..conftest import ROOT
+
 GOOD = "name: x\nfabric: {kind: elect-flat, hosts: 2, gpu_bandwidth_gbps: 100}\n" \
        "workload: {kind: collective, collective: allreduce, bytes: 1000}\n"
 
 
 def cli(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "testbed", *args], capture_output=True, text=True, timeout=120)
+    return subprocess.run([sys.executable, "-m", "testbed", *args], capture_output=True, text=True, timeout=120,
+                          cwd=ROOT)
 
 
 @pytest.mark.parametrize("kind", ["[/red]", "[bold]x", "[link=file:///]y[/link]"])
@@ -105,3 +109,33 @@ def test_a_trace_within_the_bounds_loads(tmp_path):
     path = tmp_path / "t.json"
     path.write_text(_two_step_trace("10.5", "1000"))
     assert [s.kind for s in load_trace(path, 2, 1).gpus[0].steps] == ["compute", "send"]
+
+
+@pytest.mark.parametrize("command", [["place", "scenarios/placer-example.yaml"],
+                                     ["export-chakra", "scenarios/quickstart.yaml"]])
+def test_out_pointing_at_a_file_is_refused_in_one_sentence(tmp_path, command):
+    blocker = tmp_path / "a-file"
+    blocker.write_text("")
+    out = cli(*command, "--out", str(blocker))
+    assert out.returncode == 2 and "Traceback" not in out.stderr
+    assert "a file is there, not a directory" in out.stderr
+
+
+def test_a_plot_given_a_directory_is_refused_before_any_work(tmp_path):
+    out = cli("compare", "scenarios/quickstart.yaml", "--plot", str(tmp_path))
+    assert out.returncode == 2 and "a directory; give a file" in out.stderr
+
+
+def test_a_plot_without_a_suffix_is_written_as_png_and_named_so(tmp_path):
+    out = cli("compare", "scenarios/quickstart.yaml", "--plot", str(tmp_path / "bars"))
+    assert out.returncode == 0, out.stderr
+    assert (tmp_path / "bars.png").is_file() and f"plot: {tmp_path / 'bars.png'}" in out.stderr
+
+
+@pytest.mark.parametrize("top", [0, -1, 1.5, True])
+def test_the_api_search_refuses_a_count_of_no_choices(top):
+    import testbed
+
+    scenario = testbed.load_scenario(ROOT / "scenarios" / "placer-example.yaml")
+    with pytest.raises(InputError, match="give how many choices"):
+        testbed.search(scenario, top=top)
