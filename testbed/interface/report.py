@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import csv
 import json
+import math
 from pathlib import Path
 
 import matplotlib
@@ -23,20 +24,46 @@ def _load_jsonl(path: Path) -> list[dict]:
     return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
 
 
+# What a damaged directory raises when read: truncated or hand-edited JSON, missing keys, values of
+# the wrong type, text that is not UTF-8.
+DAMAGED = (ValueError, KeyError, TypeError, IndexError, AttributeError, RecursionError, ZeroDivisionError)
+
+
 def report(directory: Path, out: Path | None = None) -> Path:
     """Writes the figures and report.md into `out` (by default `directory`); returns report.md's path."""
     if out is not None:
         out.mkdir(parents=True, exist_ok=True)
     if (directory / "sweep.json").exists():
-        return sweep_report(directory, out or directory)
-    if (directory / "results.json").exists():
-        return run_report(directory, out or directory)
-    raise InputError(f"{directory} is neither a run directory (results.json) nor a sweep directory (sweep.json)")
+        kind, write = "sweep", lambda: sweep_report(directory, out or directory)
+    elif (directory / "results.json").exists():
+        kind, write = "run", lambda: run_report(directory, out or directory)
+    else:
+        raise InputError(f"{directory} is neither a run directory (results.json) nor a sweep directory (sweep.json)")
+    try:
+        return write()
+    except DAMAGED as error:
+        what = str(error).splitlines()[0][:120] if str(error) else type(error).__name__
+        raise InputError(f"{directory}: a damaged {kind} directory ({type(error).__name__}: {what}); run it "
+                         f"again or give another") from None
+
+
+def _checked_result(run_dir: Path) -> dict:
+    """results.json as a report reads it: an object whose times are real durations."""
+    result = json.loads((run_dir / "results.json").read_text())
+    if not isinstance(result, dict):
+        raise InputError(f"{run_dir}/results.json holds a {type(result).__name__}, not a run's results; run it again")
+    times = result.get("iteration_times_s")
+    predicted = result.get("predicted_iteration_time_s")
+    for value in [*(times if isinstance(times, list) else [times]), predicted]:
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value <= 0:
+            raise InputError(f"{run_dir}/results.json: {value!r} is not an iteration time (a positive number of "
+                             f"seconds); the directory is damaged, run it again")
+    return result
 
 
 def run_report(run_dir: Path, out: Path | None = None) -> Path:
     out = out or run_dir
-    result = json.loads((run_dir / "results.json").read_text())
+    result = _checked_result(run_dir)
     events = _load_jsonl(run_dir / "events.jsonl")
     figures = []
     if events:

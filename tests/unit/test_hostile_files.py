@@ -139,3 +139,39 @@ def test_the_api_search_refuses_a_count_of_no_choices(top):
     scenario = testbed.load_scenario(ROOT / "scenarios" / "placer-example.yaml")
     with pytest.raises(InputError, match="give how many choices"):
         testbed.search(scenario, top=top)
+
+
+GOOD_RESULT = {"name": "x", "status": "ok", "iteration_times_s": [0.01], "emulated_over_predicted": [1.0],
+               "predicted_iteration_time_s": 0.01, "sums_correct": True, "dilation": 10, "byte_scale": 0.1,
+               "breakdown": {"compute_s": 0.004, "communication_s": 0.006},
+               "predicted_breakdown": {"compute_s": 0.004, "communication_s": 0.006},
+               "fidelity": {"ok": True, "monitors": {}}}
+
+
+@pytest.mark.parametrize(("results", "events", "said"), [
+    ("", None, "a damaged run directory"),  # empty
+    (json.dumps(GOOD_RESULT)[:40], None, "a damaged run directory"),  # truncated
+    ("[1, 2]", None, "holds a list, not a run's results"),
+    (json.dumps({**GOOD_RESULT, "breakdown": [1, 2]}), None, "a damaged run directory"),  # wrong type
+    (json.dumps({**GOOD_RESULT, "iteration_times_s": [-1]}), None, "-1 is not an iteration time"),
+    (json.dumps({**GOOD_RESULT, "iteration_times_s": [float("nan")]}), None, "nan is not an iteration time"),
+    (json.dumps({**GOOD_RESULT, "iteration_times_s": [float("inf")]}), None, "inf is not an iteration time"),
+    (json.dumps(GOOD_RESULT), b"\xff\xfe{}\n", "a damaged run directory"),  # events not UTF-8
+])
+def test_a_damaged_run_directory_is_reported_in_one_sentence(tmp_path, results, events, said):
+    from testbed.interface.report import report
+
+    (tmp_path / "results.json").write_text(results)
+    if events is not None:
+        (tmp_path / "events.jsonl").write_bytes(events)
+    with pytest.raises(InputError, match=said):
+        report(tmp_path)
+
+
+@pytest.mark.parametrize("manifest", ["", '{"sets": ', "[]"])
+def test_a_damaged_sweep_directory_is_reported_in_one_sentence(tmp_path, manifest):
+    from testbed.interface.report import report
+
+    (tmp_path / "sweep.json").write_text(manifest)
+    with pytest.raises(InputError, match="a damaged sweep directory"):
+        report(tmp_path)
