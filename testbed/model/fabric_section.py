@@ -9,6 +9,8 @@ from typing import ClassVar
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from testbed.model.limits import MAX_LATENCY_US, MAX_RATE_GBPS
+
 
 class Strict(BaseModel):
     """Scenario models: unknown keys are errors, values are frozen once validated, numbers finite
@@ -49,8 +51,8 @@ class FabricSection(Strict):
 
     kind: str
     hosts: int = Field(ge=2, le=1024)  # emulated GPUs (N)
-    gpu_bandwidth_gbps: float = Field(gt=0)  # per-GPU bandwidth B, each direction
-    latency_us: float = Field(default=1.0, ge=0)  # per-message latency (alpha)
+    gpu_bandwidth_gbps: float = Field(gt=0, le=MAX_RATE_GBPS)  # per-GPU bandwidth B, each direction
+    latency_us: float = Field(default=1.0, ge=0, le=MAX_LATENCY_US)  # per-message latency (alpha)
 
     spec: ClassVar[KindSpec]
 

@@ -4,3 +4,8 @@ INA_MAX_WORKERS = 64  # the INA node's worker bitmap is 64 bits wide
 # The largest collective a scenario may name: a terabyte, beyond any model's gradient; larger
 # numbers are typos (or a float's overflow) and would only make the planners allocate without end.
 MAX_COLLECTIVE_BYTES = 10**12
+# The fastest link a scenario may name: 10 Pb/s, ten thousand times today's 800 Gb/s NICs (users set
+# 10^6 Gb/s for "as if free"); at 10^308 every transfer rounded to no time at all and predicted 0 s.
+MAX_RATE_GBPS = 1e7
+# The longest per-message latency: a second, beyond any fabric's; it is added to every message.
+MAX_LATENCY_US = 1e6

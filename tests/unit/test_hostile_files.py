@@ -175,3 +175,15 @@ def test_a_damaged_sweep_directory_is_reported_in_one_sentence(tmp_path, manifes
     (tmp_path / "sweep.json").write_text(manifest)
     with pytest.raises(InputError, match="a damaged sweep directory"):
         report(tmp_path)
+
+
+@pytest.mark.parametrize(("field", "value"), [("gpu_bandwidth_gbps", 1e308), ("gpu_bandwidth_gbps", 2e7),
+                                              ("latency_us", 1e9)])
+def test_a_rate_or_latency_beyond_any_fabric_is_refused(field, value):
+    """1e308 Gb/s predicted an iteration of 0.0 s: every transfer rounded to no time at all."""
+    from testbed.planning.scenario_file import parse_scenario
+
+    data = {"name": "x", "fabric": {"kind": "elect-flat", "hosts": 2, "gpu_bandwidth_gbps": 100, field: value},
+            "workload": {"kind": "collective", "collective": "allreduce", "bytes": 1000}}
+    with pytest.raises(InputError, match=f"fabric.{field}': Input should be less than or equal to"):
+        parse_scenario(data, "s.yaml")
