@@ -187,3 +187,23 @@ def test_a_rate_or_latency_beyond_any_fabric_is_refused(field, value):
             "workload": {"kind": "collective", "collective": "allreduce", "bytes": 1000}}
     with pytest.raises(InputError, match=f"fabric.{field}': Input should be less than or equal to"):
         parse_scenario(data, "s.yaml")
+
+
+def _allreduce(size: int) -> dict:
+    return {"id": "ar", "kind": "collective", "op": "allreduce", "algorithm": "ring", "group": [0, 1], "bytes": size}
+
+
+def test_members_of_one_trace_collective_with_different_sizes_are_refused(tmp_path):
+    path = tmp_path / "t.json"
+    path.write_text(json.dumps({"format": "testbed-schedule/1", "gpus": [
+        {"rank": 0, "steps": [_allreduce(1000)]}, {"rank": 1, "steps": [_allreduce(2000)]}]}))
+    with pytest.raises(InputError, match="GPU 0 runs allreduce .ring. of 1000 bytes, GPU 1 allreduce .ring. of 2000"):
+        load_trace(path, 2, 1)
+
+
+def test_an_empty_trace_is_refused_not_predicted_as_no_time(tmp_path):
+    path = tmp_path / "t.json"
+    path.write_text(json.dumps({"format": "testbed-schedule/1", "gpus": [{"rank": 0, "steps": []},
+                                                                          {"rank": 1, "steps": []}]}))
+    with pytest.raises(InputError, match="no GPU has a step"):
+        load_trace(path, 2, 1)

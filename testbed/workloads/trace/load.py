@@ -16,6 +16,7 @@ from testbed.model.schedule import (
     EXECUTIONS,
     SCHEDULE_FORMAT,
     STEP_KINDS,
+    CollectiveStep,
     GpuSchedule,
     Schedule,
     Step,
@@ -127,9 +128,27 @@ def schedule_from_json(data: Any, source: str, hosts: int, iterations: int) -> S
             steps.append(step_from_json(fields))
         parsed.append(GpuSchedule(rank=rank, steps=tuple(steps)))
     book.pairs()  # every send meets its receive, of the same size
+    _members_agree(source, parsed)
     execution = data.get("execution", "in-order")
     if execution not in EXECUTIONS:
         raise InputError(f"{source}: 'execution' must be one of {', '.join(EXECUTIONS)} (got {execution!r})")
     gpus = with_channels(parsed) if execution == "dag" else tuple(parsed)
     return Schedule(name=str(data.get("name", Path(source).stem)), hosts=hosts, iterations=iterations,
                     gpus=gpus, traffic_matrix_bytes=schedule_traffic(gpus, hosts), execution=execution)
+
+
+def _members_agree(source: str, gpus: list[GpuSchedule]) -> None:
+    """A trace with steps, whose collectives every member runs alike (the same operation, algorithm
+    and size: the oracle would otherwise time one member's view and the agents' sums disagree)."""
+    if not any(gpu.steps for gpu in gpus):
+        raise InputError(f"{source}: no GPU has a step; a trace needs at least one")
+    first: dict[tuple[str, tuple[int, ...]], tuple[int, CollectiveStep]] = {}
+    for gpu in gpus:
+        for step in gpu.steps:
+            if not isinstance(step, CollectiveStep):
+                continue
+            rank, seen = first.setdefault((step.id, step.group), (gpu.rank, step))
+            if (seen.op, seen.algorithm, seen.bytes) != (step.op, step.algorithm, step.bytes):
+                raise InputError(f"{source}: collective '{step.id}' of GPUs {list(step.group)}: GPU {rank} runs "
+                                 f"{seen.op} ({seen.algorithm}) of {seen.bytes} bytes, GPU {gpu.rank} {step.op} "
+                                 f"({step.algorithm}) of {step.bytes}; every member must run the same one")
