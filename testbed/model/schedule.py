@@ -35,33 +35,31 @@ class ComputeStep(_Fields):
 
 
 @dataclass(frozen=True)
-class SendStep(_Fields):
-    """`bytes` to `peer`, matched with the peer's receive of the same `tag`; posted, not waited for."""
+class _MessageStep(_Fields):
+    """What a send and a receive share: `bytes` between this GPU and `peer`, paired by `tag`."""
 
     id: str
     peer: int
     bytes: int
     tag: str
     deps: tuple[str, ...] = ()
-    kind: Literal["send"] = "send"
 
     def message_bytes(self) -> int:
         return self.bytes
 
 
 @dataclass(frozen=True)
-class RecvStep(_Fields):
-    """`bytes` from `peer`, the message its send of the same `tag` sent."""
+class SendStep(_MessageStep):
+    """A message to `peer`, matched with the peer's receive of the same `tag`; posted, not waited for."""
 
-    id: str
-    peer: int
-    bytes: int
-    tag: str
-    deps: tuple[str, ...] = ()
+    kind: Literal["send"] = "send"
+
+
+@dataclass(frozen=True)
+class RecvStep(_MessageStep):
+    """A message from `peer`, the one its send of the same `tag` sent."""
+
     kind: Literal["recv"] = "recv"
-
-    def message_bytes(self) -> int:
-        return self.bytes
 
 
 @dataclass(frozen=True)

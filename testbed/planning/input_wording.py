@@ -112,7 +112,7 @@ def _describe(first: Any, source: str, root: type[BaseModel]) -> str:
         kinds = list(TAGGED.get(which, TAGGED["fabric"]))
         close = difflib.get_close_matches(got, kinds, n=1)
         hint = f"did you mean '{close[0]}'?" if close else f"kinds: {', '.join(kinds)}"
-        return f"{source}: {where}.kind: unknown {which} kind '{got}'; {hint}{more}"
+        return f"{source}: {where}.kind: unknown {which} kind {got!r}; {hint}{more}"
     if first["type"] in ("missing", "union_tag_not_found"):
         missing = f"{where}.kind" if first["type"] == "union_tag_not_found" else where
         return f"{source}: missing required field '{missing}'; add it{more}"
