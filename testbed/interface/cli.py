@@ -154,6 +154,10 @@ def cmd_predict(args: argparse.Namespace) -> int:
     prediction, jobs = found.prediction, found.jobs
     if args.json:
         out: dict[str, Any] = {**prediction.to_json(), "method": found.method}
+        if found.traffic_bytes is not None:
+            out["traffic_bytes"] = found.traffic_bytes.to_json()
+        if found.gpu_memory is not None:
+            out["gpu_memory"] = found.gpu_memory.to_json()
         if jobs:
             out["jobs"] = {j.name: {"gpus": list(j.gpus), "predicted_iteration_time_s": j.together_s,
                                     "alone_iteration_time_s": j.alone_s} for j in jobs}
@@ -171,6 +175,14 @@ def cmd_predict(args: argparse.Namespace) -> int:
                   f"({found.method})")
     console.print(f"  {prediction.breakdown.describe()}")
     console.print(f"  how: {prediction.formula}")
+    if found.traffic_bytes is not None:
+        shares = ", ".join(f"{name} {value / 1e9:.3f} GB" for name, value in found.traffic_bytes.by_parallelism.items()
+                           if value)
+        console.print(f"  on the wire per iteration: {found.traffic_bytes.total() / 1e9:.3f} GB ({shares})")
+    if found.gpu_memory is not None:
+        memory = found.gpu_memory
+        console.print(f"  memory per GPU (stage {memory.stage}): {memory.total() / 1e9:.1f} of "
+                      f"{memory.device / 1e9:g} GB")
     return 0
 
 

@@ -22,6 +22,7 @@ from testbed.model.scenario import Emulation, Fault, Job
 from testbed.model.workload_section import WorkloadSection
 from testbed.planning.scenario_file import ScenarioFile
 from testbed.workloads.all_kinds import SECTIONS as WORKLOAD_SECTIONS
+from testbed.workloads.llm.section import LlmDevice, LlmModel, LlmParallelism
 from testbed.workloads.model.section import PlacedModel
 
 WORKLOAD_COMMON_FIELDS = tuple(WorkloadSection.model_fields)
@@ -38,6 +39,9 @@ without a default must be given. `testbed check FILE` validates a file against a
 SECTIONS_IN_ORDER: tuple[tuple[str, type[BaseModel], str], ...] = (
     ("Top level", ScenarioFile, ""),
     ("`workload.model` (kind model)", PlacedModel, "workload.model"),
+    ("`workload.model` (kind llm)", LlmModel, "workload.model"),
+    ("`workload.parallel` (kind llm)", LlmParallelism, "workload.parallel"),
+    ("`workload.device` (kind llm)", LlmDevice, "workload.device"),
     ("`jobs[]` (several jobs on one fabric, instead of `workload`)", Job, "jobs[]"),
     ("`emulation`", Emulation, "emulation"),
     ("`faults[]`", Fault, "faults[]"),
@@ -102,9 +106,15 @@ def _type_name(annotation: Any) -> str:
     if isinstance(annotation, type) and issubclass(annotation, WorkloadSection):
         return "one kind's section (`workload`)"
     if isinstance(annotation, type) and issubclass(annotation, BaseModel):
-        path = next((p for _, m, p in SECTIONS_IN_ORDER if m is annotation), annotation.__name__)
+        path = next((p for _, m, p in SECTIONS_IN_ORDER if m is annotation or _generic_origin(m) is not None
+                     and _generic_origin(m) is _generic_origin(annotation)), annotation.__name__)
         return f"section (`{path}`)"
     return getattr(annotation, "__name__", str(annotation)).replace("Annotated", "")
+
+
+def _generic_origin(model: type[BaseModel]) -> Any:
+    """The generic model a parametrised one was made from (JobOf for JobOf[...]), else None."""
+    return getattr(model, "__pydantic_generic_metadata__", {}).get("origin")
 
 
 def _bounds(info: FieldInfo) -> str:

@@ -10,6 +10,8 @@ from testbed.model.errors import InputError
 from testbed.model.units import transfer_time_s
 from testbed.shared.ina_rules import ELEMENTS_PER_PACKET, FRAME_BYTES, PAYLOAD_BYTES
 
+WAITING_FIELDS = ("bubble_s", "waiting_tp_s", "waiting_pp_s", "waiting_dp_s", "waiting_ep_s")
+
 
 @dataclass(frozen=True)
 class Breakdown:
@@ -20,14 +22,24 @@ class Breakdown:
     # Of the iteration, the time after the last compute ends: the DP all-reduce (and transfers)
     # that no compute hides. Part of communication_s and reconfiguration_s, not added to them.
     exposed_dp_s: float = 0.0
+    # Schedules whose step ids name their parallelism (large models): of the last GPU to finish,
+    # the time it waits for a pipeline stage that has not yet sent (the bubble) and for each
+    # parallelism's communication. Parts of communication_s and reconfiguration_s.
+    bubble_s: float = 0.0
+    waiting_tp_s: float = 0.0
+    waiting_pp_s: float = 0.0
+    waiting_dp_s: float = 0.0
+    waiting_ep_s: float = 0.0
 
     def to_json(self) -> dict[str, float]:
+        waiting = {name: getattr(self, name) for name in WAITING_FIELDS if getattr(self, name)}
         return {
             "compute_s": self.compute_s,
             "communication_s": self.communication_s,
             "reconfiguration_s": self.reconfiguration_s,
             "retransmission_s": self.retransmission_s,
             "exposed_dp_s": self.exposed_dp_s,
+            **waiting,
         }
 
     def describe(self) -> str:
@@ -35,7 +47,13 @@ class Breakdown:
         parts = [("compute", self.compute_s), ("communication", self.communication_s),
                  ("dark time", self.reconfiguration_s), ("retransmissions", self.retransmission_s)]
         text = ", ".join(f"{name} {value * 1e3:.3f} ms" for name, value in parts if value or name != "retransmissions")
-        if self.exposed_dp_s:
+        waits = [(name, getattr(self, f)) for name, f in (("pipeline bubble", "bubble_s"), ("tp", "waiting_tp_s"),
+                                                           ("pp", "waiting_pp_s"), ("dp", "waiting_dp_s"),
+                                                           ("ep", "waiting_ep_s")) if getattr(self, f)]
+        if waits:
+            # Parts of communication and dark time: what the last GPU to finish waited for.
+            text += "; of which waiting: " + ", ".join(f"{name} {value * 1e3:.3f} ms" for name, value in waits)
+        elif self.exposed_dp_s:
             # Exposed time is part of communication and dark time, not a further term.
             text += f"; {self.exposed_dp_s * 1e3:.3f} ms of communication and dark time after the last compute"
         return text

@@ -68,6 +68,8 @@ class _Dag:
                 for dep in step_deps:
                     self.dependants[g][index[g][dep]].append(i)
         self.done = [[False] * len(gpu) for gpu in self.steps]
+        self.began = [[math.nan] * len(gpu) for gpu in self.steps]  # when each step started and ended
+        self.ended = [[math.nan] * len(gpu) for gpu in self.steps]
         self.compute_s = [0.0] * n
         self.gpu_end_s = [0.0] * n  # when each GPU's last step so far finished
         self.ready_computes: list[list[int]] = [[] for _ in range(n)]
@@ -86,6 +88,7 @@ class _Dag:
         self.now = 0.0
         self._seq = 0
         self.sent_at: dict[tuple[int, int], float] = {}
+        self.send_began: dict[tuple[int, int, str], float] = {}  # (src, dst, tag) -> when it was sent
         self.message_bps: dict[tuple[int, int, str], float] = {}  # (src, dst, tag) -> its average rate
         self.replans = (LiveReplans(fabric, n, tuple(sorted(schedule.traffic())), schedule.partitions, lag_s)
                         if replans_during_run(fabric) else None)
@@ -96,6 +99,7 @@ class _Dag:
 
     def finish(self, g: int, i: int) -> None:
         self.done[g][i] = True
+        self.ended[g][i] = self.now
         self.gpu_end_s[g] = self.now
         for j in self.dependants[g][i]:
             self.waiting[g][j] -= 1
@@ -104,11 +108,13 @@ class _Dag:
 
     def start(self, g: int, i: int) -> None:
         step = self.steps[g][i]
+        self.began[g][i] = self.now
         if isinstance(step, ComputeStep):
             heapq.heappush(self.ready_computes[g], i)
             self.next_compute(g)
         elif isinstance(step, SendStep):
             self.sent_at[(g, i)] = self.now
+            self.send_began[(g, step.peer, step.tag)] = self.now
             self.add_flow(("send", g, i), g, step.peer, step.bytes)
         elif isinstance(step, RecvStep):
             key = (step.peer, g, step.tag)
@@ -129,6 +135,7 @@ class _Dag:
         step = self.steps[g][i]
         assert isinstance(step, ComputeStep)  # only computes are queued
         duration = us_to_s(step.compute_us)
+        self.began[g][i] = self.now  # a compute starts when the GPU is free, not when it is ready
         self.computing[g] = True
         self.compute_s[g] += duration
         self.at(self.now + duration, ("computed", g, i))
@@ -286,7 +293,10 @@ class _Dag:
                 left -= rate * (then - self.now)
                 if self.replans is not None and rate > 0:
                     self.replans.moved(self.pairs[id(flow)], rate * (then - self.now))
-                (finished if left <= 1e-6 * max(1.0, flow.bytes) else still).append((owner, flow, left))
+                # done: within a millionth of a bit a byte, or less than the clock can still resolve
+                # (at petabit rates late in an iteration, else the loop stalls on rounding)
+                done = left <= 1e-6 * max(1.0, flow.bytes) or (rate > 0 and left / rate <= 4 * math.ulp(then))
+                (finished if done else still).append((owner, flow, left))
             self.flows, self.now = still, then
             if self.replans is not None and self.now >= self.replans.next_event_s:
                 self.replan()
@@ -342,10 +352,47 @@ def simulate_counting_retunes(schedule: Schedule, fabric: FabricSection, lag_s: 
                     f"{dag.replans.retunes} of {dag.replans.plans} re-plans retuned links, "
                     f"{dag.replans.dark_total_s * 1e3:.3f} ms dark")
     exposed = total - dag.last_compute_end_s if busiest > 0 else 0.0
+    waiting = _waiting(dag, max(range(len(dag.gpu_end_s)), key=dag.gpu_end_s.__getitem__), total)
     prediction = Prediction(total, Breakdown(compute_s=busiest, communication_s=total - busiest - dark,
-                                             reconfiguration_s=dark, exposed_dp_s=exposed), formula)
+                                             reconfiguration_s=dark, exposed_dp_s=exposed, **waiting), formula)
     return Simulated(prediction, dag.message_bps, dag.replans.retunes if dag.replans is not None else 0,
                      tuple(dag.gpu_end_s))
+
+
+# What a GPU's idle time is put down to where several of its steps are in progress: the pipeline
+# bubble (a receive whose message is not yet sent) first, then the chain of a pass's own steps
+# (tensor, pipeline, expert parallelism), then the data-parallel reduction beside them.
+WAITING = (("bubble", "bubble_s"), ("tp", "waiting_tp_s"), ("pp", "waiting_pp_s"), ("ep", "waiting_ep_s"),
+           ("dp", "waiting_dp_s"))
+
+
+def _waiting(dag: _Dag, g: int, total: float) -> dict[str, float]:
+    """GPU g's time neither computing nor done, by what it waits for: steps whose ids start with
+    tp., pp., dp. or ep. (large-model schedules), and receives before their message was sent."""
+    labels = dict(WAITING)
+    spans: list[tuple[float, float, int]] = []  # (start, end, precedence); computes -1
+    for i, step in enumerate(dag.steps[g]):
+        start, end = dag.began[g][i], dag.ended[g][i]
+        if isinstance(step, ComputeStep):
+            spans.append((start, end, -1))
+            continue
+        label = step.id.split(".", 1)[0]
+        if isinstance(step, RecvStep):
+            sent = dag.send_began.get((step.peer, g, step.tag), start)
+            if sent > start:
+                spans.append((start, min(sent, end), 0))
+                start = min(sent, end)
+        if label in labels and end > start:
+            spans.append((start, end, [name for name, _ in WAITING].index(label)))
+    if not any(p >= 0 for _, _, p in spans):
+        return {}
+    cuts = sorted({0.0, total, *(t for s in spans for t in s[:2])})
+    out = [0.0] * len(WAITING)
+    for a, b in zip(cuts, cuts[1:]):
+        covering = [p for start, end, p in spans if start <= a and end >= b]
+        if covering and min(covering) >= 0:
+            out[min(covering)] += b - a
+    return {labels[name]: value for (name, _), value in zip(WAITING, out) if value > 0}
 
 
 def collective_rates_bps(steps: Sequence[Sequence[Step]], model: FlowModel) -> dict[tuple[Any, ...], float]:

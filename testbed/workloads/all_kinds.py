@@ -19,6 +19,8 @@ from testbed.workloads.collective.kind import KIND as COLLECTIVE
 from testbed.workloads.collective.section import CollectiveWorkload
 from testbed.workloads.jobs.kind import JobsKind
 from testbed.workloads.jobs.section import JobsWorkload
+from testbed.workloads.llm.kind import KIND as LLM
+from testbed.workloads.llm.section import LlmWorkload
 from testbed.workloads.model.kind import KIND as MODEL
 from testbed.workloads.model.section import ModelWorkload
 from testbed.workloads.predicted import Predicted
@@ -34,11 +36,12 @@ def schedule_for(scenario: Scenario) -> Schedule:
 
 # every kind, in the order the docs list them
 _REGISTERED: tuple[WorkloadKind[Any], ...] = (
-    COLLECTIVE, MODEL, TRACE, CHAKRA, JobsKind(schedule_for),
+    COLLECTIVE, MODEL, LLM, TRACE, CHAKRA, JobsKind(schedule_for),
 )
 KINDS: dict[type[WorkloadSection], WorkloadKind[Any]] = {kind.section: kind for kind in _REGISTERED}
 
-AnyWorkload = Annotated[Union[CollectiveWorkload, ModelWorkload, TraceWorkload, ChakraWorkload, JobsWorkload],
+AnyWorkload = Annotated[Union[CollectiveWorkload, ModelWorkload, LlmWorkload, TraceWorkload, ChakraWorkload,
+                                   JobsWorkload],
                         Field(discriminator="kind")]
 assert set(get_args(get_args(AnyWorkload)[0])) == set(KINDS), "AnyWorkload must list every registered kind"
 SECTIONS: dict[str, type[WorkloadSection]] = {

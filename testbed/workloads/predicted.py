@@ -8,6 +8,32 @@ from dataclasses import dataclass, field
 from testbed.model.scenario import Scenario
 from testbed.model.schedule import Schedule
 from testbed.network.collectives import Prediction
+from testbed.workloads.traffic import TrafficBytes
+
+
+@dataclass(frozen=True)
+class GpuMemory:
+    """What one GPU of the heaviest stage holds, in bytes, against what the device has."""
+
+    stage: int
+    weights: float
+    gradients: float
+    optimizer: float
+    activations: float
+    device: float
+
+    def total(self) -> float:
+        return self.weights + self.gradients + self.optimizer + self.activations
+
+    def describe(self) -> str:
+        parts = (("weights", self.weights), ("gradients", self.gradients), ("optimizer", self.optimizer),
+                 ("activations", self.activations))
+        return ", ".join(f"{name} {value / 1e9:.1f}" for name, value in parts)
+
+    def to_json(self) -> dict[str, float]:
+        return {"stage": self.stage, "weights_bytes": self.weights, "gradients_bytes": self.gradients,
+                "optimizer_bytes": self.optimizer, "activations_bytes": self.activations,
+                "total_bytes": self.total(), "device_bytes": self.device}
 
 
 @dataclass(frozen=True)
@@ -33,3 +59,5 @@ class Predicted:
     # prediction is their mean); None where the prediction is one computation.
     predicted_range_s: tuple[float, float] | None = None
     jobs: tuple[JobPrediction, ...] = ()  # several jobs: each one's time together and alone
+    traffic_bytes: TrafficBytes | None = None  # the bytes on the wire in one iteration (large models)
+    gpu_memory: GpuMemory | None = None  # the heaviest GPU's memory (large models)

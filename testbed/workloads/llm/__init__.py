@@ -1,0 +1,1 @@
+"""The `llm` workload kind: large-model training with tensor, pipeline and data parallelism."""

@@ -1,0 +1,312 @@
+"""A large model's iteration as per-GPU steps (pure), as Megatron-LM runs it: each stage's passes
+in its pipeline schedule's order; in every layer the tensor-parallel all-reduces (or reduce-scatters
+and all-gathers) between its computes; activations and gradients sent between stages; and the
+data-parallel gradient reduction in buckets beside the backward pass. Step ids start with the
+parallelism whose traffic they are (tp., pp., dp.), which traffic.py counts by."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field, replace
+
+from testbed.model.schedule import (
+    CollectiveStep,
+    ComputeStep,
+    GpuSchedule,
+    RecvStep,
+    Schedule,
+    SendStep,
+    Step,
+    in_order_deps,
+    with_channels,
+)
+from testbed.shared.collective_plans import schedule_traffic
+from testbed.workloads.llm.pipeline import Pass, at_virtual_stage, stage_passes, virtual_stage
+from testbed.workloads.llm.section import LlmWorkload
+from testbed.workloads.llm.shape import Layers, element_bytes, gradient_bytes
+
+# Megatron-LM's default gradient bucket: max(40 M, 1 M × dp) parameters.
+BUCKET_PARAMS, BUCKET_PARAMS_PER_REPLICA = 40_000_000, 1_000_000
+
+
+@dataclass(frozen=True)
+class Layout:
+    """Where each (tp, dp, pp) index sits among the ranks: `order` names the fastest-varying first."""
+
+    tp: int
+    dp: int
+    pp: int
+    order: tuple[str, ...] = ("tp", "dp", "pp")
+
+    def rank(self, t: int, d: int, p: int) -> int:
+        index, sizes = {"tp": t, "dp": d, "pp": p}, {"tp": self.tp, "dp": self.dp, "pp": self.pp}
+        rank, stride = 0, 1
+        for name in self.order:
+            rank += index[name] * stride
+            stride *= sizes[name]
+        return rank
+
+    def coordinates(self, rank: int) -> tuple[int, int, int]:
+        """(t, d, p) of `rank`."""
+        sizes = {"tp": self.tp, "dp": self.dp, "pp": self.pp}
+        found = {}
+        for name in self.order:
+            rank, found[name] = divmod(rank, sizes[name])
+        return found["tp"], found["dp"], found["pp"]
+
+    def tp_group(self, d: int, p: int) -> tuple[int, ...]:
+        return tuple(self.rank(t, d, p) for t in range(self.tp))
+
+    def dp_group(self, t: int, p: int) -> tuple[int, ...]:
+        return tuple(self.rank(t, d, p) for d in range(self.dp))
+
+
+def layout_of(workload: LlmWorkload) -> Layout:
+    par = workload.parallel
+    return Layout(par.tp, par.dp, par.pp, tuple(par.order.split("-")))
+
+
+@dataclass
+class _Chain:
+    """One GPU's steps in the order it runs them; consecutive computes merge unless one closes a
+    gradient bucket (whose reduction starts when it ends)."""
+
+    steps: list[Step] = field(default_factory=list)
+    closed: set[str] = field(default_factory=set)
+
+    def compute(self, ident: str, flops: float, flop_rate: float, closes_bucket: bool = False) -> str | None:
+        us = flops / flop_rate * 1e6
+        last = self.steps[-1] if self.steps else None
+        if isinstance(last, ComputeStep) and last.id not in self.closed:
+            self.steps[-1] = replace(last, compute_us=last.compute_us + us)
+            ident = last.id
+        elif us > 0:
+            self.steps.append(ComputeStep(ident, us))
+        else:
+            return None
+        if closes_bucket:
+            self.closed.add(ident)
+        return ident
+
+    def add(self, step: Step) -> None:
+        self.steps.append(step)
+
+
+@dataclass(frozen=True)
+class _Stage:
+    """What one GPU computes and sends: its stage's layers as chunks, and the model's constants."""
+
+    workload: LlmWorkload
+    layout: Layout
+    t: int
+    d: int
+    p: int
+
+    @property
+    def layers(self) -> Layers:
+        par = self.workload.parallel
+        return Layers(self.workload.model.architecture(), par.tp, par.micro_batch)
+
+    def chunk_layers(self) -> int:
+        par = self.workload.parallel
+        return self.layers.arch.layers // (par.pp * par.virtual_stages)
+
+    def vstages(self) -> int:
+        return self.workload.parallel.pp * self.workload.parallel.virtual_stages
+
+    def peer(self, index: int) -> int:
+        return self.layout.rank(self.t, self.d, at_virtual_stage(index, self.workload.parallel.pp)[0])
+
+
+def _tp(chain: _Chain, stage: _Stage, ident: str, ops: Sequence[str]) -> None:
+    """Tensor-parallel collectives of one activation-sized buffer over the stage's tp group."""
+    if stage.workload.parallel.tp == 1:
+        return
+    group = stage.layout.tp_group(stage.d, stage.p)
+    size = stage.layers.activation_bytes(stage.workload.precision)
+    for op in ops:
+        chain.add(CollectiveStep(f"tp.{ident}.{op}", op, "ring", group, size))
+
+
+def _forward_layer(chain: _Chain, stage: _Stage, ident: str, rate: float) -> None:
+    sp, layers = stage.workload.parallel.sequence_parallel, stage.layers
+    before, after = (["allgather"], ["reducescatter"]) if sp else ([], ["allreduce"])
+    _tp(chain, stage, f"{ident}.attn.in", before)
+    chain.compute(f"{ident}.attn", layers.attention_forward_flops(), rate)
+    _tp(chain, stage, f"{ident}.attn.out", after)
+    _tp(chain, stage, f"{ident}.mlp.in", before)
+    chain.compute(f"{ident}.mlp", layers.mlp_forward_flops(), rate)
+    _tp(chain, stage, f"{ident}.mlp.out", after)
+
+
+def _backward_layer(chain: _Chain, stage: _Stage, ident: str, rate: float, closes_bucket: bool) -> str | None:
+    """A layer's backward pass (its forward again first under full recomputation); the id of the
+    compute that finishes its weight gradients."""
+    workload, layers = stage.workload, stage.layers
+    if workload.recompute == "full":
+        _forward_layer(chain, stage, f"R{ident}", rate)
+    sp = workload.parallel.sequence_parallel
+    # an all-gather's backward is a reduce-scatter and the reverse; an all-reduce's backward is the
+    # identity and the identity's (the column-parallel input's) an all-reduce
+    before, after = (["allgather"], ["reducescatter"]) if sp else ([], ["allreduce"])
+    _tp(chain, stage, f"B{ident}.mlp.in", before)
+    chain.compute(f"B{ident}.mlp", 2 * layers.mlp_forward_flops(), rate)
+    _tp(chain, stage, f"B{ident}.mlp.out", after)
+    _tp(chain, stage, f"B{ident}.attn.in", before)
+    core = layers.attention_core_flops() if workload.recompute == "selective" else 0.0
+    done = chain.compute(f"B{ident}.attn", 2 * layers.attention_forward_flops() + core, rate, closes_bucket)
+    _tp(chain, stage, f"B{ident}.attn.out", after)
+    return done
+
+
+def _pass(chain: _Chain, stage: _Stage, step: Pass, rate: float, closing: set[tuple[int, int]],
+          finished: dict[tuple[int, int], str]) -> None:
+    """One forward or backward pass of a micro-batch through one chunk, with its pipeline messages."""
+    workload, layers = stage.workload, stage.layers
+    par = workload.parallel
+    index = virtual_stage(stage.p, step.chunk, par.pp)
+    first, last = index == 0, index == stage.vstages() - 1
+    sp = par.sequence_parallel
+    message = layers.activation_bytes(workload.precision) // (par.tp if sp else 1)
+    per_chunk = stage.chunk_layers()
+    base = index * per_chunk
+    name = f"{step.micro}.{step.chunk}"
+    if step.phase == "F":
+        if not first:
+            tag = f"a{step.micro}.{index - 1}"
+            chain.add(RecvStep(f"pp.r{tag}", stage.peer(index - 1), message, tag))
+        else:
+            _tp(chain, stage, f"F{name}.embed", ["reducescatter" if sp else "allreduce"])
+        for layer in range(base, base + per_chunk):
+            _forward_layer(chain, stage, f"F{step.micro}.{layer}", rate)
+        if last:
+            _tp(chain, stage, f"F{name}.head.in", ["allgather"] if sp else [])
+            chain.compute(f"F{name}.head", layers.head_forward_flops(), rate)
+        else:
+            tag = f"a{step.micro}.{index}"
+            chain.add(SendStep(f"pp.s{tag}", stage.peer(index + 1), message, tag, deps=(chain.steps[-1].id,)))
+        return
+    if not last:
+        tag = f"g{step.micro}.{index + 1}"
+        chain.add(RecvStep(f"pp.r{tag}", stage.peer(index + 1), message, tag))
+    else:
+        chain.compute(f"B{name}.head", 2 * layers.head_forward_flops(), rate)
+        _tp(chain, stage, f"B{name}.head.in", ["reducescatter" if sp else "allreduce"])
+    for layer in reversed(range(base, base + per_chunk)):
+        ident = f"{step.micro}.{layer}"
+        done = _backward_layer(chain, stage, ident, rate, (step.chunk, layer) in closing)
+        if done is not None and (step.chunk, layer) in closing:
+            finished[(step.chunk, layer)] = done
+    if not first:
+        tag = f"g{step.micro}.{index}"
+        chain.add(SendStep(f"pp.s{tag}", stage.peer(index - 1), message, tag, deps=(chain.steps[-1].id,)))
+    else:  # the embedding's reduce-scatter (sequence parallelism) has an all-gather for its backward
+        _tp(chain, stage, f"B{name}.embed", ["allgather"] if sp else [])
+
+
+@dataclass(frozen=True)
+class Bucket:
+    """Gradients reduced together: the layers (chunk, layer) whose final backward fills them."""
+
+    layers: tuple[tuple[int, int], ...]
+    params: int
+
+
+def gradient_buckets(workload: LlmWorkload, p: int, passes: Sequence[Pass]) -> list[Bucket]:
+    """Stage `p`'s gradients in the order its last micro-batches' backward passes finish them
+    (each chunk's layers last to first; the output layer's with its chunk's last layer, the
+    embedding's with the first layer), cut into buckets of the bucket size."""
+    par = workload.parallel
+    layers = Layers(workload.model.architecture(), par.tp, par.micro_batch)
+    per_chunk = layers.arch.layers // (par.pp * par.virtual_stages)
+    final = {pass_.chunk: k for k, pass_ in enumerate(passes) if pass_.phase == "B"}
+    ready: list[tuple[tuple[int, int], int]] = []
+    for chunk in sorted(final, key=final.__getitem__):
+        index = virtual_stage(p, chunk, par.pp)
+        for layer in reversed(range(index * per_chunk, (index + 1) * per_chunk)):
+            params = layers.layer_params()
+            if layer == layers.arch.layers - 1 and not (layers.arch.tied_embeddings and par.pp == 1):
+                params += layers.embedding_params()  # the output layer
+            if layer == 0:
+                params += layers.embedding_params()
+            ready.append(((chunk, layer), params // par.tp))
+    grad = gradient_bytes(workload.grad_precision())
+    limit = par.dp_bucket_bytes or max(BUCKET_PARAMS, BUCKET_PARAMS_PER_REPLICA * par.dp) * grad
+    buckets: list[Bucket] = []
+    current: list[tuple[int, int]] = []
+    params = 0
+    for key, size in ready:
+        current.append(key)
+        params += size
+        if params * grad >= limit:
+            buckets.append(Bucket(tuple(current), params))
+            current, params = [], 0
+    if current:
+        buckets.append(Bucket(tuple(current), params))
+    return buckets
+
+
+def _side_steps(workload: LlmWorkload, stage: _Stage, buckets: list[Bucket],
+                finished: dict[tuple[int, int], str]) -> list[CollectiveStep]:
+    """The data-parallel reduction, one bucket at a time as each fills (one communication stream);
+    the tied embedding's all-reduce between the first and last stage; then, with a distributed
+    optimizer, the updated parameters' all-gather."""
+    par, layout = workload.parallel, stage.layout
+    grad, param = gradient_bytes(workload.grad_precision()), element_bytes(workload.precision)
+    out: list[CollectiveStep] = []
+    previous: tuple[str, ...] = ()
+    if par.dp > 1:
+        group = layout.dp_group(stage.t, stage.p)
+        op = "reducescatter" if par.zero else "allreduce"
+        for b, bucket in enumerate(buckets):
+            closing = finished[bucket.layers[-1]]
+            ident = f"dp.bucket{b}.{'rs' if par.zero else 'ar'}"
+            out.append(CollectiveStep(ident, op, "ring", group, bucket.params * grad, deps=(closing, *previous)))
+            previous = (ident,)
+    if stage.layers.arch.tied_embeddings and par.pp > 1 and stage.p in (0, par.pp - 1):
+        group = (layout.rank(stage.t, stage.d, 0), layout.rank(stage.t, stage.d, par.pp - 1))
+        last = finished[buckets[-1].layers[-1]] if not previous else previous[0]
+        out.append(CollectiveStep("pp.embedding.ar", "allreduce", "ring", group,
+                                  stage.layers.embedding_params() // par.tp * grad, deps=(last,)))
+        previous = ("pp.embedding.ar",)
+    if par.dp > 1 and par.zero:
+        group = layout.dp_group(stage.t, stage.p)
+        for b, bucket in enumerate(buckets):
+            ident = f"dp.bucket{b}.ag"
+            out.append(CollectiveStep(ident, "allgather", "ring", group, bucket.params * param, deps=previous))
+            previous = (ident,)
+    return out
+
+
+def _chained(steps: list[Step]) -> tuple[Step, ...]:
+    """A GPU's passes as DAG steps that keep their order: each waits for the last blocking one before it."""
+    order = in_order_deps([(s.id, s.kind, s.deps) for s in steps])
+    return tuple(replace(s, deps=data + ctrl) for s, (data, ctrl) in zip(steps, order))
+
+
+def llm_schedule(workload: LlmWorkload, hosts: int, name: str) -> Schedule:
+    """Every GPU's steps for one iteration: in order where nothing runs beside the passes, else a
+    DAG whose gradient reductions run beside the backward compute."""
+    par = workload.parallel
+    layout = layout_of(workload)
+    rate = workload.peak_flops()
+    chains: list[tuple[list[Step], list[CollectiveStep]]] = []
+    for rank in range(hosts):
+        t, d, p = layout.coordinates(rank)
+        stage = _Stage(workload, layout, t, d, p)
+        passes = stage_passes(par.schedule, par.pp, p, par.micro_batches(), par.virtual_stages)
+        buckets = gradient_buckets(workload, p, passes)
+        final = {pass_.chunk: k for k, pass_ in enumerate(passes) if pass_.phase == "B"}
+        closing = {bucket.layers[-1] for bucket in buckets}
+        chain = _Chain()
+        finished: dict[tuple[int, int], str] = {}
+        for k, pass_ in enumerate(passes):
+            _pass(chain, stage, pass_, rate, closing if final[pass_.chunk] == k else set(), finished)
+        chains.append((chain.steps, _side_steps(workload, stage, buckets, finished)))
+    dag = any(side for _, side in chains)
+    gpus: tuple[GpuSchedule, ...] = tuple(GpuSchedule(rank, tuple(steps)) for rank, (steps, _) in enumerate(chains))
+    if dag:
+        gpus = with_channels(GpuSchedule(rank, _chained(steps) + tuple(side))
+                             for rank, (steps, side) in enumerate(chains))
+    return Schedule(name=name, hosts=hosts, iterations=workload.iterations, gpus=gpus,
+                    traffic_matrix_bytes=schedule_traffic(gpus, hosts), execution="dag" if dag else "in-order")

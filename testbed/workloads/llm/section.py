@@ -1,0 +1,215 @@
+"""The `llm` workload's scenario section: a transformer's shape (or a published preset), how it is
+split (tensor, pipeline and data parallelism), its precision, recomputation and device."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from typing import Any, ClassVar, Literal
+
+from pydantic import Field, field_validator, model_validator
+
+from testbed.model.fabric_section import Strict
+from testbed.model.workload_section import WorkloadSection
+from testbed.workloads.llm.devices import DEFAULT_EFFICIENCY, GPUS, Gpu, Precision
+from testbed.workloads.llm.presets import PRESETS, Architecture, Mlp
+
+ARCHITECTURE_FIELDS = ("layers", "hidden", "ffn_hidden", "heads", "kv_heads", "vocab", "seq_len", "mlp",
+                       "tied_embeddings")
+PARALLELISMS = ("tp", "dp", "pp")
+PIPELINE_SCHEDULES = ("gpipe", "1f1b", "interleaved")
+
+
+def _lower(value: Any) -> Any:
+    return value.strip().lower() if isinstance(value, str) else value
+
+
+class LlmModel(Strict):
+    """`workload.model`: a preset by name, any of whose fields may be set, or every field."""
+
+    preset: str | None = None  # gpt3-175b, llama3-8b, llama3-70b, llama3-405b (docs/large-models.md)
+    layers: int | None = Field(default=None, ge=1, le=10_000)  # transformer layers
+    hidden: int | None = Field(default=None, ge=1, le=1_000_000)  # model width (h)
+    ffn_hidden: int | None = Field(default=None, ge=1, le=10_000_000)  # the MLP's inner width
+    heads: int | None = Field(default=None, ge=1, le=100_000)  # attention heads (a)
+    kv_heads: int | None = Field(default=None, ge=1, le=100_000)  # default: heads (multi-head attention)
+    vocab: int | None = Field(default=None, ge=1, le=100_000_000)  # vocabulary (padded as Megatron-LM pads it)
+    seq_len: int | None = Field(default=None, ge=1, le=10_000_000)  # tokens a sequence (s)
+    mlp: Mlp | None = None  # gelu (two matrices) or swiglu (three)
+    tied_embeddings: bool | None = None  # the output layer shares the input embedding (default false)
+
+    _lower_preset = field_validator("preset", "mlp", mode="before")(_lower)
+
+    @model_validator(mode="after")
+    def _complete(self) -> "LlmModel":
+        if self.preset is not None and self.preset not in PRESETS:
+            raise ValueError(f"unknown preset {self.preset!r}; known: {', '.join(PRESETS)}")
+        shape = self.architecture()
+        if shape.hidden % shape.heads:
+            raise ValueError(f"hidden ({shape.hidden}) must be a multiple of heads ({shape.heads})")
+        if shape.heads % shape.kv_heads:
+            raise ValueError(f"heads ({shape.heads}) must be a multiple of kv_heads ({shape.kv_heads})")
+        return self
+
+    def architecture(self) -> Architecture:
+        """The shape: the preset's, with every field the scenario sets in its place."""
+        base = PRESETS.get(self.preset or "")
+        own = {name: getattr(self, name) for name in ARCHITECTURE_FIELDS if getattr(self, name) is not None}
+        if base is not None:
+            return replace(base, **own)
+        missing = [name for name in ("layers", "hidden", "ffn_hidden", "heads", "vocab", "seq_len") if name not in own]
+        if missing:
+            raise ValueError(f"needs {', '.join(missing)} (or a preset: {', '.join(PRESETS)})")
+        own.setdefault("kv_heads", own["heads"])
+        own.setdefault("mlp", "gelu")
+        own.setdefault("tied_embeddings", False)
+        return Architecture(**own)
+
+    def name(self) -> str:
+        changed = [f"{k} {getattr(self, k)}" for k in ARCHITECTURE_FIELDS if getattr(self, k) is not None]
+        base = self.preset or "a custom transformer"
+        return base + (f" ({', '.join(changed)})" if self.preset and changed else "")
+
+
+class LlmParallelism(Strict):
+    """`workload.parallel`: how the model and the batch are split over the GPUs (Megatron-LM's layout)."""
+
+    tp: int = Field(default=1, ge=1, le=16_384)  # tensor parallelism: each layer's matrices split over tp GPUs
+    pp: int = Field(default=1, ge=1, le=16_384)  # pipeline stages, each a run of consecutive layers
+    dp: int = Field(default=1, ge=1, le=16_384)  # data-parallel replicas
+    # Sequence parallelism: the layer norms and dropout split over the sequence, so each tensor-parallel
+    # all-reduce becomes a reduce-scatter and an all-gather of the same bytes
+    sequence_parallel: bool = False
+    # 0: every replica keeps the whole optimizer (gradients all-reduced); 1: the optimizer state is
+    # split over the replicas (Megatron's distributed optimizer: gradients reduce-scattered, parameters
+    # all-gathered after the step); 2: the gradients too (the same traffic, less memory)
+    zero: Literal[0, 1, 2] = 0
+    micro_batch: int = Field(default=1, ge=1, le=1_000_000)  # sequences a stage runs at once
+    global_batch: int = Field(ge=1, le=100_000_000)  # sequences per iteration over every replica
+    # the pipeline schedule: gpipe (all forwards, then all backwards), 1f1b, or interleaved (1f1b over
+    # virtual_stages model chunks a stage)
+    schedule: Literal["gpipe", "1f1b", "interleaved"] = "1f1b"
+    virtual_stages: int = Field(default=1, ge=1, le=1_000)  # interleaved: model chunks per stage
+    # which parallelism's index varies fastest over the ranks (Megatron's default: tp, then dp, then pp)
+    order: str = "tp-dp-pp"
+    # gradients reduced in buckets of this many bytes as the backward pass fills them; default:
+    # Megatron's max(40 M, 1 M × dp) parameters at the gradients' precision
+    dp_bucket_bytes: int | None = Field(default=None, ge=1, le=10**12)
+
+    _lower_schedule = field_validator("schedule", "order", mode="before")(_lower)
+
+    @model_validator(mode="after")
+    def _consistent(self) -> "LlmParallelism":
+        if sorted(self.order.split("-")) != sorted(PARALLELISMS):
+            raise ValueError(f"order {self.order!r} must name tp, dp and pp once each, e.g. tp-dp-pp")
+        per_step = self.micro_batch * self.dp
+        if self.global_batch % per_step:
+            raise ValueError(f"global_batch ({self.global_batch}) must be a multiple of micro_batch × dp "
+                             f"({self.micro_batch} × {self.dp} = {per_step})")
+        if self.schedule == "interleaved":
+            if self.pp < 2 or self.virtual_stages < 2:
+                raise ValueError("schedule interleaved needs pp ≥ 2 and virtual_stages ≥ 2")
+            if self.micro_batches() % self.pp:
+                raise ValueError(f"schedule interleaved needs the micro-batches per replica "
+                                 f"({self.micro_batches()}) to be a multiple of pp ({self.pp})")
+        elif self.virtual_stages != 1:
+            raise ValueError("virtual_stages applies to schedule interleaved only")
+        return self
+
+    def micro_batches(self) -> int:
+        """Micro-batches each replica runs per iteration (m)."""
+        return self.global_batch // (self.micro_batch * self.dp)
+
+    def gpus(self) -> int:
+        return self.tp * self.pp * self.dp
+
+
+class LlmDevice(Strict):
+    """`workload.device`: the GPU (or its name alone, e.g. `device: h100`)."""
+
+    name: str  # v100, a100, h100, h200, b200 (any case)
+    efficiency: float = Field(default=DEFAULT_EFFICIENCY, gt=0, le=1)  # share of the peak a layer's FLOPs get
+    peak_tflops: float | None = Field(default=None, gt=0, le=1e6)  # the datasheet's, at the precision, if unset
+    memory_gb: float | None = Field(default=None, gt=0, le=1e6)  # the datasheet's if unset
+
+    _lower_name = field_validator("name", mode="before")(_lower)
+
+    @field_validator("name")
+    @classmethod
+    def _known(cls, name: str) -> str:
+        if name not in GPUS:
+            raise ValueError(f"unknown device {name!r}; known: {', '.join(GPUS)}")
+        return name
+
+    def gpu(self) -> Gpu:
+        return GPUS[self.name]
+
+
+class LlmWorkload(WorkloadSection):
+    description: ClassVar[str] = ("large-model training: a transformer split by tensor, pipeline and data "
+                                  "parallelism (docs/large-models.md)")
+    kind: Literal["llm"]
+    model: LlmModel  # the transformer: a preset and/or its shape (below)
+    parallel: LlmParallelism  # how it is split over the GPUs (below)
+    precision: Precision = "bf16"  # of the weights, activations and the matrix multiplies (fp8: the multiplies)
+    # of the gradients the replicas reduce; default fp32 with bf16 or fp8 (Megatron accumulates and
+    # reduces them in fp32), else the precision's
+    gradient_precision: Literal["fp32", "fp16", "bf16"] | None = None
+    # activations recomputed in the backward pass instead of kept: none; selective (the attention's
+    # softmax part, Korthikanti et al. 2022); full (each layer's forward again, its all-reduces too)
+    recompute: Literal["none", "selective", "full"] = "none"
+    device: LlmDevice = LlmDevice(name="h100")  # the GPU, by name or as a section (below)
+
+    # long iterations reuse every connection many times: one unmeasured iteration is enough
+    default_warmups: ClassVar[int] = 1
+
+    _lower_fields = field_validator("precision", "gradient_precision", "recompute", mode="before")(_lower)
+
+    @field_validator("device", mode="before")
+    @classmethod
+    def _device_by_name(cls, value: Any) -> Any:
+        return {"name": value} if isinstance(value, str) else value
+
+    @model_validator(mode="after")
+    def _splits(self) -> "LlmWorkload":
+        shape, par = self.model.architecture(), self.parallel
+        chunks = par.pp * par.virtual_stages
+        if shape.layers % chunks:
+            raise ValueError(f"model.layers ({shape.layers}) must be a multiple of parallel.pp × virtual_stages "
+                             f"({chunks}): each stage runs as many layers")
+        for name, size in (("heads", shape.heads), ("kv_heads", shape.kv_heads), ("ffn_hidden", shape.ffn_hidden)):
+            if size % par.tp:
+                raise ValueError(f"model.{name} ({size}) must be a multiple of parallel.tp ({par.tp}): "
+                                 f"tensor parallelism splits them evenly")
+        if par.sequence_parallel and shape.seq_len % par.tp:
+            raise ValueError(f"model.seq_len ({shape.seq_len}) must be a multiple of parallel.tp ({par.tp}) "
+                             f"with sequence_parallel")
+        if self.precision not in self.device.gpu().peak_tflops and self.device.peak_tflops is None:
+            raise ValueError(f"a {self.device.name} has no {self.precision} tensor cores; use "
+                             f"{' or '.join(self.device.gpu().peak_tflops)}, or set device.peak_tflops")
+        return self
+
+    def fits(self, hosts: int, whose: str) -> None:
+        par = self.parallel
+        if par.gpus() != hosts:
+            raise ValueError(f"workload.parallel tp×pp×dp = {par.tp}×{par.pp}×{par.dp} = {par.gpus()} "
+                             f"must equal {whose}")
+
+    def grad_precision(self) -> str:
+        if self.gradient_precision is not None:
+            return self.gradient_precision
+        return "fp32" if self.precision in ("bf16", "fp8") else self.precision
+
+    def peak_flops(self) -> float:
+        """FLOP/s a GPU's matrix multiplies get: the peak at the precision times the efficiency."""
+        peak = self.device.peak_tflops or self.device.gpu().peak_tflops[self.precision]
+        return peak * 1e12 * self.device.efficiency
+
+    def memory_bytes(self) -> float:
+        return (self.device.memory_gb or self.device.gpu().memory_gb) * 1e9
+
+    def describe(self) -> str:
+        par = self.parallel
+        return (f"{self.model.name()}: tp {par.tp} × pp {par.pp} × dp {par.dp}, {par.micro_batches()} micro-batches "
+                f"of {par.micro_batch}, {par.schedule}, {self.precision} on {self.device.name}")
+
+

@@ -1,0 +1,193 @@
+"""The large-model workload kind: its pipeline orders, the bubble they leave, the bytes each
+parallelism puts on the wire (against the hand formulas of docs/large-models.md), memory, presets
+and refusals."""
+
+from __future__ import annotations
+
+import pytest
+
+from testbed.model.errors import InputError
+from testbed.model.schedule import ComputeStep, GpuSchedule, RecvStep, Schedule, SendStep
+from testbed.oracle.schedule_sim import simulate_schedule
+from testbed.planning.plan import plan
+from testbed.planning.scenario_file import parse_scenario
+from testbed.workloads.llm.pipeline import Pass, stage_passes
+from testbed.workloads.llm.presets import PRESETS
+
+FAST = {"kind": "elect-flat", "gpu_bandwidth_gbps": 1e7, "latency_us": 0}
+
+
+def scenario(fabric=None, **workload):
+    parallel = workload.pop("parallel")
+    model = workload.pop("model", {"preset": "llama3-8b", "layers": 4, "seq_len": 1024})
+    par = {"tp": 1, "pp": 1, "dp": 1, **parallel}
+    hosts = par["tp"] * par["pp"] * par["dp"]
+    return parse_scenario({"name": "llm", "fabric": {**(fabric or FAST), "hosts": hosts},
+                           "workload": {"kind": "llm", "model": model, "parallel": par, **workload}}, "test")
+
+
+@pytest.mark.parametrize("schedule", ["gpipe", "1f1b"])
+@pytest.mark.parametrize(("pp", "m"), [(2, 1), (2, 4), (4, 8), (4, 3), (8, 8)])
+def test_every_stage_runs_every_pass_once_in_an_order_the_pipeline_allows(schedule, pp, m):
+    for stage in range(pp):
+        passes = stage_passes(schedule, pp, stage, m)
+        assert sorted(passes, key=lambda p: (p.phase, p.micro)) == \
+            [Pass("B", i) for i in range(m)] + [Pass("F", i) for i in range(m)]
+        # a micro-batch's backward comes after its forward on the same stage
+        assert all(passes.index(Pass("F", i)) < passes.index(Pass("B", i)) for i in range(m))
+    if schedule == "1f1b":  # stage s holds at most pp - s forwards whose backward has not run
+        for stage in range(pp):
+            live = peak = 0
+            for p in stage_passes(schedule, pp, stage, m):
+                live += 1 if p.phase == "F" else -1
+                peak = max(peak, live)
+            assert peak == min(pp - stage, m)
+
+
+def synthetic_pipeline(schedule: str, pp: int, m: int, chunks: int, forward_us: float) -> Schedule:
+    """Equal stages, no communication to speak of: each pass of a chunk takes forward_us (backward
+    twice that), messages of one byte between consecutive chunks."""
+    gpus = []
+    for stage in range(pp):
+        steps = []
+        for p in stage_passes(schedule, pp, stage, m, chunks):
+            index = p.chunk * pp + stage
+            if p.phase == "F":
+                if index > 0:
+                    steps.append(RecvStep(f"r{p}", (index - 1) % pp, 1, f"a{p.micro}.{index - 1}"))
+                steps.append(ComputeStep(f"c{p}", forward_us))
+                if index < pp * chunks - 1:
+                    steps.append(SendStep(f"s{p}", (index + 1) % pp, 1, f"a{p.micro}.{index}"))
+            else:
+                if index < pp * chunks - 1:
+                    steps.append(RecvStep(f"r{p}", (index + 1) % pp, 1, f"g{p.micro}.{index + 1}"))
+                steps.append(ComputeStep(f"c{p}", 2 * forward_us))
+                if index > 0:
+                    steps.append(SendStep(f"s{p}", (index - 1) % pp, 1, f"g{p.micro}.{index}"))
+        gpus.append(GpuSchedule(stage, tuple(steps)))
+    return Schedule("pipeline", pp, 1, tuple(gpus))
+
+
+@pytest.mark.parametrize("schedule", ["gpipe", "1f1b"])
+@pytest.mark.parametrize(("pp", "m"), [(2, 4), (4, 4), (4, 16), (8, 3)])
+def test_the_bubble_is_pp_minus_one_over_m_plus_pp_minus_one_of_the_iteration(schedule, pp, m):
+    """(pp-1)/(m+pp-1) (Huang et al., GPipe; Narayanan et al., SC'21, §2.2.1) with equal stages."""
+    from testbed.planning.scenario_file import make_fabric
+    fabric = make_fabric(**FAST, hosts=pp)
+    forward_us = 1000.0
+    found = simulate_schedule(synthetic_pipeline(schedule, pp, m, 1, forward_us), fabric)
+    iteration_us = (m + pp - 1) * 3 * forward_us
+    assert found.iteration_time_s * 1e6 == pytest.approx(iteration_us, rel=1e-6)
+    assert found.breakdown.bubble_s / found.iteration_time_s == pytest.approx((pp - 1) / (m + pp - 1), rel=1e-6)
+
+
+@pytest.mark.parametrize(("pp", "m", "v"), [(2, 4, 2), (4, 8, 2), (4, 8, 4)])
+def test_interleaving_divides_the_bubble_by_the_chunks(pp, m, v):
+    """Megatron-LM's interleaved 1F1B: a bubble of (pp-1)/v passes of a whole stage, so
+    (pp-1)/(v·m + pp-1) of the iteration (Narayanan et al., SC'21, §2.2.2)."""
+    from testbed.planning.scenario_file import make_fabric
+    fabric = make_fabric(**FAST, hosts=pp)
+    chunk_us = 1000.0
+    found = simulate_schedule(synthetic_pipeline("interleaved", pp, m, v, chunk_us), fabric)
+    assert found.iteration_time_s * 1e6 == pytest.approx((v * m + pp - 1) * 3 * chunk_us, rel=1e-6)
+    assert found.breakdown.bubble_s / found.iteration_time_s == pytest.approx((pp - 1) / (v * m + pp - 1), rel=1e-6)
+
+
+@pytest.mark.parametrize("schedule", ["gpipe", "1f1b"])
+def test_a_generated_model_leaves_the_same_bubble(schedule):
+    """The llm kind's own schedule: a vocabulary of 128 makes the output layer 1% of a stage."""
+    pp, m = 4, 8
+    found = plan(scenario(model={"layers": 8, "hidden": 1024, "ffn_hidden": 4096, "heads": 16, "vocab": 128,
+                                 "seq_len": 1024},
+                          parallel={"pp": pp, "global_batch": m, "schedule": schedule}))
+    share = found.prediction.breakdown.bubble_s / found.prediction.iteration_time_s
+    assert share == pytest.approx((pp - 1) / (m + pp - 1), rel=0.02)
+
+
+def test_traffic_bytes_match_the_hand_formulas():
+    """llama3-8b shortened to 4 layers at sequence 1024, tp 2 × pp 2 × dp 2, 4 micro-batches of 1, bf16:
+    A = b·s·h·2 bytes = 8 MiB. Per micro-batch and layer, 2 all-reduces forward and 2 backward on each
+    of the 4 tp groups' ... counted once per group: a ring all-reduce of M over t puts 2(t-1)·M on the wire."""
+    found = plan(scenario(parallel={"tp": 2, "pp": 2, "dp": 2, "global_batch": 8}))
+    h, s, layers, m, t, dp, pp = 4096, 1024, 4, 4, 2, 2, 2
+    activation = s * h * 2
+    ring = 2 * (t - 1) * activation  # one all-reduce over a tp pair
+    per_layer = 4 * ring  # two forward, two backward
+    # every layer on its stage, every micro-batch, every tp group of that stage; the embedding's forward
+    # all-reduce on stage 0 and the output layer's backward all-reduce on stage 1, per micro-batch
+    tp = layers * m * dp * per_layer + 2 * m * dp * ring
+    assert found.traffic_bytes.by_parallelism["tp"] == tp
+    # each stage boundary: activations forward and gradients back, per micro-batch, from each tp rank
+    assert found.traffic_bytes.by_parallelism["pp"] == 2 * m * (pp - 1) * t * dp * activation
+    attention = h * (h + 2 * 8 * 128) + h * h
+    layer = attention + 3 * h * 14336 + 2 * h
+    embedding = 128256 * h
+    grads = {0: (2 * layer + embedding) // t, 1: (2 * layer + embedding) // t}  # per rank, fp32
+    dp_wire = sum(2 * (dp - 1) * grads[p] * 4 for p in range(pp)) * t  # one ring per (stage, tp rank)
+    assert found.traffic_bytes.by_parallelism["dp"] == pytest.approx(dp_wire, abs=64)
+    assert found.traffic_bytes.by_primitive["send-recv"] == found.traffic_bytes.by_parallelism["pp"]
+
+
+def test_sequence_parallelism_moves_the_same_tensor_parallel_bytes_as_reduce_scatter_and_all_gather():
+    plain = plan(scenario(parallel={"tp": 4, "global_batch": 2})).traffic_bytes
+    sp = plan(scenario(parallel={"tp": 4, "global_batch": 2, "sequence_parallel": True})).traffic_bytes
+    assert sp.by_primitive["all-reduce"] == 0
+    assert sp.by_primitive["reduce-scatter"] == sp.by_primitive["all-gather"]
+    assert sp.by_parallelism["tp"] == pytest.approx(plain.by_parallelism["tp"], rel=1e-6)
+
+
+def test_full_recomputation_charges_a_forward_again_and_its_all_reduces():
+    base = plan(scenario(parallel={"tp": 2, "global_batch": 2}))
+    full = plan(scenario(parallel={"tp": 2, "global_batch": 2}, recompute="full"))
+    # the layers' tp all-reduces go from 4 to 6 per layer; the embedding's and output layer's stay
+    layers, m = 4, 2
+    ring = 2 * 1 * 1024 * 4096 * 2
+    assert full.traffic_bytes.by_parallelism["tp"] - base.traffic_bytes.by_parallelism["tp"] == 2 * layers * m * ring
+    assert full.prediction.breakdown.compute_s > base.prediction.breakdown.compute_s
+
+
+def test_the_distributed_optimizer_reduce_scatters_and_all_gathers():
+    zero = plan(scenario(parallel={"dp": 4, "global_batch": 4, "zero": 1})).traffic_bytes
+    assert zero.by_primitive["all-reduce"] == 0
+    # gradients reduce-scattered in fp32, parameters gathered in bf16: (t-1)·M each
+    assert zero.by_primitive["reduce-scatter"] == pytest.approx(2 * zero.by_primitive["all-gather"], rel=1e-6)
+
+
+def test_presets_are_the_published_shapes():
+    gpt3 = PRESETS["gpt3-175b"]
+    params = gpt3.layers * (12 * gpt3.hidden ** 2) + gpt3.vocab * gpt3.hidden
+    assert params == pytest.approx(175e9, rel=0.01)
+    from testbed.workloads.llm.shape import Layers
+    for name, billions in (("llama3-8b", 8.0), ("llama3-70b", 70.6), ("llama3-405b", 405.9)):
+        arch = PRESETS[name]
+        layers = Layers(arch, 1, 1)
+        total = arch.layers * layers.layer_params() + 2 * layers.embedding_params()
+        assert total / 1e9 == pytest.approx(billions, rel=0.01), name
+
+
+def test_a_model_that_does_not_fit_is_refused_with_what_it_needs():
+    with pytest.raises(InputError, match=r"needs .* GB per GPU .* but a h100 has 80 GB"):
+        plan(scenario(model={"preset": "llama3-70b"}, parallel={"tp": 2, "global_batch": 1}))
+
+
+@pytest.mark.parametrize(("workload", "says"), [
+    ({"parallel": {"tp": 3, "global_batch": 1}}, "multiple of parallel.tp"),
+    ({"parallel": {"pp": 3, "global_batch": 3}}, "multiple of parallel.pp"),
+    ({"parallel": {"dp": 2, "global_batch": 3}}, "multiple of micro_batch × dp"),
+    ({"parallel": {"pp": 2, "global_batch": 3, "schedule": "interleaved", "virtual_stages": 2}}, "multiple of pp"),
+    ({"parallel": {"global_batch": 1, "order": "tp-dp"}}, "tp, dp and pp once each"),
+    ({"parallel": {"global_batch": 1}, "device": "v100"}, "no bf16 tensor cores"),
+    ({"parallel": {"global_batch": 1}, "device": "tpu"}, "unknown device"),
+    ({"parallel": {"global_batch": 1}, "model": {"preset": "gpt4"}}, "unknown preset"),
+    ({"parallel": {"global_batch": 1}, "model": {"hidden": 64}}, "needs layers"),
+])
+def test_what_cannot_be_split_is_refused_in_one_sentence(workload, says):
+    with pytest.raises(InputError, match=says):
+        scenario(**workload)
+
+
+def test_names_are_case_insensitive_and_a_preset_field_can_be_overridden():
+    found = scenario(model={"preset": "Llama3-8B", "layers": 2}, parallel={"dp": 2, "global_batch": 2}, device="H100",
+                     precision="BF16")
+    arch = found.workload.model.architecture()
+    assert (arch.layers, arch.hidden, found.workload.device.name) == (2, 4096, "h100")
