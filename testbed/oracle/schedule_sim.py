@@ -43,6 +43,9 @@ from testbed.oracle.replanning import LiveReplans, replans_during_run
 from testbed.oracle.stepwise import STEPWISE, StepwiseCollective
 from testbed.shared.collective_plans import collective_traffic
 
+# A message moved alone when its rate stayed within this share of its path's capacity.
+ALONE_TOLERANCE = 0.02
+
 # Collectives whose alpha-beta bandwidth term is the busiest GPU's bytes over its rate: their data
 # is simulated as flows (exactly that time alone, and slowed by whatever else shares a link).
 FLUID = {("allreduce", "ring"), ("reducescatter", "ring"), ("allgather", "ring"), ("gather", "direct"),
@@ -89,6 +92,7 @@ class _Dag:
         self._seq = 0
         self.sent_at: dict[tuple[int, int], float] = {}
         self.send_began: dict[tuple[int, int, str], float] = {}  # (src, dst, tag) -> when it was sent
+        self.rate_range: dict[tuple[int, int], tuple[float, float]] = {}  # a moving send's lowest and highest rate
         self.message_bps: dict[tuple[int, int, str], float] = {}  # (src, dst, tag) -> its average rate
         self.replans = (LiveReplans(fabric, n, tuple(sorted(schedule.traffic())), schedule.partitions, lag_s)
                         if replans_during_run(fabric) else None)
@@ -175,6 +179,10 @@ class _Dag:
         self.pairs[id(flow)] = (src, dst)
         self.flows.append((owner, flow, bytes_to_bits(size)))
 
+    def path_bps(self, src: int, dst: int) -> float:
+        """The capacity of the pair's path in the current plan: its narrowest link's."""
+        return min(self.model.capacity_bps[r] for r in self.model.resources(src, dst))
+
     def next_on_pair(self, flow: Flow) -> None:
         pair = self.pairs.pop(id(flow))
         queue = self.pair_queues[pair]
@@ -208,7 +216,13 @@ class _Dag:
             # keyed by sender, receiver and tag: data-parallel replicas reuse the same tags
             key = (g, step.peer, step.tag)
             self.at(self.now + self.alpha, ("arrived", key))
-            if self.now > self.sent_at[(g, i)]:
+            low, high = self.rate_range.pop((g, i), (0.0, 0.0))
+            # A message that shared its path (a flow beside it) has no rate a link can be judged by:
+            # how TCP splits a link between flows that start and end at different moments varies
+            # from one iteration to the next. Only messages that moved alone, at their path's
+            # capacity throughout, are kept.
+            if self.now > self.sent_at[(g, i)] and low >= (1 - ALONE_TOLERANCE) * self.path_bps(g, step.peer) \
+                    and high <= (1 + ALONE_TOLERANCE) * low:
                 self.message_bps[key] = bytes_to_bits(step.bytes) / (self.now - self.sent_at[(g, i)])
             self.finish(g, i)
             return
@@ -279,6 +293,10 @@ class _Dag:
                     self.start(g, i)
         while self.timers or self.flows:
             rates = self.rates()
+            for (owner, _, _), rate in zip(self.flows, rates):
+                if owner[0] == "send":
+                    low, high = self.rate_range.get(owner[1:], (math.inf, 0.0))
+                    self.rate_range[owner[1:]] = (min(low, rate), max(high, rate))
             ends = [self.now + left / rate for (_, _, left), rate in zip(self.flows, rates) if rate > 0]
             then = min(([self.timers[0][0]] if self.timers else []) + ends, default=math.inf)
             if then == math.inf and self.replans is not None and self.replans.dark_capacity_bps is not None:

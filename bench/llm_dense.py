@@ -1,0 +1,65 @@
+"""Benchmark: scenarios/llm-dense.yaml (tp × pp × dp with 1F1B on 8 emulated GPUs) on Elect-Flat,
+Elect-Cluster, multi-shot SiP-OCS and re-planning SiP-Ring: emulated/predicted per iteration, sums,
+fidelity, wall time.
+
+Run as root from the repository: `.venv/bin/python bench/llm_dense.py [--only elect-flat,...]`.
+Prints each row and writes bench/results/llm_dense.json (and .md) beside this script.
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+from datetime import datetime, timezone
+from pathlib import Path
+
+from bench_results import cell, ratio_cells, run_in_tempdir, run_summary, save_rows
+
+from testbed.planning.overrides import apply_overrides
+from testbed.planning.plan import plan, prepare
+from testbed.planning.scenario_file import load_scenario
+
+SCENARIO = Path(__file__).resolve().parent.parent / "scenarios" / "llm-dense.yaml"
+# Each fabric at 400 Gb/s per GPU: Elect-Cluster's servers of 4 with a 400 Gb/s uplink each,
+# SiP-OCS with 4 switches re-planned between phases, SiP-Ring with 4 wavelengths of 100 Gb/s.
+FABRICS = {
+    "elect-flat": {},
+    "elect-cluster": {"fabric.kind": "elect-cluster", "fabric.gpus_per_server": 4, "fabric.server_uplink_gbps": 400},
+    "sip-ocs": {"fabric.kind": "sip-ocs", "fabric.ocs_switches": 4, "fabric.reconfig_us": 200,
+                "fabric.multi_shot": True},
+    "sip-ring": {"fabric.kind": "sip-ring", "fabric.wavelengths": 4, "fabric.wavelength_gbps": 100,
+                 "fabric.reconfig_us": 25, "fabric.estimate_period_us": 100},
+}
+
+
+def run_one(kind: str) -> dict:
+    scenario = apply_overrides(load_scenario(SCENARIO), FABRICS[kind])
+    started = time.monotonic()
+    found = plan(scenario)
+    result = run_in_tempdir(prepare(scenario))
+    return {"fabric": kind, "predicted_ms": found.prediction.iteration_time_s * 1e3,
+            "breakdown": found.prediction.breakdown.describe(), **run_summary(result),
+            "error": result.get("error"), "wall_s": time.monotonic() - started}
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--only", help="comma-separated fabric kinds (default: all four)")
+    args = parser.parse_args()
+    kinds = args.only.split(",") if args.only else list(FABRICS)
+    rows = []
+    for kind in kinds:
+        row = {**run_one(kind), "measured": datetime.now(timezone.utc).isoformat(timespec="minutes")[:16]}
+        print(row, flush=True)
+        rows.append(row)
+    header = ["# scenarios/llm-dense.yaml on four fabrics (8 emulated GPUs, tp 2 × pp 2 × dp 2, 1F1B)", "",
+              "| fabric | predicted (ms) | emulated/predicted min / mean / max | sums | faithful | flagged | "
+              "dilation | wall (s) | predicted breakdown | measured |",
+              "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
+    return save_rows("llm_dense", rows, header, lambda r: (
+        f"{r['fabric']} | {r['predicted_ms']:.3f} | {ratio_cells(r)} | {r['flagged'] or '-'} | {cell(r['dilation'], 0)} | "
+        f"{r['wall_s']:.0f} | {r['breakdown']} | {r['measured']}"))
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
