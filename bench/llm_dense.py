@@ -57,8 +57,8 @@ def main() -> int:
               "dilation | wall (s) | predicted breakdown | measured |",
               "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
     return save_rows("llm_dense", rows, header, lambda r: (
-        f"{r['fabric']} | {r['predicted_ms']:.3f} | {ratio_cells(r)} | {r['flagged'] or '-'} | {cell(r['dilation'], 0)} | "
-        f"{r['wall_s']:.0f} | {r['breakdown']} | {r['measured']}"))
+        f"{r['fabric']} | {r['predicted_ms']:.3f} | {ratio_cells(r)} | {r['flagged'] or '-'} | "
+        f"{cell(r['dilation'], 0)} | {r['wall_s']:.0f} | {r['breakdown']} | {r['measured']}"))
 
 
 if __name__ == "__main__":

@@ -24,6 +24,8 @@ from testbed.workloads.llm.section import LlmWorkload
 from testbed.workloads.model.kind import KIND as MODEL
 from testbed.workloads.model.section import ModelWorkload
 from testbed.workloads.predicted import Predicted
+from testbed.workloads.simai.kind import KIND as SIMAI
+from testbed.workloads.simai.section import SimaiWorkload
 from testbed.workloads.sizing import Prepared, finish
 from testbed.workloads.trace.kind import KIND as TRACE
 from testbed.workloads.trace.section import TraceWorkload
@@ -36,12 +38,12 @@ def schedule_for(scenario: Scenario) -> Schedule:
 
 # every kind, in the order the docs list them
 _REGISTERED: tuple[WorkloadKind[Any], ...] = (
-    COLLECTIVE, MODEL, LLM, TRACE, CHAKRA, JobsKind(schedule_for),
+    COLLECTIVE, MODEL, LLM, TRACE, CHAKRA, SIMAI, JobsKind(schedule_for),
 )
 KINDS: dict[type[WorkloadSection], WorkloadKind[Any]] = {kind.section: kind for kind in _REGISTERED}
 
 AnyWorkload = Annotated[Union[CollectiveWorkload, ModelWorkload, LlmWorkload, TraceWorkload, ChakraWorkload,
-                                   JobsWorkload],
+                                   SimaiWorkload, JobsWorkload],
                         Field(discriminator="kind")]
 assert set(get_args(get_args(AnyWorkload)[0])) == set(KINDS), "AnyWorkload must list every registered kind"
 SECTIONS: dict[str, type[WorkloadSection]] = {

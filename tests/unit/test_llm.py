@@ -191,3 +191,46 @@ def test_names_are_case_insensitive_and_a_preset_field_can_be_overridden():
                      precision="BF16")
     arch = found.workload.model.architecture()
     assert (arch.layers, arch.hidden, found.workload.device.name) == (2, 4096, "h100")
+
+
+@pytest.mark.parametrize("parallel", [
+    {"tp": 2, "pp": 2, "dp": 2, "global_batch": 16},
+    {"tp": 2, "pp": 4, "dp": 2, "global_batch": 16, "sequence_parallel": True, "zero": 1},
+    {"tp": 4, "pp": 2, "dp": 2, "global_batch": 16, "schedule": "gpipe"},
+    {"tp": 2, "pp": 2, "dp": 2, "global_batch": 16, "schedule": "interleaved", "virtual_stages": 2},
+    {"tp": 1, "pp": 4, "dp": 4, "global_batch": 32, "zero": 2},
+])
+@pytest.mark.parametrize("recompute", ["none", "full"])
+def test_the_formulas_count_the_bytes_the_schedule_moves(parallel, recompute):
+    """The closed form's traffic (for clusters too large to schedule) against the schedule's own count."""
+    from testbed.workloads.llm.estimate import traffic_formula
+    from testbed.workloads.llm.schedule import llm_schedule
+    from testbed.workloads.traffic import traffic_bytes
+    found = scenario(model={"preset": "llama3-8b", "layers": 8, "hidden": 1024, "ffn_hidden": 3584, "heads": 8,
+                            "kv_heads": 8, "vocab": 8192, "seq_len": 1024, "tied_embeddings": True},
+                     parallel=parallel, recompute=recompute)
+    counted = traffic_bytes(llm_schedule(found.workload, found.fabric.hosts, "x"))
+    formula = traffic_formula(found.workload)
+    for name in ("tp", "pp", "dp"):
+        assert formula.by_parallelism[name] == pytest.approx(counted.by_parallelism[name], abs=1024), name
+    for name, value in counted.by_primitive.items():
+        assert formula.by_primitive[name] == pytest.approx(value, abs=1024), name
+
+
+def test_the_article_case_moves_what_the_hand_formulas_say():
+    """GPT-3 175B, tp 8 × pp 8 × dp 16, batch 1,536, full recomputation (docs/large-models.md's
+    worked example): predicted in closed form, all-reduce carrying nearly all of the bytes."""
+    from testbed.planning.scenario_file import load_scenario
+
+    from ..conftest import ROOT
+    found = plan(load_scenario(ROOT / "scenarios" / "gpt3-175b-article.yaml"))
+    a, m, dp, pp, t = 2048 * 12288 * 2, 96, 16, 8, 8
+    per_micro = pp * 12 * (2 + 4) + 2  # every stage's layers (2 forward, 4 backward), embedding, output layer
+    assert found.traffic_bytes.by_parallelism["tp"] == 2 * (t - 1) * a * per_micro * m * dp
+    assert found.traffic_bytes.by_primitive["send-recv"] == 2 * m * (pp - 1) * a * t * dp
+    h = 12288
+    weights = 96 * (4 * h * h + 8 * h * h + 2 * h) + 2 * 51200 * h  # layers (attention, MLP, norms), embedding twice
+    assert found.traffic_bytes.by_parallelism["dp"] == pytest.approx(2 * (dp - 1) * 4 * weights, rel=1e-9)
+    assert found.traffic_bytes.by_primitive["all-reduce"] / found.traffic_bytes.total() > 0.98
+    assert "closed form" in found.method
+    assert found.gpu_memory.total() < 80e9

@@ -6,9 +6,11 @@ from __future__ import annotations
 from dataclasses import replace
 
 from testbed.core.calibration import Calibration
+from testbed.model.errors import InputError
 from testbed.model.scenario import Scenario
 from testbed.model.schedule import Schedule
 from testbed.workloads.base import WorkloadKind
+from testbed.workloads.llm.estimate import CLOSED_FORM, estimate, traffic_formula
 from testbed.workloads.llm.memory import check_memory
 from testbed.workloads.llm.schedule import llm_schedule
 from testbed.workloads.llm.section import LlmWorkload
@@ -17,21 +19,45 @@ from testbed.workloads.sizing import Prepared, size_schedule
 from testbed.workloads.stepwise import simulated
 from testbed.workloads.traffic import traffic_bytes
 
+# Iterations of up to this many steps over all GPUs are simulated step by step (a few seconds
+# here); larger ones (hundreds of GPUs and micro-batches) are predicted in closed form.
+SIMULATED_STEPS = 400_000
+
+
+def step_count(workload: LlmWorkload, hosts: int) -> int:
+    """About how many steps the iteration's schedule has: per layer and pass, a compute or two and,
+    with tensor parallelism, their collectives."""
+    par, arch = workload.parallel, workload.model.architecture()
+    per_layer = 12 if par.tp > 1 else 2
+    return hosts * par.micro_batches() * (arch.layers // par.pp) * per_layer
+
 
 class LlmKind(WorkloadKind[LlmWorkload]):
     section = LlmWorkload
 
     def schedule(self, scenario: Scenario, workload: LlmWorkload) -> Schedule:
         check_memory(workload)
+        steps = step_count(workload, scenario.fabric.hosts)
+        if steps > SIMULATED_STEPS:
+            raise InputError(f"{scenario.name}: the iteration has about {steps:,} steps, more than a run can "
+                             f"replay ({SIMULATED_STEPS:,}); `testbed predict` answers in closed form")
         return llm_schedule(workload, scenario.fabric.hosts, scenario.name)
 
     def predict(self, scenario: Scenario, workload: LlmWorkload) -> Predicted:
         memory = check_memory(workload)
-        schedule = llm_schedule(workload, scenario.fabric.hosts, scenario.name)
+        hosts = scenario.fabric.hosts
+        if step_count(workload, hosts) > SIMULATED_STEPS:
+            empty = Schedule(scenario.name, hosts, workload.iterations, ())
+            return Predicted(scenario, empty, estimate(workload, scenario.fabric), CLOSED_FORM,
+                             traffic_bytes=traffic_formula(workload), gpu_memory=memory)
+        schedule = llm_schedule(workload, hosts, scenario.name)
         found = simulated(scenario, schedule)
         return replace(found, traffic_bytes=traffic_bytes(schedule), gpu_memory=memory)
 
     def size(self, predicted: Predicted, workload: LlmWorkload, calibration: Calibration) -> Prepared:
+        if not predicted.schedule.gpus:
+            raise InputError(f"{predicted.scenario.name}: predicted in closed form (its schedule is too large to "
+                             f"replay, over {SIMULATED_STEPS:,} steps); a run needs fewer GPUs or micro-batches")
         return size_schedule(predicted, calibration)
 
 

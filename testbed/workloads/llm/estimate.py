@@ -1,0 +1,175 @@
+"""A large model's iteration in closed form (pure), for clusters whose schedules are too large to
+simulate step by step: the pipeline formula over each stage's pass times, the tensor-parallel
+collectives at the rate every group gets when all run at once on the fabric's plan, and the
+data-parallel reduction the last backward pass does not hide. Its traffic is counted by formula."""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from dataclasses import dataclass
+
+from testbed.model.fabric_section import FabricSection
+from testbed.model.schedule import CollectiveStep, Step
+from testbed.model.units import transfer_time_s, us_to_s
+from testbed.network.collectives import Breakdown, Prediction, collective_cost
+from testbed.oracle.fabrics import schedule_flow_model
+from testbed.oracle.schedule_sim import collective_rates_bps
+from testbed.workloads.llm.schedule import Layout, layout_of
+from testbed.workloads.llm.section import LlmWorkload
+from testbed.workloads.llm.shape import Layers, element_bytes, gradient_bytes
+from testbed.workloads.traffic import TrafficBytes
+
+CLOSED_FORM = "closed form: the pipeline formula over each stage's pass times (docs/large-models.md)"
+
+
+@dataclass(frozen=True)
+class _Split:
+    """What one GPU of each stage moves: its tensor-parallel collectives per pass, its pipeline
+    message, its gradients and parameters."""
+
+    workload: LlmWorkload
+
+    @property
+    def layers(self) -> Layers:
+        par = self.workload.parallel
+        return Layers(self.workload.model.architecture(), par.tp, par.micro_batch)
+
+    def activation(self) -> int:
+        return self.layers.activation_bytes(self.workload.precision)
+
+    def pp_message(self) -> int:
+        par = self.workload.parallel
+        return self.activation() // (par.tp if par.sequence_parallel else 1)
+
+    def tp_collectives_per_layer(self) -> tuple[int, int]:
+        """(forward, backward) all-reduce equivalents per layer and micro-batch (each reduce-scatter
+        plus all-gather pair moving what one all-reduce moves)."""
+        return 2, 4 if self.workload.recompute == "full" else 2
+
+    def stage_params(self, stage: int) -> float:
+        par, arch = self.workload.parallel, self.workload.model.architecture()
+        params = arch.layers // par.pp * self.layers.layer_params()
+        if stage == 0:
+            params += self.layers.embedding_params()
+        if stage == par.pp - 1 and not (arch.tied_embeddings and par.pp == 1):
+            params += self.layers.embedding_params()
+        return params / par.tp
+
+
+def traffic_formula(workload: LlmWorkload) -> TrafficBytes:
+    """traffic_bytes by formula: a ring all-reduce of M over t puts 2(t-1)·M on the wire in all,
+    a reduce-scatter or all-gather (t-1)·M."""
+    par, split = workload.parallel, _Split(workload)
+    arch, m, a = workload.model.architecture(), par.micro_batches(), split.activation()
+    forward, backward = split.tp_collectives_per_layer()
+    # per tp group and micro-batch: the layers' collectives, the embedding's and the output layer's
+    per_group = (arch.layers // par.pp * (forward + backward)) * m
+    extra = 2 * m  # embedding (forward, and its all-gather backward with sp) and output layer, once per pipeline
+    tp_wire = 2 * (par.tp - 1) * a * (per_group * par.pp + extra) * par.dp if par.tp > 1 else 0
+    pp_wire = 2 * m * (par.pp * par.virtual_stages - 1) * split.pp_message() * par.tp * par.dp
+    grad = gradient_bytes(workload.grad_precision())
+    rings = sum(split.stage_params(p) for p in range(par.pp)) * par.tp
+    if par.zero:
+        dp_wire = (par.dp - 1) * rings * (grad + element_bytes(workload.precision)) if par.dp > 1 else 0
+    else:
+        dp_wire = 2 * (par.dp - 1) * rings * grad if par.dp > 1 else 0
+    embedding = 0
+    if arch.tied_embeddings and par.pp > 1:
+        embedding = 2 * split.layers.embedding_params() // par.tp * grad * par.tp * par.dp  # a pair: 2(2-1)/2·M each
+    sp = par.sequence_parallel
+    primitive = {"all-reduce": 0, "reduce-scatter": 0, "all-gather": 0, "all-to-all": 0, "broadcast": 0,
+                 "send-recv": pp_wire}
+    if sp:
+        primitive["reduce-scatter"] += tp_wire // 2
+        primitive["all-gather"] += tp_wire // 2
+    else:
+        primitive["all-reduce"] += tp_wire
+    if par.zero and par.dp > 1:
+        primitive["reduce-scatter"] += int((par.dp - 1) * rings * grad)
+        primitive["all-gather"] += int((par.dp - 1) * rings * element_bytes(workload.precision))
+    else:
+        primitive["all-reduce"] += int(dp_wire)
+    primitive["all-reduce"] += embedding
+    return TrafficBytes(primitive, {"tp": int(tp_wire), "pp": int(pp_wire + embedding), "dp": int(dp_wire), "ep": 0})
+
+
+def _rates(workload: LlmWorkload, fabric: FabricSection, layout: Layout) -> dict[str, float]:
+    """The rate of each parallelism's slowest ring edge (a pipeline pair's, both ways) when every
+    group of it sends at once, on the plan the fabric makes for the iteration's traffic."""
+    par = workload.parallel
+    groups: dict[str, list[tuple[int, ...]]] = {
+        "tp": [layout.tp_group(d, p) for d in range(par.dp) for p in range(par.pp)],
+        "dp": [layout.dp_group(t, p) for t in range(par.tp) for p in range(par.pp)],
+        "pp": [(layout.rank(t, d, p), layout.rank(t, d, (p + 1) % par.pp)) for t in range(par.tp)
+               for d in range(par.dp) for p in range(par.pp if par.virtual_stages > 1 else par.pp - 1)],
+    }
+    wire = traffic_formula(workload).by_parallelism
+    traffic: dict[tuple[int, int], float] = defaultdict(float)
+    for name, members in groups.items():
+        edges = [(a, b) for group in members if len(group) > 1 for a, b in zip(group, group[1:] + group[:1])]
+        for edge in edges:
+            traffic[edge] += wire[name] / len(edges)
+    model = schedule_flow_model(fabric, fabric.hosts, dict(traffic))
+    out = {}
+    for name, members in groups.items():
+        steps: list[list[Step]] = [[] for _ in range(fabric.hosts)]
+        for group in members:
+            if len(group) > 1:
+                step = CollectiveStep(name, "allreduce", "ring", group, 1)
+                for rank in group:
+                    steps[rank].append(step)
+        found = collective_rates_bps(steps, model)
+        out[name] = min(found.values(), default=float("inf"))
+    return out
+
+
+def estimate(workload: LlmWorkload, fabric: FabricSection) -> Prediction:
+    par, split = workload.parallel, _Split(workload)
+    layers, layout = split.layers, layout_of(workload)
+    rate = workload.peak_flops()
+    rates = _rates(workload, fabric, layout)
+    alpha = us_to_s(fabric.latency_us)
+    arch = layers.arch
+    ar_s = collective_cost("allreduce", "ring", par.tp, split.activation(), rates["tp"], alpha).time_s \
+        if par.tp > 1 else 0.0
+    per_chunk = arch.layers // (par.pp * par.virtual_stages)
+    forward_tp, backward_tp = split.tp_collectives_per_layer()
+    layer_f = (layers.attention_forward_flops() + layers.mlp_forward_flops()) / rate
+    recompute = {"full": layer_f, "selective": layers.attention_core_flops() / rate}.get(workload.recompute, 0.0)
+    layer_b = 2 * layer_f + recompute
+    head = layers.head_forward_flops() / rate
+    p2p_s = alpha + transfer_time_s(split.pp_message(), rates["pp"]) if par.pp > 1 else 0.0
+    compute, stage_s = [], []
+    for p in range(par.pp):
+        c = par.virtual_stages * per_chunk * (layer_f + layer_b) + (3 * head if p == par.pp - 1 else 0.0)
+        k = par.virtual_stages * per_chunk * (forward_tp + backward_tp) * ar_s + (ar_s if p in (0, par.pp - 1) else 0.0)
+        # a stage's pipeline messages share its GPU's link with the tensor-parallel collectives
+        k += (par.virtual_stages * 2 - (p == 0) - (p == par.pp - 1)) * (p2p_s - alpha) if par.pp > 1 else 0.0
+        compute.append(c)
+        stage_s.append(c + k)
+    m, v = par.micro_batches(), par.virtual_stages
+    # fill and drain through every stage once (a chunk at a time when interleaved), then the slowest
+    # stage's passes for the other micro-batches; each pipeline hop a message
+    pipeline_s = sum(stage_s) / v + (m - 1 / v) * max(stage_s) + 2 * (par.pp * v - 1) * p2p_s
+    # the gradients: the last micro-batch's backward (two thirds of a pass) hides what it can
+    grad = gradient_bytes(workload.grad_precision())
+    dp_s = 0.0
+    if par.dp > 1:
+        params = max(split.stage_params(p) for p in range(par.pp))
+        op = "reducescatter" if par.zero else "allreduce"
+        reduce_s = collective_cost(op, "ring", par.dp, params * grad, rates["dp"], alpha).time_s
+        # the link is the tensor-parallel collectives' too: only the last backward's compute hides it
+        last_backward = max(c - (3 * head if p == par.pp - 1 else 0.0) for p, c in enumerate(compute)) * 2 / 3 / v
+        dp_s = max(0.0, reduce_s - last_backward)
+        if par.zero:
+            dp_s += collective_cost("allgather", "ring", par.dp, params * element_bytes(workload.precision),
+                                    rates["dp"], alpha).time_s
+    total = pipeline_s + dp_s
+    bubble = sum(stage_s) / v - max(stage_s) / v if par.pp > 1 else 0.0
+    compute_s = m * max(compute)
+    return Prediction(total, Breakdown(compute_s=compute_s, communication_s=max(0.0, total - compute_s),
+                                       exposed_dp_s=dp_s, bubble_s=max(0.0, bubble)),
+                      f"{CLOSED_FORM}: {m} micro-batches through {par.pp} stages of {max(stage_s) * 1e3:.3f} ms "
+                      f"(tp all-reduce {ar_s * 1e6:.1f} µs at {rates.get('tp', 0) / 1e9:.1f} Gb/s), "
+                      f"{dp_s * 1e3:.3f} ms of gradient reduction after the last backward; the fabric's plan "
+                      f"for the whole iteration's traffic, not re-planned")

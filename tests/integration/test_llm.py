@@ -1,0 +1,30 @@
+"""A large model's iteration (tensor, pipeline and data parallelism in 1F1B) replayed with real
+packets: scenarios/llm-dense.yaml shortened to 2 layers, sequences of 512 and 4 micro-batches so
+that one measured iteration takes seconds; exact sums, the iteration within RATIO_BAND of the
+oracle, the run faithful. bench/llm_dense.py runs the whole scenario on four fabrics."""
+
+from __future__ import annotations
+
+import pytest
+
+from testbed.emulation.run import Runner
+from testbed.planning.overrides import apply_overrides
+from testbed.planning.plan import prepare
+from testbed.planning.scenario_file import load_scenario
+
+from ..conftest import ROOT
+from .conftest import assert_faithful, assert_iterations_match_the_oracle
+
+pytestmark = pytest.mark.root
+
+
+def test_a_large_model_split_three_ways_runs_as_predicted(tmp_path, machine_state):
+    scenario = apply_overrides(load_scenario(ROOT / "scenarios" / "llm-dense.yaml"),
+                               {"workload.model.layers": 2, "workload.model.seq_len": 512,
+                                "workload.parallel.global_batch": 8, "workload.iterations": 1})
+    result = Runner(prepare(scenario), tmp_path / "run").execute()
+    assert result["status"] == "ok", result["error"]
+    assert result["sums_correct"]
+    assert_iterations_match_the_oracle(result)
+    assert_faithful(result)
+    assert result["predicted_breakdown"]["bubble_s"] > 0
