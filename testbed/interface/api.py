@@ -17,6 +17,7 @@ from testbed.planning.overrides import apply_overrides
 from testbed.planning.plan import predict_jobs, predict_scenario
 from testbed.planning.scenario_file import load_scenario as _load_file
 from testbed.planning.scenario_file import parse_scenario
+from testbed.workloads.llm.search import Split
 from testbed.workloads.model.search import Choice
 from testbed.workloads.predicted import JobPrediction
 
@@ -57,6 +58,19 @@ def place(scenario: Scenario) -> Plan:
     if not isinstance(scenario.workload, ModelWorkload):
         raise InputError(f"{scenario.name}: place needs workload.kind model (got {scenario.workload.kind})")
     return model_plan(scenario)
+
+
+def search_splits(scenario: Scenario, gpus: int | None = None, top: int = 5) -> list[Split]:
+    """The `top` fastest (tp, pp, dp, micro-batch) splits of the scenario's large model (workload
+    kind llm) that fit in its device's memory, best first."""
+    from testbed.workloads.llm.search import search_splits as splits
+    from testbed.workloads.llm.section import LlmWorkload
+
+    if isinstance(top, bool) or not isinstance(top, int) or top < 1:
+        raise InputError(f"search_splits(top={top!r}): give how many splits to list, an integer of 1 or more")
+    if not isinstance(scenario.workload, LlmWorkload):
+        raise InputError(f"search_splits needs workload.kind llm (got {scenario.workload.kind})")
+    return splits(scenario, gpus, top)[0]
 
 
 def search(scenario: Scenario, gpus: int | None = None, top: int = 1) -> list[Choice]:

@@ -275,15 +275,44 @@ def cmd_export_chakra(args: argparse.Namespace) -> int:
     return 0
 
 
+def _search_splits(args: argparse.Namespace, scenario: Any) -> int:
+    """`search` on a large model: its fastest (tp, pp, dp, micro-batch) that fits in memory."""
+    from rich.progress import Progress
+
+    from testbed.workloads.llm.search import search_splits
+
+    gpus = args.gpus or scenario.fabric.hosts
+    with Progress(console=err_console, transient=True, disable=args.json) as progress:
+        task = progress.add_task(f"searching (tp, pp, dp, micro-batch) on {gpus} GPUs", total=None)
+        splits, too_big = search_splits(scenario, args.gpus, args.top, lambda: progress.advance(task))
+    if args.json:
+        print(json.dumps({"gpus": gpus, "fabric": scenario.fabric.kind, "did_not_fit": too_big, "candidates": [
+            {"tp": s.tp, "pp": s.pp, "dp": s.dp, "micro_batch": s.micro_batch, "iteration_time_s": s.iteration_s,
+             "bubble_s": s.bubble_s, "memory_bytes": s.memory_bytes, "method": s.method} for s in splits]}, indent=1))
+        return 0
+    table = Table(title=f"{scenario.workload.model.name()} on {gpus} GPUs of {scenario.fabric.kind}: the "
+                        f"{len(splits)} fastest splits that fit ({too_big} did not)")
+    for column in ("rank", "tp", "pp", "dp", "micro-batch", "iteration (ms)", "bubble (ms)", "memory (GB)"):
+        table.add_column(column, justify="right")
+    for rank, s in enumerate(splits, start=1):
+        table.add_row(str(rank), str(s.tp), str(s.pp), str(s.dp), str(s.micro_batch), f"{s.iteration_s * 1e3:.3f}",
+                      f"{s.bubble_s * 1e3:.3f}", f"{s.memory_bytes / 1e9:.1f}")
+    console.print(table)
+    return 0
+
+
 def cmd_search(args: argparse.Namespace) -> int:
     from rich.progress import Progress
 
     from testbed.planning.scenario_file import load_scenario
+    from testbed.workloads.llm.section import LlmWorkload
     from testbed.workloads.model.search import ranked, search_space
 
     scenario = load_scenario(args.scenario)
     if args.top < 1:
         raise InputError(f"--top {args.top}: give how many candidates to list, 1 or more")
+    if isinstance(scenario.workload, LlmWorkload):
+        return _search_splits(args, scenario)
     try:
         space = search_space(scenario, args.gpus)
     except InputError as error:
@@ -602,7 +631,8 @@ def build_parser() -> argparse.ArgumentParser:
     export.add_argument("scenario")
     export.add_argument("--out", required=True, help="directory for <name>.<rank>.et, one file per GPU")
     export.set_defaults(func=cmd_export_chakra)
-    srch = sub.add_parser("search", help="best (mp, dp, batch) for a model on a fabric by time to accuracy (no root)")
+    srch = sub.add_parser("search", help="best (mp, dp, batch) for a placed model by time to accuracy, or the "
+                                         "fastest (tp, pp, dp, micro-batch) for a large model that fits (no root)")
     srch.add_argument("scenario")
     srch.add_argument("--gpus", type=int, help="number of GPUs (default: fabric.hosts)")
     srch.add_argument("--top", type=int, default=1, metavar="N", help="list the N best candidates with breakdowns")

@@ -5,6 +5,8 @@ and refusals."""
 from __future__ import annotations
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from testbed.model.errors import InputError
 from testbed.model.schedule import ComputeStep, GpuSchedule, RecvStep, Schedule, SendStep
@@ -234,3 +236,23 @@ def test_the_article_case_moves_what_the_hand_formulas_say():
     assert found.traffic_bytes.by_primitive["all-reduce"] / found.traffic_bytes.total() > 0.98
     assert "closed form" in found.method
     assert found.gpu_memory.total() < 80e9
+
+
+@settings(max_examples=15, deadline=None)
+@given(gpus=st.sampled_from([2, 4, 8]), global_batch=st.sampled_from([8, 16]))
+def test_search_lists_only_even_splits_that_fit_fastest_first(gpus, global_batch):
+    from testbed.interface.api import search_splits
+    found = scenario(parallel={"dp": gpus, "global_batch": global_batch},
+                     model={"preset": "llama3-8b", "layers": 4, "hidden": 512, "ffn_hidden": 1024, "heads": 8,
+                            "kv_heads": 8, "vocab": 1024, "seq_len": 256})
+    splits = search_splits(found, top=50)
+    assert splits and all(s.tp * s.pp * s.dp == gpus for s in splits)
+    assert all(4 % s.pp == 0 and 8 % s.tp == 0 and (global_batch // s.dp) % s.micro_batch == 0 for s in splits)
+    assert [s.iteration_s for s in splits] == sorted(s.iteration_s for s in splits)
+    assert all(s.memory_bytes <= 80e9 for s in splits)
+
+
+def test_search_says_when_nothing_fits():
+    from testbed.interface.api import search_splits
+    with pytest.raises(InputError, match="fits in a h100's memory"):
+        search_splits(scenario(model={"preset": "llama3-70b", "layers": 80}, parallel={"dp": 2, "global_batch": 2}))
