@@ -6,7 +6,8 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Any, ClassVar, Literal
 
-from pydantic import Field, field_validator, model_validator
+from pydantic import Field, GetJsonSchemaHandler, field_validator, model_validator
+from pydantic.json_schema import JsonSchemaValue
 
 from testbed.model.fabric_section import Strict
 from testbed.model.workload_section import WorkloadSection
@@ -142,6 +143,11 @@ class LlmDevice(Strict):
 
     def gpu(self) -> Gpu:
         return GPUS[self.name]
+
+    @classmethod
+    def __get_pydantic_json_schema__(cls, core_schema: Any, handler: GetJsonSchemaHandler) -> JsonSchemaValue:
+        """Editors accept the device's name alone too (`device: h100`)."""
+        return {"anyOf": [{"type": "string", "enum": list(GPUS)}, handler(core_schema)]}
 
 
 class LlmWorkload(WorkloadSection):
