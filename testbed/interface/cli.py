@@ -695,10 +695,33 @@ def _version() -> str:
         return "(not installed)"
 
 
+@contextlib.contextmanager
+def _stdout_for_python_only() -> Iterator[None]:
+    """While a `--json` command runs, what native libraries write to file descriptor 1 (HiGHS's
+    `HighsMipSolverData::...` lines while planning circuits and wavelengths) goes to stderr, and
+    Python's own output, the JSON, to stdout: `testbed predict --json | jq` reads JSON alone."""
+    sys.stdout.flush()
+    saved = os.dup(1)
+    python_stdout = sys.stdout
+    try:
+        os.dup2(2, 1)
+        sys.stdout = open(saved, "w", closefd=False)  # noqa: SIM115  # closed below
+        yield
+    finally:
+        sys.stdout.flush()
+        sys.stdout.close()
+        sys.stdout = python_stdout
+        os.dup2(saved, 1)
+        os.close(saved)
+
+
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
-        return args.func(args)
+        if getattr(args, "json", False):
+            with _stdout_for_python_only():
+                return int(args.func(args))
+        return int(args.func(args))
     except TestbedError as error:
         # The sentence may quote the input, markup-like text included: print it as it is.
         err_console.print(f"[red]error[/]: {escape(str(error))}", highlight=False, soft_wrap=True)

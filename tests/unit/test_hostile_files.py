@@ -207,3 +207,22 @@ def test_an_empty_trace_is_refused_not_predicted_as_no_time(tmp_path):
                                                                           {"rank": 1, "steps": []}]}))
     with pytest.raises(InputError, match="no GPU has a step"):
         load_trace(path, 2, 1)
+
+
+def test_json_output_is_json_alone_whatever_a_native_library_writes(monkeypatch, capfd):
+    """HiGHS writes some MIP lines to file descriptor 1 itself: under --json they go to stderr."""
+    import json
+    import os
+
+    from testbed.interface import cli
+
+    def predict_that_a_solver_talks_through(args):
+        os.write(1, b"HighsMipSolverData::something\n")
+        print(json.dumps({"predicted_iteration_time_s": 1.0}))
+        return 0
+
+    monkeypatch.setattr(cli, "cmd_predict", predict_that_a_solver_talks_through)
+    assert cli.main(["predict", "--json", "any.yaml"]) == 0
+    out, err = capfd.readouterr()
+    assert json.loads(out) == {"predicted_iteration_time_s": 1.0}
+    assert "HighsMipSolverData" in err
