@@ -2,7 +2,7 @@
 
 The Python API (testbed.interface.api), loaded on first use so that importing a part of the
 package (the model, the oracle) loads nothing else: load_scenario, predict, predict_each_job,
-place, search, run, load_run, load_sweep."""
+place, search, search_splits, run, load_run, load_sweep."""
 
 from __future__ import annotations
 
@@ -10,7 +10,8 @@ from typing import Any
 
 __version__ = "0.1.0"
 
-API = ("load_scenario", "predict", "predict_each_job", "place", "search", "run", "load_run", "load_sweep")
+API = ("load_scenario", "predict", "predict_each_job", "place", "search", "search_splits", "run", "load_run",
+       "load_sweep")
 __all__ = list(API)
 
 
