@@ -701,16 +701,22 @@ def _stdout_for_python_only() -> Iterator[None]:
     `HighsMipSolverData::...` lines while planning circuits and wavelengths) goes to stderr, and
     Python's own output, the JSON, to stdout: `testbed predict --json | jq` reads JSON alone."""
     sys.stdout.flush()
+    try:  # Python's stdout may be no file at all (a test's capture): then it keeps it
+        python_on_fd1 = sys.stdout.fileno() == 1
+    except (AttributeError, OSError, ValueError):
+        python_on_fd1 = False
     saved = os.dup(1)
     python_stdout = sys.stdout
     try:
         os.dup2(2, 1)
-        sys.stdout = open(saved, "w", closefd=False)  # noqa: SIM115  # closed below
+        if python_on_fd1:
+            sys.stdout = open(saved, "w", closefd=False)  # noqa: SIM115  # closed below
         yield
     finally:
         sys.stdout.flush()
-        sys.stdout.close()
-        sys.stdout = python_stdout
+        if python_on_fd1:
+            sys.stdout.close()
+            sys.stdout = python_stdout
         os.dup2(saved, 1)
         os.close(saved)
 
