@@ -14,6 +14,7 @@ from testbed.model.units import transfer_time_s, us_to_s
 from testbed.network.collectives import Breakdown, Prediction, collective_cost
 from testbed.oracle.fabrics import schedule_flow_model
 from testbed.oracle.schedule_sim import collective_rates_bps
+from testbed.workloads.llm.memory import stage_params
 from testbed.workloads.llm.schedule import Layout, layout_of
 from testbed.workloads.llm.section import LlmWorkload
 from testbed.workloads.llm.shape import Layers, element_bytes, gradient_bytes
@@ -24,8 +25,8 @@ CLOSED_FORM = "closed form: the pipeline formula over each stage's pass times (d
 
 @dataclass(frozen=True)
 class _Split:
-    """What one GPU of each stage moves: its tensor-parallel collectives per pass, its pipeline
-    message, its gradients and parameters."""
+    """What one GPU of each stage moves: its tensor-parallel collectives per pass and its pipeline
+    message."""
 
     workload: LlmWorkload
 
@@ -46,14 +47,6 @@ class _Split:
         plus all-gather pair moving what one all-reduce moves)."""
         return 2, 4 if self.workload.recompute == "full" else 2
 
-    def stage_params(self, stage: int) -> float:
-        par, arch = self.workload.parallel, self.workload.model.architecture()
-        params = arch.layers // par.pp * self.layers.layer_params()
-        if stage == 0:
-            params += self.layers.embedding_params()
-        if stage == par.pp - 1 and not (arch.tied_embeddings and par.pp == 1):
-            params += self.layers.embedding_params()
-        return params / par.tp
 
 
 def traffic_formula(workload: LlmWorkload) -> TrafficBytes:
@@ -68,7 +61,7 @@ def traffic_formula(workload: LlmWorkload) -> TrafficBytes:
     tp_wire = 2 * (par.tp - 1) * a * (per_group * par.pp + extra) * par.dp if par.tp > 1 else 0
     pp_wire = 2 * m * (par.pp * par.virtual_stages - 1) * split.pp_message() * par.tp * par.dp
     grad = gradient_bytes(workload.grad_precision())
-    rings = sum(split.stage_params(p) for p in range(par.pp)) * par.tp
+    rings = sum(stage_params(workload, p) for p in range(par.pp)) * par.tp
     if par.zero:
         dp_wire = (par.dp - 1) * rings * (grad + element_bytes(workload.precision)) if par.dp > 1 else 0
     else:
@@ -155,7 +148,7 @@ def estimate(workload: LlmWorkload, fabric: FabricSection) -> Prediction:
     grad = gradient_bytes(workload.grad_precision())
     dp_s = 0.0
     if par.dp > 1:
-        params = max(split.stage_params(p) for p in range(par.pp))
+        params = max(stage_params(workload, p) for p in range(par.pp))
         op = "reducescatter" if par.zero else "allreduce"
         reduce_s = collective_cost(op, "ring", par.dp, params * grad, rates["dp"], alpha).time_s
         # the link is the tensor-parallel collectives' too: only the last backward's compute hides it

@@ -28,15 +28,24 @@ def in_flight(workload: LlmWorkload, stage: int) -> float:
     return passes / v
 
 
+def stage_params(workload: LlmWorkload, stage: int) -> float:
+    """Parameters one GPU of `stage` holds: its layers', the embedding on the first stage and the
+    output layer on the last (a tied one there too when pp > 1), split over tp."""
+    par, arch = workload.parallel, workload.model.architecture()
+    layers = Layers(arch, par.tp, par.micro_batch)
+    params = arch.layers // par.pp * layers.layer_params()
+    if stage == 0:
+        params += layers.embedding_params()
+    if stage == par.pp - 1 and not (arch.tied_embeddings and par.pp == 1):
+        params += layers.embedding_params()
+    return params / par.tp
+
+
 def stage_memory(workload: LlmWorkload, stage: int) -> GpuMemory:
     par, arch = workload.parallel, workload.model.architecture()
     layers = Layers(arch, par.tp, par.micro_batch)
     per_stage = arch.layers // par.pp
-    params = per_stage * layers.layer_params() / par.tp
-    if stage == 0:
-        params += layers.embedding_params() / par.tp
-    if stage == par.pp - 1 and not (arch.tied_embeddings and par.pp == 1):
-        params += layers.embedding_params() / par.tp
+    params = stage_params(workload, stage)
     weight = element_bytes(workload.precision)
     optimizer_per_param = ADAM_MOMENT_BYTES + (MASTER_COPY_BYTES if weight < 4 else 0)
     activations = per_stage * in_flight(workload, stage) * layer_activation_bytes(
