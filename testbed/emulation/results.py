@@ -14,10 +14,10 @@ from testbed.core.fidelity import COUNTER_REFRESHES_PER_PERIOD, SETUP_COUNTER_RE
 from testbed.core.steal import steal_fractions
 from testbed.emulation.records import RunMeasurements, RunOutcome
 from testbed.fabrics.all_kinds import KINDS, behaviour
+from testbed.fabrics.ina.node_links import ina_workers_per_job
 from testbed.fabrics.ina.section import InaFabric
 from testbed.fabrics.timing import estimate_period_us
 from testbed.model.contracts import Event, Results
-from testbed.model.schedule import as_collective
 from testbed.model.units import Dilation, us_to_s
 
 if TYPE_CHECKING:
@@ -238,7 +238,7 @@ def _link_rates(prepared: "Prepared", per_host: list[dict[str, Any]], events: li
     expected_bps = prepared.expected_rate_bps or plan.host_rate_bps
     if ina is not None and isinstance(scenario.fabric, InaFabric) and scenario.fabric.sharing == "shared":
         # Worker 0's link also carries every worker's colliding chunks: M·(1 + f·(n−1)) each way.
-        workers = len(as_collective(prepared.schedule.gpus[0].steps[0]).group)
+        workers = ina_workers_per_job(prepared.schedule, scenario.fabric)
         expected_bps /= 1 + collided_share(ina) * (workers - 1)
     if prepared.communication_from_collectives:  # a collective: its steps are the exchanges
         return [r / expected_bps for h in per_host for it in h["iterations"] for r in it["step_rates_bps"]]

@@ -12,11 +12,10 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from testbed.emulation.watched import WatchedProcess
-from testbed.fabrics.ina.node_links import ina_settings
+from testbed.fabrics.ina.node_links import ina_settings, ina_workers_per_job
 from testbed.fabrics.ina.section import InaFabric
 from testbed.model.contracts import InaAgentSettings, InaNodeConfig
 from testbed.model.errors import RunFailed
-from testbed.model.schedule import as_collective
 from testbed.model.units import gbps_to_bps
 from testbed.shared.ina_rules import DATA_PORT, FALLBACK_PORT
 
@@ -55,7 +54,7 @@ class SideProcesses:
         node_host = self.live.fabric.topology.hosts[self._node_rank()]
         aggregation_bps = (plan.dilation.emulated_rate_bps(gbps_to_bps(fabric.aggregation_gbps))
                            if fabric.aggregation_gbps else None)
-        per_job = len(as_collective(prepared.schedule.gpus[0].steps[0]).group)
+        per_job = ina_workers_per_job(prepared.schedule, fabric)
         node_rate = prepared.ina_node_packets_per_s
         assert node_rate is not None, "prepare sets the node's packet rate for every fabric with a node"
         node_config, agent_config = ina_settings(fabric, per_job, plan.host_rate_bps, aggregation_bps,

@@ -130,6 +130,13 @@ def ina_packets(size_bytes: float) -> tuple[int, int]:
     return chunks, math.ceil(chunks / ELEMENTS_PER_PACKET)
 
 
+def ina_payload_equivalent_bytes(size_bytes: float) -> float:
+    """The TCP payload bytes that take a link as long as an INA all-reduce's frames each way: the
+    link carries rate·1514/1448 bits/s of frames, and INA frames are FRAME_BYTES per chunk."""
+    chunks, exponent_packets = ina_packets(size_bytes)
+    return (chunks + exponent_packets) * FRAME_BYTES * TCP_PAYLOAD_BYTES / MTU_FRAME_BYTES
+
+
 def ina_allreduce_cost(n: int, size_bytes: float, rate_bps: float, latency_s: float,
                        worker_rate_bps: float | None = None, collision_frac: float = 0.0) -> CollectiveCost:
     """INA all-reduce of float32 buffers: a MAX round of one exponent per chunk, then the chunks;
@@ -139,9 +146,7 @@ def ina_allreduce_cost(n: int, size_bytes: float, rate_bps: float, latency_s: fl
     slots, a share f of the chunks collides and is summed by worker 0: its link then carries
     M·(1 + f·(n−1)) each way, and everyone waits for it."""
     rate = min(rate_bps, worker_rate_bps) if worker_rate_bps else rate_bps
-    chunks, exponent_packets = ina_packets(size_bytes)
-    # The link carries rate·1514/1448 bits/s of frames; INA frames are FRAME_BYTES per chunk.
-    wire_s = transfer_time_s((chunks + exponent_packets) * FRAME_BYTES, rate * MTU_FRAME_BYTES / TCP_PAYLOAD_BYTES)
+    wire_s = transfer_time_s(ina_payload_equivalent_bytes(size_bytes), rate)
     formula = "2·α + (M + M/P)·(INA frame/payload)/B, P elements per packet"
     if collision_frac:
         wire_s *= 1 + collision_frac * (n - 1)

@@ -5,7 +5,8 @@ and collectives run beside it. Sends, and the data of ring collectives and all-t
 sharing the fabric max-min fairly with everything else in flight, their α terms added at the end;
 a pair's messages share its one connection, so they move in the order they were sent;
 tree, halving-doubling and broadcast collectives take their alpha-beta time at the rate their
-group gets on the fabric's plan when every group running the same step sends at once.
+group gets on the fabric's plan when every group running the same step sends at once; an INA
+all-reduce is each member's stream of INA frames up its port and the sums back, as a flow.
 
 Where the controller re-plans during a run (SiP-Ring, multi-shot SiP-OCS), so does the simulation,
 with the controller's own rule (testbed.oracle.replanning.Replanner): at the end of every
@@ -35,7 +36,7 @@ from testbed.model.schedule import (
     in_order_deps,
 )
 from testbed.model.units import bytes_to_bits, us_to_s
-from testbed.network.collectives import Breakdown, Prediction, collective_cost
+from testbed.network.collectives import Breakdown, Prediction, collective_cost, ina_payload_equivalent_bytes
 from testbed.network.flow_model import FlowModel
 from testbed.network.flows import Flow, max_min_rates
 from testbed.oracle.fabrics import schedule_flow_model
@@ -153,6 +154,14 @@ class _Dag:
             for pos in range(n):
                 self.stepwise_check(key, pos)
             return
+        if algorithm == "ina":
+            # Each member's stream to the aggregation node and the sums back: the flow of the GPU's
+            # own pair, which an ina fabric's plan routes up and down its port (and through the node).
+            wire = ina_payload_equivalent_bytes(size)
+            for g in group:
+                self.add_flow(("collective", key), g, g, wire)
+            self.flows_left[key] = n
+            return
         if (op, algorithm) not in FLUID:
             cost = collective_cost(op, algorithm, n, size, self.static_rate[key], self.alpha).time_s
             self.at(self.now + cost, ("collected", key))
@@ -206,6 +215,8 @@ class _Dag:
 
     def alpha_part(self, key: tuple[Any, ...], step: Step) -> float:
         assert isinstance(step, CollectiveStep)  # only collectives meet at a rendezvous
+        if step.algorithm == "ina":
+            return 2 * self.alpha  # the exponents' round, then the chunks'
         return collective_cost(step.op, step.algorithm, len(key[1]), step.bytes, math.inf, self.alpha).time_s
 
     def flow_done(self, owner: tuple[Any, ...]) -> None:
@@ -363,6 +374,8 @@ def simulate_counting_retunes(schedule: Schedule, fabric: FabricSection, lag_s: 
     busiest = max(dag.compute_s)
     formula = ("schedule simulation: steps when their dependencies are done, one compute at a time per GPU, "
                "transfers and ring collectives as max-min fair flows")
+    if any(isinstance(step, CollectiveStep) and step.algorithm == "ina" for gpu in dag.steps for step in gpu):
+        formula += ", INA all-reduces as each member's stream through the aggregation node"
     dark = 0.0
     if dag.replans is not None:
         dark = min(dag.replans.dark_total_s, max(0.0, total - busiest))

@@ -11,17 +11,19 @@ from testbed.core.calibration import DEFAULT_CALIBRATION, Calibration
 from testbed.core.dilation import MIN_MESSAGE_BYTES, EmulationPlan, message_floor_bytes, resolve_emulation
 from testbed.core.fidelity import COUNTER_REFRESHES_PER_PERIOD, DARK_TOLERANCE, SETUP_COUNTER_REFRESH_MS
 from testbed.fabrics.all_kinds import KINDS
+from testbed.fabrics.ina.node_links import INA_MIN_CHUNKS, max_worker_rate_bps
 from testbed.fabrics.timing import dark_us, estimate_period_us, route_rto_min_s
 from testbed.model.errors import InputError
 from testbed.model.fabric_section import FabricSection
 from testbed.model.scenario import Scenario
-from testbed.model.schedule import ComputeStep, Schedule, Step
+from testbed.model.schedule import CollectiveStep, ComputeStep, Schedule, Step
 from testbed.model.units import BITS_PER_BYTE, gbps_to_bps, ms_to_s, transfer_time_s, us_to_s
 from testbed.network.collectives import Prediction, collective_cost
 from testbed.network.flows import Flow, max_min_rates
 from testbed.oracle.fabrics import forwarding_load_factor, mp_flow_model
 from testbed.oracle.replanning import replans_during_run
 from testbed.oracle.schedule_sim import simulate_schedule
+from testbed.shared.ina_rules import PAYLOAD_BYTES
 from testbed.workloads.predicted import JobPrediction, Predicted
 
 # A reconfiguration's rule changes and their barrier take about a millisecond here (docs/setup.md), and
@@ -145,11 +147,30 @@ def size_schedule(predicted: Predicted, calibration: Calibration, collective_mes
         max(1.0, average_step * gbps_to_bps(scenario.fabric.gpu_bandwidth_gbps) / BITS_PER_BYTE)
     # Size the bytes by the messages the message-size monitor judges (those carrying most bytes).
     bulk = _bulk_smallest(sizes, median)
-    plan = emulation_plan(scenario, schedule, prediction, calibration, average_step, bulk,
-                          warmup_iteration_s=_warmup_iteration_s(scenario, schedule, prediction))
+    cap: float | None = None
+    node_rate: float | None = None
+    floor = float(MIN_MESSAGE_BYTES)
+    if KINDS[scenario.fabric.kind].aggregation_node:
+        node_rate = calibration.node_packets_per_s
+        cap = max_worker_rate_bps(scenario.fabric.hosts, node_rate)
+        floor = _ina_floor_bytes(schedule, bulk)
+    plan = emulation_plan(scenario, schedule, prediction, calibration, average_step, bulk, cap,
+                          warmup_iteration_s=_warmup_iteration_s(scenario, schedule, prediction),
+                          min_message_bytes=floor)
     return Prepared(scenario, schedule, prediction, plan, average_step, bulk,
                     pair_rate_frac=_pair_rate_fractions(scenario, schedule),
-                    message_rate_frac=_message_rate_fractions(scenario, schedule, predicted.message_bps))
+                    message_rate_frac=_message_rate_fractions(scenario, schedule, predicted.message_bps),
+                    ina_node_packets_per_s=node_rate, min_message_bytes=floor)
+
+
+def _ina_floor_bytes(schedule: Schedule, bulk_bytes: float) -> float:
+    """The floor on the bulk messages that keeps every INA all-reduce at INA_MIN_CHUNKS emulated
+    chunks or more (the byte scale is one for all messages, so the smallest INA buffer decides)."""
+    smallest = min((step.bytes for gpu in schedule.gpus for step in gpu.steps
+                    if isinstance(step, CollectiveStep) and step.algorithm == "ina"), default=None)
+    if smallest is None:
+        return MIN_MESSAGE_BYTES
+    return max(MIN_MESSAGE_BYTES, INA_MIN_CHUNKS * PAYLOAD_BYTES * bulk_bytes / smallest)
 
 
 def _gpu_messages(scenario: Scenario, steps: Sequence[Step], collective_messages: bool) -> tuple[list[int], int]:

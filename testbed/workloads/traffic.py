@@ -31,7 +31,8 @@ def parallelism_of(step_id: str) -> str:
 
 
 def traffic_bytes(schedule: Schedule) -> TrafficBytes:
-    """A ring all-reduce of M over t GPUs puts 2(t-1)/t·M on the wire from each of the t."""
+    """A ring all-reduce of M over t GPUs puts 2(t-1)/t·M on the wire from each of the t; an INA
+    all-reduce M from each (the node's sums are the node's)."""
     primitive = {name: 0 for name in (*PRIMITIVES.values(), "send-recv")}
     parallelism = {name: 0 for name in PARALLELISMS}
     seen: set[tuple[str, tuple[int, ...]]] = set()
@@ -42,7 +43,10 @@ def traffic_bytes(schedule: Schedule) -> TrafficBytes:
                 parallelism[parallelism_of(step.id)] = parallelism.get(parallelism_of(step.id), 0) + step.bytes
             elif isinstance(step, CollectiveStep) and (step.id, step.group) not in seen:
                 seen.add((step.id, step.group))
-                wire = sum(map(sum, collective_traffic(step.op, step.algorithm, len(step.group), step.bytes)))
+                if step.algorithm == "ina":  # each member sends M to the aggregation node
+                    wire = len(step.group) * step.bytes
+                else:
+                    wire = sum(map(sum, collective_traffic(step.op, step.algorithm, len(step.group), step.bytes)))
                 name = PRIMITIVES.get(step.op, step.op)
                 primitive[name] = primitive.get(name, 0) + wire
                 parallelism[parallelism_of(step.id)] = parallelism.get(parallelism_of(step.id), 0) + wire

@@ -31,3 +31,18 @@ def test_a_large_model_split_three_ways_runs_as_predicted(tmp_path, machine_stat
     # the machine's, the rest must be faithful.
     assert_faithful_but_for_machine_loss(result)
     assert result["predicted_breakdown"]["bubble_s"] > 0
+
+
+def test_a_large_models_gradients_summed_by_the_aggregation_node_run_as_predicted(tmp_path, machine_state):
+    """scenarios/llm-ina.yaml at 2 layers and 2 micro-batches: each data-parallel group's gradient
+    buckets go through the node's program (its counters show the packets) and sum exactly."""
+    scenario = apply_overrides(load_scenario(ROOT / "scenarios" / "llm-ina.yaml"),
+                               {"workload.model.layers": 2, "workload.parallel.global_batch": 8,
+                                "workload.iterations": 1})
+    result = Runner(prepare(scenario), tmp_path / "run").execute()
+    assert result["status"] == "ok", result["error"]
+    assert result["sums_correct"]
+    assert_iterations_match_the_oracle(result)
+    assert_faithful_but_for_machine_loss(result)
+    node = result["ina"]["node"]
+    assert len(node["jobs"]) == 2 and node["counters"]["aggregated"] > 0

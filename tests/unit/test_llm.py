@@ -256,3 +256,82 @@ def test_search_says_when_nothing_fits():
     from testbed.interface.api import search_splits
     with pytest.raises(InputError, match="fits in a h100's memory"):
         search_splits(scenario(model={"preset": "llama3-70b", "layers": 80}, parallel={"dp": 2, "global_batch": 2}))
+
+
+INA = {"kind": "ina", "gpu_bandwidth_gbps": 100, "latency_us": 2}
+
+
+def test_gradients_summed_by_ina_leave_each_replica_once():
+    """llama3-8b at 4 layers, dp 4 on an ina fabric: a ring all-reduce of M over 4 puts 2·3·M on the
+    wire in all, INA 4·M (each replica sends its gradients to the node once; the sums are the node's)."""
+    from testbed.workloads.llm.estimate import traffic_formula
+    h = 4096
+    attention = h * (h + 2 * 8 * 128) + h * h
+    layer = attention + 3 * h * 14336 + 2 * h
+    grads = (4 * layer + 2 * 128256 * h) * 4  # fp32, the embedding and output layer untied
+    ring = plan(scenario(INA, parallel={"dp": 4, "global_batch": 4})).traffic_bytes
+    found = plan(scenario(INA, parallel={"dp": 4, "global_batch": 4, "dp_algorithm": "INA"}))
+    assert ring.by_parallelism["dp"] == pytest.approx(2 * 3 * grads, abs=64)
+    assert found.traffic_bytes.by_parallelism["dp"] == pytest.approx(4 * grads, abs=64)
+    assert traffic_formula(found.scenario.workload).by_parallelism["dp"] == pytest.approx(4 * grads, abs=64)
+    assert found.prediction.iteration_time_s < plan(scenario(INA, parallel={"dp": 4, "global_batch": 4})
+                                                     ).prediction.iteration_time_s
+
+
+def _ina_wire_bytes(size: int) -> float:
+    """What an INA all-reduce of `size` bytes costs a port, in TCP payload bytes: one frame per chunk
+    of PAYLOAD_BYTES and one per ELEMENTS_PER_PACKET chunks' exponents, carried at 1514/1448 of
+    the payload rate."""
+    import math
+
+    from testbed.shared.ina_rules import ELEMENTS_PER_PACKET, FRAME_BYTES, PAYLOAD_BYTES
+    chunks = math.ceil(size / PAYLOAD_BYTES)
+    return (chunks + math.ceil(chunks / ELEMENTS_PER_PACKET)) * FRAME_BYTES * 1448 / 1514
+
+
+@pytest.mark.parametrize("aggregation_gbps", [None, 100])
+def test_an_ina_all_reduce_streams_every_worker_through_its_port_and_the_node(aggregation_gbps):
+    """Alone: 2α + W/B, W the frames' bytes; a node that sums 100 Gb/s for four 100 Gb/s workers
+    gives each a quarter."""
+    from testbed.model.schedule import CollectiveStep
+    size, group = 10_000_000, (0, 1, 2, 3)
+    gpus = tuple(GpuSchedule(g, (CollectiveStep("dp.ar", "allreduce", "ina", group, size),)) for g in group)
+    fabric = scenario({**INA, "aggregation_gbps": aggregation_gbps},
+                      parallel={"dp": 4, "global_batch": 4}).fabric
+    found = simulate_schedule(Schedule("x", 4, 1, gpus), fabric)
+    share = 4 if aggregation_gbps else 1
+    assert found.iteration_time_s == pytest.approx(2 * 2e-6 + _ina_wire_bytes(size) * 8 * share / 100e9, rel=1e-9)
+
+
+def test_an_ina_stream_shares_its_port_with_what_runs_beside_it():
+    """GPU 0 sends W bytes to GPU 1 while the four all-reduce through the node: GPU 0's port out and
+    GPU 1's port in each carry two flows at B/2, so all three end at 2W/B; the others' streams
+    finish at W/B and wait."""
+    from testbed.model.schedule import CollectiveStep
+    size, group = 10_000_000, (0, 1, 2, 3)
+    wire = _ina_wire_bytes(size)
+    ina = CollectiveStep("dp.ar", "allreduce", "ina", group, size)
+    gpus = (GpuSchedule(0, (ina, SendStep("pp.s", 1, round(wire), "t"))),
+            GpuSchedule(1, (ina, RecvStep("pp.r", 0, round(wire), "t"))),
+            GpuSchedule(2, (ina,)), GpuSchedule(3, (ina,)))
+    fabric = scenario(INA, parallel={"dp": 4, "global_batch": 4}).fabric
+    found = simulate_schedule(Schedule("x", 4, 1, gpus, execution="dag"), fabric)
+    assert found.iteration_time_s == pytest.approx(2 * wire * 8 / 100e9 + 2 * 2e-6, rel=1e-6)
+
+
+@pytest.mark.parametrize(("fabric", "parallel", "says"), [
+    (FAST, {"dp": 4, "global_batch": 4}, "needs an aggregation node"),
+    ({**INA, "sharing": "shared"}, {"dp": 4, "global_batch": 4}, "reserved slots of a lossless node"),
+    ({**INA, "link_loss_frac": 0.01}, {"dp": 4, "global_batch": 4}, "reserved slots of a lossless node"),
+    ({**INA, "workers_per_job": 2}, {"dp": 2, "tp": 2, "global_batch": 2}, None),
+    ({**INA, "workers_per_job": 4}, {"dp": 2, "tp": 2, "global_batch": 2}, "workers_per_job is 4"),
+    ({**INA, "slots": 1}, {"dp": 2, "tp": 2, "global_batch": 2}, "raise slots to at least 2"),
+    (INA, {"dp": 4, "global_batch": 4, "zero": 1}, "sums all-reduces only"),
+    (INA, {"tp": 2, "global_batch": 1}, "needs dp ≥ 2"),
+])
+def test_ina_for_the_gradients_is_refused_where_it_cannot_run(fabric, parallel, says):
+    if says is None:
+        assert plan(scenario(fabric, parallel={**parallel, "dp_algorithm": "ina"})).prediction.iteration_time_s > 0
+        return
+    with pytest.raises(InputError, match=says):
+        plan(scenario(fabric, parallel={**parallel, "dp_algorithm": "ina"}))

@@ -26,8 +26,18 @@ def build(fabric: InaFabric, builder: TopologyBuilder) -> dict[str, KindLayout]:
     return {"ina": InaLayout(node=node_name, node_rank=n)}
 
 
+AGGREGATION = ("aggregation",)  # the node's summing pipeline, shared by every worker's INA stream
+
+
 def flow_model(fabric: InaFabric, k: int, l: int, traffic: Traffic, dp_bytes: float) -> FlowModel:
-    return nic_flow_model(gbps_to_bps(fabric.gpu_bandwidth_gbps), k)
+    """The node forwards like a non-blocking switch; a GPU's own pair (g, g) stands for its INA
+    stream, up its port to the node and the sums back down, through the node's summing pipeline
+    where that is slower than the ports together."""
+    model = nic_flow_model(gbps_to_bps(fabric.gpu_bandwidth_gbps), k)
+    if fabric.aggregation_gbps:
+        model.capacity_bps[AGGREGATION] = gbps_to_bps(fabric.aggregation_gbps)
+        model.default = lambda s, d: (("out", s), ("in", d), *((AGGREGATION,) if s == d else ()))
+    return model
 
 
 def dp_allreduce_s(fabric: InaFabric, k: int, l: int, grad_bytes: float, planned_rate_bps: float | None) -> float:

@@ -8,6 +8,7 @@ from testbed.core.calibration import Calibration
 from testbed.core.dilation import MIN_MESSAGE_BYTES
 from testbed.core.shaping import MTU_FRAME_BYTES, TCP_PAYLOAD_BYTES
 from testbed.fabrics.ina.node_links import (
+    INA_MIN_CHUNKS,
     InaRunTiming,
     ina_window,
     lossy_ina_time_s,
@@ -23,11 +24,6 @@ from testbed.network.collectives import Breakdown, CollectiveCost, Prediction, c
 from testbed.shared.ina_rules import FRAME_BYTES, PAYLOAD_BYTES
 from testbed.workloads.collective.section import CollectiveWorkload
 from testbed.workloads.sizing import Prepared, emulation_plan
-
-# An INA pass of C chunks fills and drains its window once (about one window's round trip its
-# closed form leaves out) and meets shared slots' collisions C·f times: 1,000 chunks keep both
-# within a few percent (a run of 61 chunks a pass measured 0.97-1.26 of its prediction).
-INA_MIN_CHUNKS = 1000
 
 
 def job_size(scenario: Scenario, workload: CollectiveWorkload) -> int:

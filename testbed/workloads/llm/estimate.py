@@ -8,10 +8,11 @@ from __future__ import annotations
 from collections import defaultdict
 from dataclasses import dataclass
 
+from testbed.fabrics.ina.section import InaFabric
 from testbed.model.fabric_section import FabricSection
 from testbed.model.schedule import CollectiveStep, Step
-from testbed.model.units import transfer_time_s, us_to_s
-from testbed.network.collectives import Breakdown, Prediction, collective_cost
+from testbed.model.units import gbps_to_bps, transfer_time_s, us_to_s
+from testbed.network.collectives import Breakdown, Prediction, collective_cost, ina_allreduce_cost
 from testbed.oracle.fabrics import schedule_flow_model
 from testbed.oracle.schedule_sim import collective_rates_bps
 from testbed.workloads.llm.memory import stage_params
@@ -64,6 +65,8 @@ def traffic_formula(workload: LlmWorkload) -> TrafficBytes:
     rings = sum(stage_params(workload, p) for p in range(par.pp)) * par.tp
     if par.zero:
         dp_wire = (par.dp - 1) * rings * (grad + element_bytes(workload.precision)) if par.dp > 1 else 0
+    elif par.dp_algorithm == "ina":  # each replica sends its gradients to the aggregation node once
+        dp_wire = par.dp * rings * grad
     else:
         dp_wire = 2 * (par.dp - 1) * rings * grad if par.dp > 1 else 0
     embedding = 0
@@ -116,6 +119,15 @@ def _rates(workload: LlmWorkload, fabric: FabricSection, layout: Layout) -> dict
     return out
 
 
+def _ina_reduce_s(fabric: FabricSection, workers: int, size_bytes: float) -> float:
+    """Every data-parallel group's INA all-reduce at once: each worker's port carries its stream,
+    and the node's summing pipeline (aggregation_gbps) is shared by all of the fabric's workers."""
+    assert isinstance(fabric, InaFabric), "check_ina allows dp_algorithm ina on an ina fabric only"
+    share = gbps_to_bps(fabric.aggregation_gbps) / fabric.hosts if fabric.aggregation_gbps else None
+    return ina_allreduce_cost(workers, size_bytes, gbps_to_bps(fabric.gpu_bandwidth_gbps),
+                              us_to_s(fabric.latency_us), share).time_s
+
+
 def estimate(workload: LlmWorkload, fabric: FabricSection) -> Prediction:
     par, split = workload.parallel, _Split(workload)
     layers, layout = split.layers, layout_of(workload)
@@ -150,7 +162,10 @@ def estimate(workload: LlmWorkload, fabric: FabricSection) -> Prediction:
     if par.dp > 1:
         params = max(stage_params(workload, p) for p in range(par.pp))
         op = "reducescatter" if par.zero else "allreduce"
-        reduce_s = collective_cost(op, "ring", par.dp, params * grad, rates["dp"], alpha).time_s
+        if par.dp_algorithm == "ina":
+            reduce_s = _ina_reduce_s(fabric, par.dp, params * grad)
+        else:
+            reduce_s = collective_cost(op, "ring", par.dp, params * grad, rates["dp"], alpha).time_s
         # the link is the tensor-parallel collectives' too: only the last backward's compute hides it
         last_backward = max(c - (3 * head if p == par.pp - 1 else 0.0) for p, c in enumerate(compute)) * 2 / 3 / v
         dp_s = max(0.0, reduce_s - last_backward)

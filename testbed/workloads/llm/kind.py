@@ -11,6 +11,7 @@ from testbed.model.scenario import Scenario
 from testbed.model.schedule import Schedule
 from testbed.workloads.base import WorkloadKind
 from testbed.workloads.llm.estimate import CLOSED_FORM, estimate, traffic_formula
+from testbed.workloads.llm.ina import check_ina
 from testbed.workloads.llm.memory import check_memory
 from testbed.workloads.llm.schedule import llm_schedule
 from testbed.workloads.llm.section import LlmWorkload
@@ -36,6 +37,7 @@ class LlmKind(WorkloadKind[LlmWorkload]):
     section = LlmWorkload
 
     def schedule(self, scenario: Scenario, workload: LlmWorkload) -> Schedule:
+        check_ina(scenario, workload)
         check_memory(workload)
         steps = step_count(workload, scenario.fabric.hosts)
         if steps > SIMULATED_STEPS:
@@ -44,6 +46,7 @@ class LlmKind(WorkloadKind[LlmWorkload]):
         return llm_schedule(workload, scenario.fabric.hosts, scenario.name)
 
     def predict(self, scenario: Scenario, workload: LlmWorkload) -> Predicted:
+        check_ina(scenario, workload)
         memory = check_memory(workload)
         hosts = scenario.fabric.hosts
         if step_count(workload, hosts) > SIMULATED_STEPS:

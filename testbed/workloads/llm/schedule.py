@@ -261,7 +261,8 @@ def _side_steps(workload: LlmWorkload, stage: _Stage, buckets: list[Bucket],
         for b, bucket in enumerate(buckets):
             closing = finished[bucket.layers[-1]]
             ident = f"dp.bucket{b}.{'rs' if par.zero else 'ar'}"
-            out.append(CollectiveStep(ident, op, "ring", group, bucket.params * grad, deps=(closing, *previous)))
+            out.append(CollectiveStep(ident, op, par.dp_algorithm, group, bucket.params * grad,
+                                      deps=(closing, *previous)))
             previous = (ident,)
     if stage.layers.arch.tied_embeddings and par.pp > 1 and stage.p in (0, par.pp - 1):
         group = (layout.rank(stage.t, stage.d, 0), layout.rank(stage.t, stage.d, par.pp - 1))

@@ -95,8 +95,11 @@ class LlmParallelism(Strict):
     # gradients reduced in buckets of this many bytes as the backward pass fills them; default:
     # Megatron's max(40 M, 1 M × dp) parameters at the gradients' precision
     dp_bucket_bytes: int | None = Field(default=None, ge=1, le=10**12)
+    # how the replicas all-reduce their gradients: ring (among themselves), or ina (summed by the
+    # fabric's aggregation node: fabric.kind ina, zero 0; each data-parallel group is one INA job)
+    dp_algorithm: Literal["ring", "ina"] = "ring"
 
-    _lower_schedule = field_validator("schedule", "order", mode="before")(_lower)
+    _lower_schedule = field_validator("schedule", "order", "dp_algorithm", mode="before")(_lower)
 
     @model_validator(mode="after")
     def _consistent(self) -> "LlmParallelism":
@@ -114,6 +117,11 @@ class LlmParallelism(Strict):
                                  f"({self.micro_batches()}) to be a multiple of pp ({self.pp})")
         elif self.virtual_stages != 1:
             raise ValueError("virtual_stages applies to schedule interleaved only")
+        if self.dp_algorithm == "ina" and self.zero:
+            raise ValueError(f"dp_algorithm ina sums all-reduces only, and zero {self.zero} reduce-scatters the "
+                             f"gradients and all-gathers the parameters; set zero to 0 or dp_algorithm to ring")
+        if self.dp_algorithm == "ina" and self.dp < 2:
+            raise ValueError("dp_algorithm ina needs dp ≥ 2: with one replica there is no gradient all-reduce")
         return self
 
     def micro_batches(self) -> int:
@@ -216,6 +224,7 @@ class LlmWorkload(WorkloadSection):
     def describe(self) -> str:
         par = self.parallel
         return (f"{self.model.name()}: tp {par.tp} × pp {par.pp} × dp {par.dp}, {par.micro_batches()} micro-batches "
-                f"of {par.micro_batch}, {par.schedule}, {self.precision} on {self.device.name}")
+                f"of {par.micro_batch}, {par.schedule}, {self.precision} on {self.device.name}"
+                + (", gradients summed by INA" if par.dp_algorithm == "ina" else ""))
 
 
