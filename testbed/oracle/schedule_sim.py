@@ -399,7 +399,8 @@ WAITING = (("bubble", "bubble_s"), ("tp", "waiting_tp_s"), ("pp", "waiting_pp_s"
 
 def _waiting(dag: _Dag, g: int, total: float) -> dict[str, float]:
     """GPU g's time neither computing nor done, by what it waits for: steps whose ids start with
-    tp., pp., dp. or ep. (large-model schedules), and receives before their message was sent."""
+    tp., pp., dp. or ep. (large-model schedules), and receives before their message was sent (the
+    bubble; an all-to-all's receive that waits on a busier expert's GPU is expert parallelism's)."""
     labels = dict(WAITING)
     spans: list[tuple[float, float, int]] = []  # (start, end, precedence); computes -1
     for i, step in enumerate(dag.steps[g]):
@@ -408,7 +409,7 @@ def _waiting(dag: _Dag, g: int, total: float) -> dict[str, float]:
             spans.append((start, end, -1))
             continue
         label = step.id.split(".", 1)[0]
-        if isinstance(step, RecvStep):
+        if isinstance(step, RecvStep) and label != "ep":  # an expert's receive waits on its peers' load
             sent = dag.send_began.get((step.peer, g, step.tag), start)
             if sent > start:
                 spans.append((start, min(sent, end), 0))

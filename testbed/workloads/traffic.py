@@ -38,8 +38,8 @@ def traffic_bytes(schedule: Schedule) -> TrafficBytes:
     seen: set[tuple[str, tuple[int, ...]]] = set()
     for gpu in schedule.gpus:
         for step in gpu.steps:
-            if isinstance(step, SendStep):
-                primitive["send-recv"] += step.bytes
+            if isinstance(step, SendStep):  # expert parallelism's are its all-to-alls' pairs
+                primitive["all-to-all" if parallelism_of(step.id) == "ep" else "send-recv"] += step.bytes
                 parallelism[parallelism_of(step.id)] = parallelism.get(parallelism_of(step.id), 0) + step.bytes
             elif isinstance(step, CollectiveStep) and (step.id, step.group) not in seen:
                 seen.add((step.id, step.group))

@@ -28,12 +28,20 @@ def in_flight(workload: LlmWorkload, stage: int) -> float:
     return passes / v
 
 
+def stage_layers(workload: LlmWorkload, stage: int) -> list[int]:
+    """The layers one GPU of `stage` runs (its chunks' when interleaved)."""
+    par, layers = workload.parallel, workload.model.architecture().layers
+    per_chunk = layers // (par.pp * par.virtual_stages)
+    return [c * par.pp * per_chunk + stage * per_chunk + i for c in range(par.virtual_stages) for i in range(per_chunk)]
+
+
 def stage_params(workload: LlmWorkload, stage: int) -> float:
-    """Parameters one GPU of `stage` holds: its layers', the embedding on the first stage and the
-    output layer on the last (a tied one there too when pp > 1), split over tp."""
+    """Parameters one GPU of `stage` holds that every replica holds: its layers' (of an MoE layer,
+    all but the routed experts), the embedding on the first stage and the output layer on the last
+    (a tied one there too when pp > 1), split over tp."""
     par, arch = workload.parallel, workload.model.architecture()
     layers = Layers(arch, par.tp, par.micro_batch)
-    params = arch.layers // par.pp * layers.layer_params()
+    params = sum(layers.dense_params(layer) for layer in stage_layers(workload, stage))
     if stage == 0:
         params += layers.embedding_params()
     if stage == par.pp - 1 and not (arch.tied_embeddings and par.pp == 1):
@@ -41,21 +49,32 @@ def stage_params(workload: LlmWorkload, stage: int) -> float:
     return params / par.tp
 
 
+def stage_expert_params(workload: LlmWorkload, stage: int) -> float:
+    """The routed experts' parameters one GPU of `stage` holds: its share (1/ep) of its layers'."""
+    par = workload.parallel
+    layers = Layers(workload.model.architecture(), par.tp, par.micro_batch)
+    return sum(layers.routed_params(layer) for layer in stage_layers(workload, stage)) / par.ep
+
+
 def stage_memory(workload: LlmWorkload, stage: int) -> GpuMemory:
     par, arch = workload.parallel, workload.model.architecture()
     layers = Layers(arch, par.tp, par.micro_batch)
     per_stage = arch.layers // par.pp
-    params = stage_params(workload, stage)
+    params, routed = stage_params(workload, stage), stage_expert_params(workload, stage)
+    expert_dp = par.tp * par.dp // par.ep  # the GPUs that hold the same experts
     weight = element_bytes(workload.precision)
     optimizer_per_param = ADAM_MOMENT_BYTES + (MASTER_COPY_BYTES if weight < 4 else 0)
     activations = per_stage * in_flight(workload, stage) * layer_activation_bytes(
         layers, par.sequence_parallel, workload.recompute, workload.precision)
     if stage == par.pp - 1:
         activations += 4 * layers.tokens() * layers.padded_vocab() / par.tp  # fp32 logits of one micro-batch
-    return GpuMemory(stage, params * weight,
-                  params * gradient_bytes(workload.grad_precision()) / (par.dp if par.zero >= 2 else 1),
-                  params * optimizer_per_param / (par.dp if par.zero >= 1 else 1), activations,
-                     workload.memory_bytes())
+    grad = gradient_bytes(workload.grad_precision())
+    return GpuMemory(stage, (params + routed) * weight,
+                     params * grad / (par.dp if par.zero >= 2 else 1)
+                     + routed * grad / (expert_dp if par.zero >= 2 else 1),
+                     params * optimizer_per_param / (par.dp if par.zero >= 1 else 1)
+                     + routed * optimizer_per_param / (expert_dp if par.zero >= 1 else 1),
+                     activations, workload.memory_bytes())
 
 
 def heaviest_stage(workload: LlmWorkload) -> GpuMemory:

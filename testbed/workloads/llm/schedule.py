@@ -6,7 +6,7 @@ parallelism whose traffic they are (tp., pp., dp.), which traffic.py counts by."
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 
 from testbed.model.schedule import (
@@ -21,6 +21,7 @@ from testbed.model.schedule import (
     with_channels,
 )
 from testbed.shared.collective_plans import schedule_traffic
+from testbed.workloads.llm.moe import ExpertGroups, expert_groups, tokens_to_each
 from testbed.workloads.llm.pipeline import Pass, at_virtual_stage, stage_passes, virtual_stage
 from testbed.workloads.llm.section import LlmWorkload
 from testbed.workloads.llm.shape import Layers, element_bytes, gradient_bytes
@@ -117,6 +118,17 @@ class _Stage:
     def peer(self, index: int) -> int:
         return self.layout.rank(self.t, self.d, at_virtual_stage(index, self.workload.parallel.pp)[0])
 
+    @property
+    def experts(self) -> ExpertGroups:
+        par = self.workload.parallel
+        ranks = [self.layout.rank(t, d, self.p) for t in range(par.tp) for d in range(par.dp)]
+        return expert_groups(ranks, self.layout.rank(self.t, self.d, self.p), par.ep)
+
+    def tokens_to(self, layer: int) -> tuple[int, ...]:
+        model = self.workload.model
+        return tokens_to_each(self.layers.arch, model.routing_skew, model.routing_seed, layer,
+                              self.layers.routed_tokens(), self.workload.parallel.ep)
+
 
 def _tp(chain: _Chain, stage: _Stage, ident: str, ops: Sequence[str]) -> None:
     """Tensor-parallel collectives of one activation-sized buffer over the stage's tp group."""
@@ -128,30 +140,89 @@ def _tp(chain: _Chain, stage: _Stage, ident: str, ops: Sequence[str]) -> None:
         chain.add(CollectiveStep(f"tp.{ident}.{op}", op, "ring", group, size))
 
 
-def _forward_layer(chain: _Chain, stage: _Stage, ident: str, rate: float) -> None:
+def _all_to_all(chain: _Chain, stage: _Stage, ident: str, send: Sequence[int], recv: Sequence[int],
+                beside: Callable[[], None] | None = None) -> None:
+    """One all-to-all(-v) over the expert-parallel group as a send to and a receive from each other
+    member (NCCL's grouped send/recv): `send[j]` and `recv[j]` tokens of hidden-size activations
+    to and from the group's j-th GPU; `beside` adds the steps that run while they move."""
+    groups = stage.experts
+    token_bytes = stage.layers.arch.hidden * element_bytes(stage.workload.precision)
+    tag = f"e{ident}"
+    last = (chain.steps[-1].id,) if chain.steps else ()
+    for j, peer in enumerate(groups.ep_group):
+        if j != groups.position and send[j]:
+            chain.add(SendStep(f"ep.{ident}.s{j}", peer, send[j] * token_bytes, tag, deps=last))
+    if beside is not None:
+        beside()
+    for j, peer in enumerate(groups.ep_group):
+        if j != groups.position and recv[j]:
+            chain.add(RecvStep(f"ep.{ident}.r{j}", peer, recv[j] * token_bytes, tag))
+
+
+def _moe_forward(chain: _Chain, stage: _Stage, ident: str, layer: int, rate: float) -> None:
+    """An MoE layer's MLP: the router, the tokens dispatched to their experts' GPUs (the shared
+    experts computing meanwhile), the experts over what arrived, the results combined back."""
+    layers, groups = stage.layers, stage.experts
+    to = stage.tokens_to(layer)
+    mine = to[groups.position]  # from every GPU of the group, this many pairs for this GPU's experts
+    chain.compute(f"{ident}.router", layers.router_forward_flops(), rate)
+    _all_to_all(chain, stage, f"{ident}.dispatch", to, [mine] * len(to), lambda: _shared(chain, stage, ident, 1, rate))
+    chain.compute(f"{ident}.experts", layers.expert_forward_flops(mine * len(to)), rate)
+    _all_to_all(chain, stage, f"{ident}.combine", [mine] * len(to), to)
+
+
+def _moe_backward(chain: _Chain, stage: _Stage, ident: str, layer: int, rate: float) -> None:
+    """The forward's all-to-alls in reverse: the outputs' gradients to the experts, the experts'
+    backward, the inputs' gradients back to the tokens' GPUs."""
+    layers, groups = stage.layers, stage.experts
+    to = stage.tokens_to(layer)
+    mine = to[groups.position]
+    _all_to_all(chain, stage, f"{ident}.combine", to, [mine] * len(to), lambda: _shared(chain, stage, ident, 2, rate))
+    chain.compute(f"{ident}.experts", 2 * layers.expert_forward_flops(mine * len(to)), rate)
+    _all_to_all(chain, stage, f"{ident}.dispatch", [mine] * len(to), to)
+    chain.compute(f"{ident}.router", 2 * layers.router_forward_flops(), rate)
+
+
+def _shared(chain: _Chain, stage: _Stage, ident: str, passes: int, rate: float) -> None:
+    """Shared experts: a tensor-parallel MLP over the whole sequence (gathered and scattered back)."""
+    if not stage.layers.arch.shared_experts:
+        return
+    _tp(chain, stage, f"{ident}.shared.in", ["allgather"])
+    chain.compute(f"{ident}.shared", passes * stage.layers.shared_forward_flops(), rate)
+    _tp(chain, stage, f"{ident}.shared.out", ["reducescatter"])
+
+
+def _forward_layer(chain: _Chain, stage: _Stage, ident: str, rate: float, layer: int) -> None:
     sp, layers = stage.workload.parallel.sequence_parallel, stage.layers
     before, after = (["allgather"], ["reducescatter"]) if sp else ([], ["allreduce"])
     _tp(chain, stage, f"{ident}.attn.in", before)
     chain.compute(f"{ident}.attn", layers.attention_forward_flops(), rate)
     _tp(chain, stage, f"{ident}.attn.out", after)
+    if layers.arch.is_moe(layer):
+        _moe_forward(chain, stage, ident, layer, rate)
+        return
     _tp(chain, stage, f"{ident}.mlp.in", before)
     chain.compute(f"{ident}.mlp", layers.mlp_forward_flops(), rate)
     _tp(chain, stage, f"{ident}.mlp.out", after)
 
 
-def _backward_layer(chain: _Chain, stage: _Stage, ident: str, rate: float, closes_bucket: bool) -> str | None:
+def _backward_layer(chain: _Chain, stage: _Stage, ident: str, rate: float, closes_bucket: bool,
+                    layer: int) -> str | None:
     """A layer's backward pass (its forward again first under full recomputation); the id of the
     compute that finishes its weight gradients."""
     workload, layers = stage.workload, stage.layers
     if workload.recompute == "full":
-        _forward_layer(chain, stage, f"R{ident}", rate)
+        _forward_layer(chain, stage, f"R{ident}", rate, layer)
     sp = workload.parallel.sequence_parallel
     # an all-gather's backward is a reduce-scatter and the reverse; an all-reduce's backward is the
     # identity and the identity's (the column-parallel input's) an all-reduce
     before, after = (["allgather"], ["reducescatter"]) if sp else ([], ["allreduce"])
-    _tp(chain, stage, f"B{ident}.mlp.in", before)
-    chain.compute(f"B{ident}.mlp", 2 * layers.mlp_forward_flops(), rate)
-    _tp(chain, stage, f"B{ident}.mlp.out", after)
+    if layers.arch.is_moe(layer):
+        _moe_backward(chain, stage, f"B{ident}", layer, rate)
+    else:
+        _tp(chain, stage, f"B{ident}.mlp.in", before)
+        chain.compute(f"B{ident}.mlp", 2 * layers.mlp_forward_flops(), rate)
+        _tp(chain, stage, f"B{ident}.mlp.out", after)
     _tp(chain, stage, f"B{ident}.attn.in", before)
     core = layers.attention_core_flops() if workload.recompute == "selective" else 0.0
     done = chain.compute(f"B{ident}.attn", 2 * layers.attention_forward_flops() + core, rate, closes_bucket)
@@ -178,7 +249,7 @@ def _pass(chain: _Chain, stage: _Stage, step: Pass, rate: float, closing: set[tu
         else:
             _tp(chain, stage, f"F{name}.embed", ["reducescatter" if sp else "allreduce"])
         for layer in range(base, base + per_chunk):
-            _forward_layer(chain, stage, f"F{step.micro}.{layer}", rate)
+            _forward_layer(chain, stage, f"F{step.micro}.{layer}", rate, layer)
         if last:
             _tp(chain, stage, f"F{name}.head.in", ["allgather"] if sp else [])
             chain.compute(f"F{name}.head", layers.head_forward_flops(), rate)
@@ -194,7 +265,7 @@ def _pass(chain: _Chain, stage: _Stage, step: Pass, rate: float, closing: set[tu
         _tp(chain, stage, f"B{name}.head.in", ["reducescatter" if sp else "allreduce"])
     for layer in reversed(range(base, base + per_chunk)):
         ident = f"{step.micro}.{layer}"
-        done = _backward_layer(chain, stage, ident, rate, (step.chunk, layer) in closing)
+        done = _backward_layer(chain, stage, ident, rate, (step.chunk, layer) in closing, layer)
         if done is not None and (step.chunk, layer) in closing:
             finished[(step.chunk, layer)] = done
     if not first:
@@ -212,10 +283,11 @@ class Bucket:
     params: int
 
 
-def gradient_buckets(workload: LlmWorkload, p: int, passes: Sequence[Pass]) -> list[Bucket]:
+def gradient_buckets(workload: LlmWorkload, p: int, passes: Sequence[Pass], experts: bool = False) -> list[Bucket]:
     """Stage `p`'s gradients in the order its last micro-batches' backward passes finish them
     (each chunk's layers last to first; the output layer's with its chunk's last layer, the
-    embedding's with the first layer), cut into buckets of the bucket size."""
+    embedding's with the first layer), cut into buckets of the bucket size: the weights every
+    replica holds, or (`experts`) the routed experts' a GPU holds (reduced over their own group)."""
     par = workload.parallel
     layers = Layers(workload.model.architecture(), par.tp, par.micro_batch)
     per_chunk = layers.arch.layers // (par.pp * par.virtual_stages)
@@ -224,7 +296,11 @@ def gradient_buckets(workload: LlmWorkload, p: int, passes: Sequence[Pass]) -> l
     for chunk in sorted(final, key=final.__getitem__):
         index = virtual_stage(p, chunk, par.pp)
         for layer in reversed(range(index * per_chunk, (index + 1) * per_chunk)):
-            params = layers.layer_params()
+            if experts:
+                if layers.arch.is_moe(layer):
+                    ready.append(((chunk, layer), layers.routed_params(layer) // par.ep))
+                continue
+            params = layers.dense_params(layer)
             if layer == layers.arch.layers - 1 and not (layers.arch.tied_embeddings and par.pp == 1):
                 params += layers.embedding_params()  # the output layer
             if layer == 0:
@@ -246,34 +322,41 @@ def gradient_buckets(workload: LlmWorkload, p: int, passes: Sequence[Pass]) -> l
     return buckets
 
 
-def _side_steps(workload: LlmWorkload, stage: _Stage, buckets: list[Bucket],
-                finished: dict[tuple[int, int], str]) -> list[CollectiveStep]:
-    """The data-parallel reduction, one bucket at a time as each fills (one communication stream);
-    the tied embedding's all-reduce between the first and last stage; then, with a distributed
-    optimizer, the updated parameters' all-gather."""
+def _side_steps(workload: LlmWorkload, stage: _Stage, buckets: list[Bucket], expert_buckets: list[Bucket],
+                finished: dict[tuple[int, int], str], order: Sequence[tuple[int, int]]) -> list[CollectiveStep]:
+    """The data-parallel reduction, one bucket at a time as each fills (one communication stream),
+    the experts' buckets over their own data-parallel group among them in the order they fill
+    (`order`: the layers' in the order their gradients finish); the tied embedding's all-reduce
+    between the first and last stage; then, with a distributed optimizer, the updated parameters'
+    all-gather."""
     par, layout = workload.parallel, stage.layout
     grad, param = gradient_bytes(workload.grad_precision()), element_bytes(workload.precision)
     out: list[CollectiveStep] = []
     previous: tuple[str, ...] = ()
+    queue: list[tuple[int, str, tuple[int, ...], Bucket]] = []
     if par.dp > 1:
-        group = layout.dp_group(stage.t, stage.p)
-        op = "reducescatter" if par.zero else "allreduce"
-        for b, bucket in enumerate(buckets):
-            closing = finished[bucket.layers[-1]]
-            ident = f"dp.bucket{b}.{'rs' if par.zero else 'ar'}"
-            out.append(CollectiveStep(ident, op, par.dp_algorithm, group, bucket.params * grad,
-                                      deps=(closing, *previous)))
-            previous = (ident,)
+        queue += [(order.index(bucket.layers[-1]), f"dp.bucket{b}", layout.dp_group(stage.t, stage.p), bucket)
+                  for b, bucket in enumerate(buckets)]
+    expert_dp = stage.experts.expert_dp_group
+    if len(expert_dp) > 1:
+        queue += [(order.index(bucket.layers[-1]), f"dp.experts{b}", expert_dp, bucket)
+                  for b, bucket in enumerate(expert_buckets)]
+    op = "reducescatter" if par.zero else "allreduce"
+    for _, name, group, bucket in sorted(queue, key=lambda item: item[0]):
+        ident = f"{name}.{'rs' if par.zero else 'ar'}"
+        algorithm = par.dp_algorithm if name.startswith("dp.bucket") else "ring"
+        out.append(CollectiveStep(ident, op, algorithm, group, bucket.params * grad,
+                                  deps=(finished[bucket.layers[-1]], *previous)))
+        previous = (ident,)
     if stage.layers.arch.tied_embeddings and par.pp > 1 and stage.p in (0, par.pp - 1):
         group = (layout.rank(stage.t, stage.d, 0), layout.rank(stage.t, stage.d, par.pp - 1))
         last = finished[buckets[-1].layers[-1]] if not previous else previous[0]
         out.append(CollectiveStep("pp.embedding.ar", "allreduce", "ring", group,
                                   stage.layers.embedding_params() // par.tp * grad, deps=(last,)))
         previous = ("pp.embedding.ar",)
-    if par.dp > 1 and par.zero:
-        group = layout.dp_group(stage.t, stage.p)
-        for b, bucket in enumerate(buckets):
-            ident = f"dp.bucket{b}.ag"
+    if par.zero:
+        for _, name, group, bucket in sorted(queue, key=lambda item: item[0]):
+            ident = f"{name}.ag"
             out.append(CollectiveStep(ident, "allgather", "ring", group, bucket.params * param, deps=previous))
             previous = (ident,)
     return out
@@ -297,13 +380,15 @@ def llm_schedule(workload: LlmWorkload, hosts: int, name: str) -> Schedule:
         stage = _Stage(workload, layout, t, d, p)
         passes = stage_passes(par.schedule, par.pp, p, par.micro_batches(), par.virtual_stages)
         buckets = gradient_buckets(workload, p, passes)
+        expert_buckets = gradient_buckets(workload, p, passes, experts=True)
         final = {pass_.chunk: k for k, pass_ in enumerate(passes) if pass_.phase == "B"}
-        closing = {bucket.layers[-1] for bucket in buckets}
+        closing = {bucket.layers[-1] for bucket in buckets + expert_buckets}
         chain = _Chain()
         finished: dict[tuple[int, int], str] = {}
         for k, pass_ in enumerate(passes):
             _pass(chain, stage, pass_, rate, closing if final[pass_.chunk] == k else set(), finished)
-        chains.append((chain.steps, _side_steps(workload, stage, buckets, finished)))
+        order = [key for bucket in buckets for key in bucket.layers]
+        chains.append((chain.steps, _side_steps(workload, stage, buckets, expert_buckets, finished, order)))
     dag = any(side for _, side in chains)
     gpus: tuple[GpuSchedule, ...] = tuple(GpuSchedule(rank, tuple(steps)) for rank, (steps, _) in enumerate(chains))
     if dag:

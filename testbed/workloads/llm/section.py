@@ -15,13 +15,18 @@ from testbed.workloads.llm.devices import DEFAULT_EFFICIENCY, GPUS, Gpu, Precisi
 from testbed.workloads.llm.presets import PRESETS, Architecture, Mlp
 
 ARCHITECTURE_FIELDS = ("layers", "hidden", "ffn_hidden", "heads", "kv_heads", "vocab", "seq_len", "mlp",
-                       "tied_embeddings")
+                       "tied_embeddings", "experts", "top_k", "expert_ffn_hidden", "shared_experts",
+                       "moe_layer_freq", "first_dense_layers", "capacity_factor")
 PARALLELISMS = ("tp", "dp", "pp")
 PIPELINE_SCHEDULES = ("gpipe", "1f1b", "interleaved")
 
 
 def _lower(value: Any) -> Any:
     return value.strip().lower() if isinstance(value, str) else value
+
+
+def _with_expert_width(arch: Architecture) -> Architecture:
+    return replace(arch, expert_ffn_hidden=arch.ffn_hidden) if arch.experts and not arch.expert_ffn_hidden else arch
 
 
 class LlmModel(Strict):
@@ -37,6 +42,19 @@ class LlmModel(Strict):
     seq_len: int | None = Field(default=None, ge=1, le=10_000_000)  # tokens a sequence (s)
     mlp: Mlp | None = None  # gelu (two matrices) or swiglu (three)
     tied_embeddings: bool | None = None  # the output layer shares the input embedding (default false)
+    # Mixture of experts (docs/large-models.md, "Experts"): routed experts per MoE layer (0: dense)
+    experts: int | None = Field(default=None, ge=0, le=100_000)
+    top_k: int | None = Field(default=None, ge=1, le=100_000)  # experts each token is routed to
+    expert_ffn_hidden: int | None = Field(default=None, ge=1, le=10_000_000)  # default: ffn_hidden
+    shared_experts: int | None = Field(default=None, ge=0, le=1_000)  # experts every token passes through
+    moe_layer_freq: int | None = Field(default=None, ge=1, le=10_000)  # every this-many layers is MoE (1: all)
+    first_dense_layers: int | None = Field(default=None, ge=0, le=10_000)  # leading layers kept dense
+    # tokens an expert takes at most, over its even share (tokens·top_k/experts); unset: dropless
+    capacity_factor: float | None = Field(default=None, gt=0, le=1_000)
+    # how tokens spread over the experts: 0 evenly; s > 0 a Zipf law (the r-th most popular expert
+    # gets a share ∝ 1/r^s), which experts are popular drawn per layer from routing_seed
+    routing_skew: float = Field(default=0.0, ge=0, le=10)
+    routing_seed: int = Field(default=0, ge=0, le=2**32 - 1)
 
     _lower_preset = field_validator("preset", "mlp", mode="before")(_lower)
 
@@ -49,6 +67,15 @@ class LlmModel(Strict):
             raise ValueError(f"hidden ({shape.hidden}) must be a multiple of heads ({shape.heads})")
         if shape.heads % shape.kv_heads:
             raise ValueError(f"heads ({shape.heads}) must be a multiple of kv_heads ({shape.kv_heads})")
+        if shape.experts and not 1 <= shape.top_k <= shape.experts:
+            raise ValueError(f"top_k ({shape.top_k}) must be 1 to experts ({shape.experts}): the experts a token "
+                             f"is routed to")
+        if not shape.experts and (shape.top_k or shape.shared_experts or self.routing_skew
+                                  or shape.capacity_factor is not None):
+            raise ValueError("top_k, shared_experts, capacity_factor and routing_skew need experts ≥ 1")
+        if shape.experts and not any(shape.is_moe(layer) for layer in range(shape.layers)):
+            raise ValueError(f"no layer has experts: first_dense_layers ({shape.first_dense_layers}) leaves "
+                             f"none of the {shape.layers} layers")
         return self
 
     def architecture(self) -> Architecture:
@@ -56,17 +83,19 @@ class LlmModel(Strict):
         base = PRESETS.get(self.preset or "")
         own = {name: getattr(self, name) for name in ARCHITECTURE_FIELDS if getattr(self, name) is not None}
         if base is not None:
-            return replace(base, **own)
+            return _with_expert_width(replace(base, **own))
         missing = [name for name in ("layers", "hidden", "ffn_hidden", "heads", "vocab", "seq_len") if name not in own]
         if missing:
             raise ValueError(f"needs {', '.join(missing)} (or a preset: {', '.join(PRESETS)})")
         own.setdefault("kv_heads", own["heads"])
         own.setdefault("mlp", "gelu")
         own.setdefault("tied_embeddings", False)
-        return Architecture(**own)
+        return _with_expert_width(Architecture(**own))
 
     def name(self) -> str:
         changed = [f"{k} {getattr(self, k)}" for k in ARCHITECTURE_FIELDS if getattr(self, k) is not None]
+        if self.routing_skew:
+            changed.append(f"routing_skew {self.routing_skew}")
         base = self.preset or "a custom transformer"
         return base + (f" ({', '.join(changed)})" if self.preset and changed else "")
 
@@ -77,6 +106,9 @@ class LlmParallelism(Strict):
     tp: int = Field(default=1, ge=1, le=16_384)  # tensor parallelism: each layer's matrices split over tp GPUs
     pp: int = Field(default=1, ge=1, le=16_384)  # pipeline stages, each a run of consecutive layers
     dp: int = Field(default=1, ge=1, le=16_384)  # data-parallel replicas
+    # expert parallelism: each MoE layer's experts split over ep GPUs, consecutive ranks of a stage
+    # (Megatron-Core's expert layout with expert tensor parallelism 1); ep divides tp × dp
+    ep: int = Field(default=1, ge=1, le=16_384)
     # Sequence parallelism: the layer norms and dropout split over the sequence, so each tensor-parallel
     # all-reduce becomes a reduce-scatter and an all-gather of the same bytes
     sequence_parallel: bool = False
@@ -197,6 +229,17 @@ class LlmWorkload(WorkloadSection):
         if par.sequence_parallel and shape.seq_len % par.tp:
             raise ValueError(f"model.seq_len ({shape.seq_len}) must be a multiple of parallel.tp ({par.tp}) "
                              f"with sequence_parallel")
+        if par.ep > 1 and not shape.experts:
+            raise ValueError(f"parallel.ep ({par.ep}) needs a model with experts (model.experts)")
+        if shape.experts and shape.experts % par.ep:
+            raise ValueError(f"model.experts ({shape.experts}) must be a multiple of parallel.ep ({par.ep}): "
+                             f"each GPU of an expert-parallel group holds as many")
+        if (par.tp * par.dp) % par.ep:
+            raise ValueError(f"parallel.ep ({par.ep}) must divide tp × dp ({par.tp * par.dp}): expert-parallel "
+                             f"groups are cut from each stage's GPUs")
+        if shape.experts and par.tp > 1 and not par.sequence_parallel:
+            raise ValueError("a model with experts and tp > 1 needs sequence_parallel: true (as Megatron-LM "
+                             "requires: each tensor-parallel rank routes its own share of the tokens)")
         if self.precision not in self.device.gpu().peak_tflops and self.device.peak_tflops is None:
             raise ValueError(f"a {self.device.name} has no {self.precision} tensor cores; use "
                              f"{' or '.join(self.device.gpu().peak_tflops)}, or set device.peak_tflops")
@@ -223,7 +266,8 @@ class LlmWorkload(WorkloadSection):
 
     def describe(self) -> str:
         par = self.parallel
-        return (f"{self.model.name()}: tp {par.tp} × pp {par.pp} × dp {par.dp}, {par.micro_batches()} micro-batches "
+        return (f"{self.model.name()}: tp {par.tp} × pp {par.pp} × dp {par.dp}"
+                + (f" (ep {par.ep})" if par.ep > 1 else "") + f", {par.micro_batches()} micro-batches "
                 f"of {par.micro_batch}, {par.schedule}, {self.precision} on {self.device.name}"
                 + (", gradients summed by INA" if par.dp_algorithm == "ina" else ""))
 

@@ -52,6 +52,38 @@ class Layers:
         """One layer's weights (its two norms' 2·hidden included)."""
         return self.attention_params() + self.mlp_params() + 2 * self.arch.hidden
 
+    def expert_params(self) -> int:
+        """One expert's weights (a gated or plain MLP of width expert_ffn_hidden)."""
+        matrices = 3 if self.arch.mlp == "swiglu" else 2
+        return matrices * self.arch.hidden * self.arch.expert_ffn_hidden
+
+    def dense_params(self, layer: int) -> int:
+        """Layer `layer`'s weights that tensor parallelism splits and every replica holds: a dense
+        layer's all; an MoE layer's attention, norms, router and shared experts."""
+        if not self.arch.is_moe(layer):
+            return self.layer_params()
+        arch = self.arch
+        return (self.attention_params() + 2 * arch.hidden + arch.hidden * arch.experts
+                + arch.shared_experts * self.expert_params())
+
+    def routed_params(self, layer: int) -> int:
+        """Layer `layer`'s routed experts' weights, all of them (expert parallelism splits them)."""
+        return self.arch.experts * self.expert_params() if self.arch.is_moe(layer) else 0
+
+    def routed_tokens(self) -> int:
+        """Tokens one GPU routes a micro-batch: its share of the sequence (sequence parallelism)."""
+        return self.tokens() // self.tp
+
+    def router_forward_flops(self) -> float:
+        return 2 * self.routed_tokens() * self.arch.hidden * self.arch.experts
+
+    def shared_forward_flops(self) -> float:
+        return 2 * self.tokens() * self.arch.shared_experts * self.expert_params() / self.tp
+
+    def expert_forward_flops(self, assignments: float) -> float:
+        """Routed experts' forward over `assignments` (token, expert) pairs."""
+        return 2 * assignments * self.expert_params()
+
     def embedding_params(self) -> int:
         return self.padded_vocab() * self.arch.hidden
 
