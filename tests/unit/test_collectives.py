@@ -235,3 +235,30 @@ def test_reduce_gather_scatter_over_tcp_loopback(ranks):
         assert np.array_equal(chunk, inputs[0][bounds[rank]])
         if rank:
             assert np.array_equal(reduced, inputs[rank])
+
+
+@pytest.mark.parametrize("kind", ["elect-flat", "elect-cluster", "elect-fattree", "sip-ocs", "sip-ring", "ina"])
+@pytest.mark.parametrize(("op", "algorithm"), [("alltoall", "ring"), ("broadcast", "tree")])
+def test_all_to_all_and_broadcast_are_predicted_on_every_fabric(kind, op, algorithm):
+    from testbed.planning.plan import check_scenario, predict_scenario
+    from testbed.planning.scenario_file import parse_scenario
+    extra = {"wavelengths": 4, "wavelength_gbps": 25} if kind == "sip-ring" else {}
+    scenario = parse_scenario({"name": "x", "fabric": {"kind": kind, "hosts": 4, "gpu_bandwidth_gbps": 100,
+                                                       "latency_us": 2, **extra},
+                               "workload": {"kind": "collective", "collective": op, "algorithm": algorithm,
+                                            "bytes": 4_000_000}}, "test")
+    check_scenario(scenario)
+    assert predict_scenario(scenario).iteration_time_s > 0
+
+
+def test_an_all_to_all_on_circuits_takes_each_round_at_a_circuits_rate():
+    """4 GPUs, 3 switches: every pair has one circuit of B/3; the all-to-all sends M/4 to each
+    other GPU in 3 rounds: 3·(α + (M/4)/(B/3))."""
+    from testbed.planning.plan import predict_scenario
+    from testbed.planning.scenario_file import parse_scenario
+    scenario = parse_scenario({"name": "x", "fabric": {"kind": "sip-ocs", "hosts": 4, "gpu_bandwidth_gbps": 100,
+                                                       "latency_us": 2, "ocs_switches": 3},
+                               "workload": {"kind": "collective", "collective": "alltoall", "bytes": 4_000_000}},
+                              "test")
+    expected = 3 * (2e-6 + 1_000_000 * 8 / (100e9 / 3))
+    assert predict_scenario(scenario).iteration_time_s == pytest.approx(expected, rel=1e-9)

@@ -57,6 +57,7 @@ def test_skewed_all_to_all_bytes_follow_the_routing():
     GPU j holds experts 2j and 2j+1, so every GPU's dispatch sends GPU j round(1,024·(π_2j +
     π_2j+1)) tokens of 2,048 bytes: all-to-all-v, uneven, the hot experts' GPU receiving most."""
     import numpy as np
+
     from testbed.model.schedule import SendStep
     from testbed.workloads.llm.schedule import llm_schedule
     found = scenario(model={"routing_skew": 1.0, "routing_seed": 3}, dp=4, ep=4)
@@ -124,3 +125,26 @@ def test_the_moe_presets_have_their_published_sizes():
 def test_what_cannot_be_split_among_experts_is_refused(model, parallel, says):
     with pytest.raises(InputError, match=says):
         scenario(model=model, **parallel)
+
+
+@pytest.mark.parametrize(("model", "parallel"), [
+    ({}, {"pp": 2, "dp": 4, "ep": 4, "global_batch": 8}),
+    ({"routing_skew": 1.2, "capacity_factor": 1.25}, {"pp": 2, "dp": 4, "ep": 2, "global_batch": 8}),
+    ({"shared_experts": 1, "expert_ffn_hidden": 512, "experts": 16, "top_k": 4, "first_dense_layers": 1,
+      "layers": 4}, {"tp": 2, "dp": 4, "ep": 8, "sequence_parallel": True, "global_batch": 8}),
+    ({"moe_layer_freq": 2, "layers": 4}, {"pp": 2, "dp": 4, "ep": 4, "zero": 1, "global_batch": 8}),
+])
+@pytest.mark.parametrize("recompute", ["none", "full"])
+def test_the_formulas_count_the_expert_bytes_the_schedule_moves(model, parallel, recompute):
+    """The closed form's traffic (for clusters too large to schedule) against the schedule's count."""
+    from testbed.workloads.llm.estimate import traffic_formula
+    from testbed.workloads.llm.schedule import llm_schedule
+    from testbed.workloads.traffic import traffic_bytes
+    found = scenario(model=model, **parallel)
+    workload = found.workload.model_copy(update={"recompute": recompute})
+    counted = traffic_bytes(llm_schedule(workload, found.fabric.hosts, "x"))
+    formula = traffic_formula(workload)
+    for name in ("tp", "pp", "dp", "ep"):
+        assert formula.by_parallelism[name] == pytest.approx(counted.by_parallelism[name], abs=1024), name
+    for name, value in counted.by_primitive.items():
+        assert formula.by_primitive[name] == pytest.approx(value, abs=1024), name

@@ -12,6 +12,7 @@ from testbed.fabrics.sip_ocs.circuits import CircuitPlan, plan_circuits, replan_
 from testbed.fabrics.sip_ocs.rules import live_circuits, render_circuits, validate_circuits
 from testbed.fabrics.sip_ocs.section import SipOcsFabric
 from testbed.model.contracts import Topology
+from testbed.model.errors import InputError
 from testbed.model.topology import KindLayout, OcsLayout
 from testbed.model.units import gbps_to_bps, us_to_s
 from testbed.network.flow_model import FlowModel, Traffic, relay_paths, ring_allreduce_s
@@ -79,7 +80,14 @@ def _plan_flow_model(k: int, traffic: Traffic, plan: CircuitPlan, link: float) -
         if i != j:
             caps[("circuit", i, j)] = count * link
             links[(i, j)] = ("circuit", i, j)
-    model = FlowModel(caps, relay_paths(k, links, traffic))
+    try:
+        paths = relay_paths(k, links, traffic)
+    except ValueError as error:  # the ports went to heavier pairs and left two groups apart
+        peers = max(sum(1 for pair in traffic if pair[0] == g and pair[1] != g) for g in range(k))
+        raise InputError(f"the circuit plan leaves some GPUs unreachable ({error}): a GPU has one port per "
+                         f"switch and here talks to up to {peers} others, and the heaviest pairs took every "
+                         f"port; raise fabric.ocs_switches to {peers} or more") from None
+    model = FlowModel(caps, paths)
     model.notes.append(f"circuits by {plan.method}; longest transfer {plan.longest_s * 1e3:.3f} ms, "
                        f"bound {plan.bound_s * 1e3:.3f} ms")
     return model

@@ -12,21 +12,22 @@ from testbed.model.units import gbps_to_bps, us_to_s
 from testbed.network.collectives import Breakdown, Prediction, collective_cost
 from testbed.network.flows import Flow, completion_times
 from testbed.oracle.fabrics import mp_flow_model
+from testbed.oracle.schedule_sim import simulate_schedule
 
 
 def predict(scenario: Scenario, schedule: Schedule) -> Prediction:
-    """Predict one iteration of a collective schedule run by the GPUs; InputError for pairs the
-    oracle does not model."""
+    """Predict one iteration of a collective schedule run by the GPUs."""
     fabric = scenario.fabric
     steps = [step for gpu in schedule.gpus for step in gpu.steps]
     if not all(s.kind == "collective" for s in steps):
         raise InputError(f"{scenario.name}: predict(scenario, schedule) is for collective schedules")
     first = as_collective(steps[0])
     if not KINDS[fabric.kind].non_blocking:
-        if first.algorithm != "ring" or first.op not in RING_STEP_OPS:
-            raise InputError(f"{scenario.name}: on {fabric.kind} the oracle models ring all-reduce, reduce-scatter "
-                             f"and all-gather; {first.op} ({first.algorithm}) is modelled on elect-flat only")
-        return _ring_on_fabric(first.op, len(first.group), first.bytes, fabric, schedule.traffic())
+        if first.algorithm == "ring" and first.op in RING_STEP_OPS:
+            return _ring_on_fabric(first.op, len(first.group), first.bytes, fabric, schedule.traffic())
+        # all-to-all, broadcast, trees: each exchange of the algorithm's plan a flow over the
+        # fabric's paths (circuits or lightpaths, relayed where a pair has none), as the run sends it
+        return simulate_schedule(schedule, fabric)
     cost = collective_cost(first.op, first.algorithm, len(first.group), first.bytes,
                            gbps_to_bps(fabric.gpu_bandwidth_gbps), us_to_s(fabric.latency_us))
     return Prediction(

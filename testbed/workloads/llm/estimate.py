@@ -13,9 +13,11 @@ from testbed.model.fabric_section import FabricSection
 from testbed.model.schedule import CollectiveStep, Step
 from testbed.model.units import gbps_to_bps, transfer_time_s, us_to_s
 from testbed.network.collectives import Breakdown, Prediction, collective_cost, ina_allreduce_cost
+from testbed.network.flows import Flow, max_min_rates
 from testbed.oracle.fabrics import schedule_flow_model
 from testbed.oracle.schedule_sim import collective_rates_bps
-from testbed.workloads.llm.memory import stage_params
+from testbed.workloads.llm.memory import stage_expert_params, stage_layers, stage_params
+from testbed.workloads.llm.moe import expert_groups, tokens_to_each
 from testbed.workloads.llm.schedule import Layout, layout_of
 from testbed.workloads.llm.section import LlmWorkload
 from testbed.workloads.llm.shape import Layers, element_bytes, gradient_bytes
@@ -43,11 +45,40 @@ class _Split:
         par = self.workload.parallel
         return self.activation() // (par.tp if par.sequence_parallel else 1)
 
-    def tp_collectives_per_layer(self) -> tuple[int, int]:
-        """(forward, backward) all-reduce equivalents per layer and micro-batch (each reduce-scatter
-        plus all-gather pair moving what one all-reduce moves)."""
-        return 2, 4 if self.workload.recompute == "full" else 2
+    def tp_collectives(self, layer: int) -> tuple[int, int]:
+        """(forward, backward) all-reduce equivalents of one layer and micro-batch (each
+        reduce-scatter plus all-gather pair moving what one all-reduce moves): the attention's and
+        the MLP's (an MoE layer's shared experts', none without), the backward's twice under full
+        recomputation."""
+        arch = self.layers.arch
+        forward = 1 + (0 if arch.is_moe(layer) and not arch.shared_experts else 1)
+        return forward, 2 * forward if self.workload.recompute == "full" else forward
 
+    def all_to_alls(self) -> int:
+        """All-to-alls of one MoE layer and micro-batch: dispatch and combine, forward and backward,
+        and the forward's again under full recomputation."""
+        return 6 if self.workload.recompute == "full" else 4
+
+    def tokens_to(self, layer: int) -> tuple[int, ...]:
+        model, par = self.workload.model, self.workload.parallel
+        return tokens_to_each(self.layers.arch, model.routing_skew, model.routing_seed, layer,
+                              self.layers.routed_tokens(), par.ep)
+
+
+
+def _all_expert_params(workload: LlmWorkload) -> float:
+    """The routed experts' parameters of one GPU per stage, over all stages and all positions of
+    an expert-parallel group: what all the experts' data-parallel groups of one such set hold."""
+    par = workload.parallel
+    return sum(stage_expert_params(workload, p) for p in range(par.pp)) * par.ep
+
+
+def _expert_dp_wire(workload: LlmWorkload) -> float:
+    """What the experts' gradient reduction puts on the wire (counted in dp)."""
+    par = workload.parallel
+    expert_dp, experts = par.tp * par.dp // par.ep, _all_expert_params(workload)
+    grad, param = gradient_bytes(workload.grad_precision()), element_bytes(workload.precision)
+    return (expert_dp - 1) * experts * ((grad + param) if par.zero else 2 * grad)
 
 
 def traffic_formula(workload: LlmWorkload) -> TrafficBytes:
@@ -55,67 +86,101 @@ def traffic_formula(workload: LlmWorkload) -> TrafficBytes:
     a reduce-scatter or all-gather (t-1)·M."""
     par, split = workload.parallel, _Split(workload)
     arch, m, a = workload.model.architecture(), par.micro_batches(), split.activation()
-    forward, backward = split.tp_collectives_per_layer()
-    # per tp group and micro-batch: the layers' collectives, the embedding's and the output layer's
-    per_group = (arch.layers // par.pp * (forward + backward)) * m
-    extra = 2 * m  # embedding (forward, and its all-gather backward with sp) and output layer, once per pipeline
-    tp_wire = 2 * (par.tp - 1) * a * (per_group * par.pp + extra) * par.dp if par.tp > 1 else 0
+    # per pipeline and micro-batch: every layer's collectives, the embedding's and the output layer's
+    per_pipeline = sum(sum(split.tp_collectives(layer)) for layer in range(arch.layers)) + 2
+    tp_wire = 2 * (par.tp - 1) * a * per_pipeline * m * par.dp if par.tp > 1 else 0
+    # every expert-parallel group's all-to-alls: from each GPU, all it routes but to its own experts
+    token_bytes = arch.hidden * element_bytes(workload.precision)
+    ep_wire = sum((par.ep - 1) * sum(split.tokens_to(layer)) for layer in range(arch.layers)
+                  if arch.is_moe(layer)) * split.all_to_alls() * m * token_bytes * par.tp * par.dp // par.ep
+    expert_dp, experts = par.tp * par.dp // par.ep, _all_expert_params(workload)
     pp_wire = 2 * m * (par.pp * par.virtual_stages - 1) * split.pp_message() * par.tp * par.dp
     grad = gradient_bytes(workload.grad_precision())
     rings = sum(stage_params(workload, p) for p in range(par.pp)) * par.tp
     if par.zero:
         dp_wire = (par.dp - 1) * rings * (grad + element_bytes(workload.precision)) if par.dp > 1 else 0
+        expert_wire = (expert_dp - 1) * experts * (grad + element_bytes(workload.precision))
     elif par.dp_algorithm == "ina":  # each replica sends its gradients to the aggregation node once
         dp_wire = par.dp * rings * grad
+        expert_wire = 2 * (expert_dp - 1) * experts * grad
     else:
         dp_wire = 2 * (par.dp - 1) * rings * grad if par.dp > 1 else 0
+        expert_wire = 2 * (expert_dp - 1) * experts * grad
     embedding = 0
     if arch.tied_embeddings and par.pp > 1:
         embedding = 2 * split.layers.embedding_params() // par.tp * grad * par.tp * par.dp  # a pair: 2(2-1)/2·M each
     sp = par.sequence_parallel
-    primitive = {"all-reduce": 0, "reduce-scatter": 0, "all-gather": 0, "all-to-all": 0, "broadcast": 0,
+    primitive = {"all-reduce": 0, "reduce-scatter": 0, "all-gather": 0, "all-to-all": int(ep_wire), "broadcast": 0,
                  "send-recv": pp_wire}
     if sp:
         primitive["reduce-scatter"] += tp_wire // 2
         primitive["all-gather"] += tp_wire // 2
     else:
         primitive["all-reduce"] += tp_wire
-    if par.zero and par.dp > 1:
-        primitive["reduce-scatter"] += int((par.dp - 1) * rings * grad)
-        primitive["all-gather"] += int((par.dp - 1) * rings * element_bytes(workload.precision))
+    if par.zero:
+        primitive["reduce-scatter"] += int((par.dp - 1) * rings * grad + (expert_dp - 1) * experts * grad)
+        primitive["all-gather"] += int(((par.dp - 1) * rings + (expert_dp - 1) * experts)
+                                       * element_bytes(workload.precision))
     else:
-        primitive["all-reduce"] += int(dp_wire)
+        primitive["all-reduce"] += int(dp_wire + expert_wire)
     primitive["all-reduce"] += embedding
-    return TrafficBytes(primitive, {"tp": int(tp_wire), "pp": int(pp_wire + embedding), "dp": int(dp_wire), "ep": 0})
+    return TrafficBytes(primitive, {"tp": int(tp_wire), "pp": int(pp_wire + embedding),
+                                    "dp": int(dp_wire + expert_wire), "ep": int(ep_wire)})
+
+
+def _ep_groups(workload: LlmWorkload, layout: Layout) -> tuple[list[tuple[int, ...]], list[tuple[int, ...]]]:
+    """Every stage's expert-parallel groups and the experts' data-parallel groups."""
+    par = workload.parallel
+    ep: set[tuple[int, ...]] = set()
+    expert_dp: set[tuple[int, ...]] = set()
+    for p in range(par.pp):
+        ranks = [layout.rank(t, d, p) for t in range(par.tp) for d in range(par.dp)]
+        for rank in ranks:
+            groups = expert_groups(ranks, rank, par.ep)
+            ep.add(groups.ep_group)
+            expert_dp.add(groups.expert_dp_group)
+    return sorted(ep), sorted(expert_dp)
 
 
 def _rates(workload: LlmWorkload, fabric: FabricSection, layout: Layout) -> dict[str, float]:
     """The rate of each parallelism's slowest ring edge (a pipeline pair's, both ways) when every
-    group of it sends at once, on the plan the fabric makes for the iteration's traffic."""
+    group of it sends at once, on the plan the fabric makes for the iteration's traffic; for expert
+    parallelism the slowest pair's when every GPU sends to every other of its group at once (an
+    all-to-all)."""
     par = workload.parallel
+    ep_groups, expert_dp_groups = _ep_groups(workload, layout)
     groups: dict[str, list[tuple[int, ...]]] = {
         "tp": [layout.tp_group(d, p) for d in range(par.dp) for p in range(par.pp)],
         "dp": [layout.dp_group(t, p) for t in range(par.tp) for p in range(par.pp)],
         "pp": [(layout.rank(t, d, p), layout.rank(t, d, (p + 1) % par.pp)) for t in range(par.tp)
                for d in range(par.dp) for p in range(par.pp if par.virtual_stages > 1 else par.pp - 1)],
+        "edp": expert_dp_groups,
     }
-    wire = traffic_formula(workload).by_parallelism
+    wire: dict[str, float] = dict(traffic_formula(workload).by_parallelism)
+    wire["edp"] = _expert_dp_wire(workload)  # counted in dp
+    wire["dp"] -= wire["edp"]
     traffic: dict[tuple[int, int], float] = defaultdict(float)
     for name, members in groups.items():
         edges = [(a, b) for group in members if len(group) > 1 for a, b in zip(group, group[1:] + group[:1])]
-        for edge in edges:
+        for edge in edges if wire[name] > 0 else ():
             traffic[edge] += wire[name] / len(edges)
+    pairs = [(a, b) for group in ep_groups for a in group for b in group if a != b]
+    for pair in pairs if wire["ep"] > 0 else ():
+        traffic[pair] += wire["ep"] / len(pairs)
     model = schedule_flow_model(fabric, fabric.hosts, dict(traffic))
     out = {}
     for name, members in groups.items():
         steps: list[list[Step]] = [[] for _ in range(fabric.hosts)]
-        for group in members:
+        for group in members if wire[name] > 0 else ():
             if len(group) > 1:
                 step = CollectiveStep(name, "allreduce", "ring", group, 1)
                 for rank in group:
                     steps[rank].append(step)
         found = collective_rates_bps(steps, model)
         out[name] = min(found.values(), default=float("inf"))
+    shares = max_min_rates([Flow(0.0, 1.0, model.resources(a, b)) for a, b in pairs if traffic[(a, b)] > 0],
+                           model.capacity_bps)
+    out["ep"] = min(shares, default=float("inf"))
     return out
 
 
@@ -137,17 +202,30 @@ def estimate(workload: LlmWorkload, fabric: FabricSection) -> Prediction:
     arch = layers.arch
     ar_s = collective_cost("allreduce", "ring", par.tp, split.activation(), rates["tp"], alpha).time_s \
         if par.tp > 1 else 0.0
-    per_chunk = arch.layers // (par.pp * par.virtual_stages)
-    forward_tp, backward_tp = split.tp_collectives_per_layer()
-    layer_f = (layers.attention_forward_flops() + layers.mlp_forward_flops()) / rate
-    recompute = {"full": layer_f, "selective": layers.attention_core_flops() / rate}.get(workload.recompute, 0.0)
-    layer_b = 2 * layer_f + recompute
     head = layers.head_forward_flops() / rate
     p2p_s = alpha + transfer_time_s(split.pp_message(), rates["pp"]) if par.pp > 1 else 0.0
+    token_bytes = arch.hidden * element_bytes(workload.precision)
+
+    def layer_s(layer: int) -> tuple[float, float]:
+        """(compute, communication) of one layer's forward and backward of a micro-batch: an MoE
+        layer waits for its busiest expert GPU (the most tokens) in each all-to-all."""
+        mlp = layers.mlp_forward_flops()
+        a2a_s = 0.0
+        if arch.is_moe(layer):
+            busiest = max(split.tokens_to(layer))
+            mlp = (layers.router_forward_flops() + layers.shared_forward_flops()
+                   + layers.expert_forward_flops(busiest * par.ep))
+            if par.ep > 1:
+                a2a_s = split.all_to_alls() * (alpha + transfer_time_s(busiest * token_bytes, rates["ep"]))
+        forward = (layers.attention_forward_flops() + mlp) / rate
+        again = {"full": forward, "selective": layers.attention_core_flops() / rate}.get(workload.recompute, 0.0)
+        return 3 * forward + again, sum(split.tp_collectives(layer)) * ar_s + a2a_s
+
     compute, stage_s = [], []
     for p in range(par.pp):
-        c = par.virtual_stages * per_chunk * (layer_f + layer_b) + (3 * head if p == par.pp - 1 else 0.0)
-        k = par.virtual_stages * per_chunk * (forward_tp + backward_tp) * ar_s + (ar_s if p in (0, par.pp - 1) else 0.0)
+        per_layer = [layer_s(layer) for layer in stage_layers(workload, p)]
+        c = sum(c for c, _ in per_layer) + (3 * head if p == par.pp - 1 else 0.0)
+        k = sum(k for _, k in per_layer) + (ar_s if p in (0, par.pp - 1) else 0.0)
         # a stage's pipeline messages share its GPU's link with the tensor-parallel collectives
         k += (par.virtual_stages * 2 - (p == 0) - (p == par.pp - 1)) * (p2p_s - alpha) if par.pp > 1 else 0.0
         compute.append(c)
@@ -159,19 +237,28 @@ def estimate(workload: LlmWorkload, fabric: FabricSection) -> Prediction:
     # the gradients: the last micro-batch's backward (two thirds of a pass) hides what it can
     grad = gradient_bytes(workload.grad_precision())
     dp_s = 0.0
+    op = "reducescatter" if par.zero else "allreduce"
+    expert_dp = par.tp * par.dp // par.ep
+    params = max(stage_params(workload, p) for p in range(par.pp))
+    routed = max(stage_expert_params(workload, p) for p in range(par.pp))
+    reduce_s = gather_s = 0.0
     if par.dp > 1:
-        params = max(stage_params(workload, p) for p in range(par.pp))
-        op = "reducescatter" if par.zero else "allreduce"
         if par.dp_algorithm == "ina":
             reduce_s = _ina_reduce_s(fabric, par.dp, params * grad)
         else:
             reduce_s = collective_cost(op, "ring", par.dp, params * grad, rates["dp"], alpha).time_s
+        if par.zero:
+            gather_s = collective_cost("allgather", "ring", par.dp, params * element_bytes(workload.precision),
+                                       rates["dp"], alpha).time_s
+    if expert_dp > 1 and routed:  # the experts' gradients, in the same stream
+        reduce_s += collective_cost(op, "ring", expert_dp, routed * grad, rates["edp"], alpha).time_s
+        if par.zero:
+            gather_s += collective_cost("allgather", "ring", expert_dp, routed * element_bytes(workload.precision),
+                                        rates["edp"], alpha).time_s
+    if reduce_s:
         # the link is the tensor-parallel collectives' too: only the last backward's compute hides it
         last_backward = max(c - (3 * head if p == par.pp - 1 else 0.0) for p, c in enumerate(compute)) * 2 / 3 / v
-        dp_s = max(0.0, reduce_s - last_backward)
-        if par.zero:
-            dp_s += collective_cost("allgather", "ring", par.dp, params * element_bytes(workload.precision),
-                                    rates["dp"], alpha).time_s
+        dp_s = max(0.0, reduce_s - last_backward) + gather_s
     total = pipeline_s + dp_s
     bubble = sum(stage_s) / v - max(stage_s) / v if par.pp > 1 else 0.0
     compute_s = m * max(compute)

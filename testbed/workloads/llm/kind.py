@@ -27,10 +27,12 @@ SIMULATED_STEPS = 400_000
 
 def step_count(workload: LlmWorkload, hosts: int) -> int:
     """About how many steps the iteration's schedule has: per layer and pass, a compute or two and,
-    with tensor parallelism, their collectives."""
+    with tensor parallelism, their collectives; per MoE layer a send and a receive to each other
+    GPU of its expert-parallel group in each of its four all-to-alls."""
     par, arch = workload.parallel, workload.model.architecture()
     per_layer = 12 if par.tp > 1 else 2
-    return hosts * par.micro_batches() * (arch.layers // par.pp) * per_layer
+    moe = sum(arch.is_moe(layer) for layer in range(arch.layers)) // par.pp
+    return hosts * par.micro_batches() * ((arch.layers // par.pp) * per_layer + moe * 8 * (par.ep - 1))
 
 
 class LlmKind(WorkloadKind[LlmWorkload]):
