@@ -3,10 +3,13 @@ the source article's GPT-3 175B case (scenarios/gpt3-175b-article.yaml) on each 
 
 No root needed: `.venv/bin/python bench/llm_predictions.py`. Prints both tables and writes
 bench/results/llm_closed_form.md and llm_article.md (with .json) beside this script.
+`--moe`: mixtral-8x7b and the DeepSeek-V3-shaped preset on every fabric at 1,024 GPUs instead
+(bench/results/llm_moe_article.md).
 """
 
 from __future__ import annotations
 
+import sys
 import time
 from pathlib import Path
 
@@ -42,6 +45,49 @@ ARTICLE_FABRICS = {
     "sip-ring": {"fabric.kind": "sip-ring", "fabric.gpu_bandwidth_gbps": 200, "fabric.wavelengths": 8,
                  "fabric.wavelength_gbps": 25},
 }
+
+
+# Mixture-of-experts models on 1,024 H100s (400 Gb/s a GPU, ConnectX-7; NVLink's 450 GB/s a
+# direction inside an 8-GPU server, 8 × 400 Gb/s out of it). Mixtral as tp 2 (sequence parallel) ×
+# pp 4 × dp 128 with ep 8; the DeepSeek-V3-shaped model as its report's tp 1 × pp 16 with ep 64
+# (on 1,024 GPUs, dp 64), its 61 layers made 64 so that 16 stages split them evenly, full
+# recomputation. SiP-OCS needs 16 switches: a GPU talks to up to 11 others (ep 8, tp, dp, pp).
+MOE_MODELS = {
+    "mixtral-8x7b": ({"preset": "mixtral-8x7b"},
+                     {"tp": 2, "pp": 4, "dp": 128, "ep": 8, "sequence_parallel": True, "micro_batch": 1,
+                      "global_batch": 1024, "zero": 1}, "selective"),
+    "deepseek-v3": ({"preset": "deepseek-v3", "layers": 64},
+                    {"tp": 1, "pp": 16, "dp": 64, "ep": 64, "micro_batch": 1, "global_batch": 1536, "zero": 1}, "full"),
+}
+MOE_FABRICS = {
+    "elect-flat": {"kind": "elect-flat"},
+    "elect-cluster": {"kind": "elect-cluster", "gpus_per_server": 8, "gpu_bandwidth_gbps": 3600,
+                      "server_uplink_gbps": 3200},
+    "sip-ocs": {"kind": "sip-ocs", "ocs_switches": 16},
+    "sip-ring": {"kind": "sip-ring", "wavelengths": 16, "wavelength_gbps": 25},
+}
+
+
+def moe_rows() -> list[dict]:
+    rows = []
+    for model_name, (model, parallel, recompute) in MOE_MODELS.items():
+        for kind, fabric in MOE_FABRICS.items():
+            scenario = parse_scenario({"name": model_name, "seed": 1,
+                                       "fabric": {"hosts": 1024, "gpu_bandwidth_gbps": 400, "latency_us": 2, **fabric},
+                                       "workload": {"kind": "llm", "model": model, "parallel": parallel,
+                                                    "precision": "bf16", "device": "h100",
+                                                    "recompute": recompute}}, "bench")
+            started = time.monotonic()
+            found = plan(scenario)
+            traffic = found.traffic_bytes
+            assert traffic is not None and found.gpu_memory is not None
+            rows.append({"model": model_name, "fabric": kind, "iteration_s": found.prediction.iteration_time_s,
+                         "breakdown": found.prediction.breakdown.describe(), "method": found.method,
+                         "wire_tb": traffic.total() / 1e12, "ep_share": traffic.by_parallelism["ep"] / traffic.total(),
+                         "memory_gb": found.gpu_memory.total() / 1e9, "wall_s": time.monotonic() - started,
+                         "status": "ok", "correct": True})
+            print(rows[-1], flush=True)
+    return rows
 
 
 def closed_form_rows() -> list[dict]:
@@ -85,6 +131,8 @@ def article_rows() -> list[dict]:
 
 
 def main() -> int:
+    if "--moe" in sys.argv[1:]:  # the mixture-of-experts table alone
+        return save_moe()
     closed = closed_form_rows()
     worst = max(closed, key=lambda r: abs(r["ratio"] - 1))
     save_rows("llm_closed_form", closed, [
@@ -100,6 +148,20 @@ def main() -> int:
         "| --- | --- | --- | --- | --- | --- |"],
         lambda r: f"{r['fabric']} | {r['iteration_s']:.2f} | {r['wire_tb']:.1f} | {r['allreduce_share']:.3f} | "
                   f"{r['wall_s']:.1f} | {r['breakdown']}")
+
+
+
+def save_moe() -> int:
+    rows = moe_rows()
+    flat = {r["model"]: r["iteration_s"] for r in rows if r["fabric"] == "elect-flat"}
+    return save_rows("llm_moe_article", rows, [
+        "# Mixture of experts on 1,024 H100s at 400 Gb/s a GPU (bench/llm_predictions.py --moe)", "",
+        "| model | fabric | iteration (s) | over Elect-Flat | on the wire (TB) | all-to-all share | memory (GB) | "
+        "predict's wall time (s) | breakdown |",
+        "| --- | --- | --- | --- | --- | --- | --- | --- | --- |"],
+        lambda r: f"{r['model']} | {r['fabric']} | {r['iteration_s']:.2f} | "
+                  f"{r['iteration_s'] / flat[r['model']]:.2f} | {r['wire_tb']:.1f} | {r['ep_share']:.2f} | {r['memory_gb']:.1f} | {r['wall_s']:.1f} | "
+                  f"{r['breakdown']}")
 
 
 if __name__ == "__main__":

@@ -152,6 +152,8 @@ def cmd_predict(args: argparse.Namespace) -> int:
     with _naming(args.scenario):
         found = plan_schedule(scenario, args.schedule) if args.schedule else plan(scenario)
     prediction, jobs = found.prediction, found.jobs
+    if args.plans:
+        _write_plans(found, Path(args.plans))
     if args.json:
         out: dict[str, Any] = {**prediction.to_json(), "method": found.method}
         if found.traffic_bytes is not None:
@@ -184,6 +186,26 @@ def cmd_predict(args: argparse.Namespace) -> int:
         console.print(f"  memory per GPU (stage {memory.stage}): {memory.total() / 1e9:.1f} of "
                       f"{memory.device / 1e9:g} GB")
     return 0
+
+
+def _write_plans(found: Any, out: Path) -> None:
+    """predict --plans DIR: the fabric's plans over one iteration as the prediction's simulation
+    meets them (the retune rule it chose, the controller's delay 0), as plans.json and plans.png."""
+    from testbed.oracle.plan_record import draw_plans, plans_json
+    from testbed.oracle.schedule_sim import simulate_counting_retunes
+
+    if not found.schedule.gpus:
+        raise InputError(f"{found.scenario.name}: predicted in closed form, one plan for the whole iteration's "
+                         f"traffic and no schedule to follow; --plans needs a scenario small enough to simulate")
+    if out.exists() and not out.is_dir():
+        raise InputError(f"--plans {out}: is a file; give a directory (it is created if missing)")
+    simulated = simulate_counting_retunes(found.schedule, found.scenario.fabric)
+    record = plans_json(simulated.plans, found.schedule.hosts)
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "plans.json").write_text(json.dumps(record, indent=1) + "\n")
+    draw_plans(record, f"{found.scenario.name} on {found.scenario.fabric.kind}: {len(record['plans'])} plan(s), "
+                       f"{simulated.retunes} retune(s)", str(out / "plans.png"))
+    err_console.print(f"wrote {out / 'plans.json'} and {out / 'plans.png'} ({len(record['plans'])} plan(s))")
 
 
 def _host_ranges(hosts: tuple[int, ...]) -> str:
@@ -620,6 +642,8 @@ def build_parser() -> argparse.ArgumentParser:
     pred = sub.add_parser("predict", help="analytic iteration time of a scenario (no root needed)")
     pred.add_argument("scenario")
     pred.add_argument("--json", action="store_true")
+    pred.add_argument("--plans", metavar="DIR", help="write the circuit or wavelength plans the prediction used "
+                      "over one iteration: DIR/plans.json and DIR/plans.png")
     pred.add_argument("--schedule", help="predict this schedule.json on the scenario's fabric instead")
     pred.set_defaults(func=cmd_predict)
     place = sub.add_parser("place", help="place a model workload: schedule.json and traffic_matrix.csv (no root)")

@@ -97,6 +97,7 @@ class _Dag:
         self.message_bps: dict[tuple[int, int, str], float] = {}  # (src, dst, tag) -> its average rate
         self.replans = (LiveReplans(fabric, n, tuple(sorted(schedule.traffic())), schedule.partitions, lag_s)
                         if replans_during_run(fabric) else None)
+        self.plans: list[tuple[float, FlowModel]] = [(0.0, self.model)]  # each plan and when it took over
 
     def at(self, time_s: float, event: tuple[Any, ...]) -> None:
         self._seq += 1
@@ -289,6 +290,7 @@ class _Dag:
         if new is None:
             return
         self.model = new
+        self.plans.append((self.now, new))
         moved = []
         for owner, flow, left in self.flows:
             pair = self.pairs.pop(id(flow))
@@ -361,6 +363,7 @@ class Simulated:
     message_bps: dict[tuple[int, int, str], float]
     retunes: int  # re-plans that changed links (0 where the fabric does not re-plan)
     gpu_end_s: tuple[float, ...] = ()  # each GPU's last step's end
+    plans: tuple[tuple[float, FlowModel], ...] = ()  # the fabric's plans and when each took over
 
 
 def simulate_counting_retunes(schedule: Schedule, fabric: FabricSection, lag_s: float = 0.0) -> Simulated:
@@ -387,7 +390,7 @@ def simulate_counting_retunes(schedule: Schedule, fabric: FabricSection, lag_s: 
     prediction = Prediction(total, Breakdown(compute_s=busiest, communication_s=total - busiest - dark,
                                              reconfiguration_s=dark, exposed_dp_s=exposed, **waiting), formula)
     return Simulated(prediction, dag.message_bps, dag.replans.retunes if dag.replans is not None else 0,
-                     tuple(dag.gpu_end_s))
+                     tuple(dag.gpu_end_s), tuple(dag.plans))
 
 
 # What a GPU's idle time is put down to where several of its steps are in progress: the pipeline
