@@ -160,8 +160,8 @@ def save_moe() -> int:
         "predict's wall time (s) | breakdown |",
         "| --- | --- | --- | --- | --- | --- | --- | --- | --- |"],
         lambda r: f"{r['model']} | {r['fabric']} | {r['iteration_s']:.2f} | "
-                  f"{r['iteration_s'] / flat[r['model']]:.2f} | {r['wire_tb']:.1f} | {r['ep_share']:.2f} | {r['memory_gb']:.1f} | {r['wall_s']:.1f} | "
-                  f"{r['breakdown']}")
+                  f"{r['iteration_s'] / flat[r['model']]:.2f} | {r['wire_tb']:.1f} | {r['ep_share']:.2f} | "
+                  f"{r['memory_gb']:.1f} | {r['wall_s']:.1f} | {r['breakdown']}")
 
 
 if __name__ == "__main__":
