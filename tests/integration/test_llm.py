@@ -46,3 +46,17 @@ def test_a_large_models_gradients_summed_by_the_aggregation_node_run_as_predicte
     assert_faithful_but_for_machine_loss(result)
     node = result["ina"]["node"]
     assert len(node["jobs"]) == 2 and node["counters"]["aggregated"] > 0
+
+
+def test_experts_all_to_all_runs_as_predicted_with_skewed_routing(tmp_path, machine_state):
+    """scenarios/llm-moe.yaml at 2 micro-batches a replica with a Zipf routing skew: every MoE
+    layer's dispatch and combine are uneven sends between the expert-parallel GPUs."""
+    scenario = apply_overrides(load_scenario(ROOT / "scenarios" / "llm-moe.yaml"),
+                               {"workload.parallel.global_batch": 8, "workload.iterations": 1,
+                                "workload.model.routing_skew": 1.0})
+    result = Runner(prepare(scenario), tmp_path / "run").execute()
+    assert result["status"] == "ok", result["error"]
+    assert result["sums_correct"]
+    assert_iterations_match_the_oracle(result)
+    assert_faithful_but_for_machine_loss(result)
+    assert result["predicted_breakdown"]["waiting_ep_s"] > 0

@@ -121,6 +121,7 @@ def test_the_moe_presets_have_their_published_sizes():
     ({"top_k": 9}, {"global_batch": 1}, "top_k .9. must be 1 to experts"),
     ({"first_dense_layers": 2}, {"global_batch": 1}, "no layer has experts"),
     ({}, {"dp": 2, "ep": 4, "global_batch": 2}, "must divide tp × dp"),
+    ({}, {"dp": 2, "ep": 2, "global_batch": 2, "order": "ep-tp-dp-pp"}, "ep comes just before dp"),
 ])
 def test_what_cannot_be_split_among_experts_is_refused(model, parallel, says):
     with pytest.raises(InputError, match=says):
@@ -148,3 +149,9 @@ def test_the_formulas_count_the_expert_bytes_the_schedule_moves(model, parallel,
         assert formula.by_parallelism[name] == pytest.approx(counted.by_parallelism[name], abs=1024), name
     for name, value in counted.by_primitive.items():
         assert formula.by_primitive[name] == pytest.approx(value, abs=1024), name
+
+
+def test_naming_ep_in_the_order_just_before_dp_changes_nothing():
+    plain = plan(scenario(pp=2, dp=4, ep=4, global_batch=8))
+    named = plan(scenario(pp=2, dp=4, ep=4, global_batch=8, order="tp-ep-dp-pp"))
+    assert named.prediction.iteration_time_s == plain.prediction.iteration_time_s

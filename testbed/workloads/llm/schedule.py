@@ -64,7 +64,7 @@ class Layout:
 
 def layout_of(workload: LlmWorkload) -> Layout:
     par = workload.parallel
-    return Layout(par.tp, par.dp, par.pp, tuple(par.order.split("-")))
+    return Layout(par.tp, par.dp, par.pp, tuple(name for name in par.order.split("-") if name != "ep"))
 
 
 @dataclass

@@ -122,7 +122,8 @@ class LlmParallelism(Strict):
     # virtual_stages model chunks a stage)
     schedule: Literal["gpipe", "1f1b", "interleaved"] = "1f1b"
     virtual_stages: int = Field(default=1, ge=1, le=1_000)  # interleaved: model chunks per stage
-    # which parallelism's index varies fastest over the ranks (Megatron's default: tp, then dp, then pp)
+    # which parallelism's index varies fastest over the ranks (Megatron's default: tp, then dp, then pp);
+    # tp-ep-dp-pp says the same (ep groups are always consecutive ranks of a stage)
     order: str = "tp-dp-pp"
     # gradients reduced in buckets of this many bytes as the backward pass fills them; default:
     # Megatron's max(40 M, 1 M × dp) parameters at the gradients' precision
@@ -135,8 +136,14 @@ class LlmParallelism(Strict):
 
     @model_validator(mode="after")
     def _consistent(self) -> "LlmParallelism":
-        if sorted(self.order.split("-")) != sorted(PARALLELISMS):
-            raise ValueError(f"order {self.order!r} must name tp, dp and pp once each, e.g. tp-dp-pp")
+        names = self.order.split("-")
+        if "ep" in names and (names.count("ep") > 1 or names.index("ep") + 1 >= len(names)
+                              or names[names.index("ep") + 1] != "dp"):
+            raise ValueError(f"order {self.order!r}: ep comes just before dp (e.g. tp-ep-dp-pp): expert-parallel "
+                             f"groups are consecutive ranks of a stage's tp × dp GPUs")
+        if sorted(name for name in names if name != "ep") != sorted(PARALLELISMS):
+            raise ValueError(f"order {self.order!r} must name tp, dp and pp once each, e.g. tp-dp-pp "
+                             f"(or tp-ep-dp-pp)")
         per_step = self.micro_batch * self.dp
         if self.global_batch % per_step:
             raise ValueError(f"global_batch ({self.global_batch}) must be a multiple of micro_batch × dp "
