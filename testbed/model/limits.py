@@ -9,3 +9,10 @@ MAX_COLLECTIVE_BYTES = 10**12
 MAX_RATE_GBPS = 1e7
 # The longest per-message latency: a second, beyond any fabric's; it is added to every message.
 MAX_LATENCY_US = 1e6
+# Optical ports a GPU may have: wavelengths per fibre on SiP-Ring, switches (one port each) on
+# SiP-OCS. Co-packaged optics carry 8-64 wavelengths today; 1,024 leaves room and keeps the planners
+# quick (a billion wavelengths planned for hours).
+MAX_OPTICAL_PORTS = 1024
+# Packet loss an INA fabric may inject per link and in the node: a half (a 50%-lossy link already
+# triples an all-reduce; at 0.999999 its simulation never finished).
+MAX_LOSS_FRAC = 0.5

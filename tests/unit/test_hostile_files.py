@@ -189,6 +189,22 @@ def test_a_rate_or_latency_beyond_any_fabric_is_refused(field, value):
         parse_scenario(data, "s.yaml")
 
 
+@pytest.mark.parametrize(("fabric", "field"), [
+    ({"kind": "sip-ring", "wavelengths": 10**9}, "wavelengths"),
+    ({"kind": "sip-ocs", "ocs_switches": 100_000}, "ocs_switches"),
+    ({"kind": "ina", "link_loss_frac": 0.999999}, "link_loss_frac"),
+    ({"kind": "ina", "node_drop_frac": 0.9}, "node_drop_frac"),
+])
+def test_counts_and_losses_that_would_hang_the_planners_are_refused(fabric, field):
+    """A billion wavelengths, 100,000 switches and a loss of 0.999999 each ran past a minute."""
+    from testbed.planning.scenario_file import parse_scenario
+
+    data = {"name": "x", "fabric": {"hosts": 4, "gpu_bandwidth_gbps": 100, **fabric},
+            "workload": {"kind": "collective", "collective": "allreduce", "bytes": 1000}}
+    with pytest.raises(InputError, match=f"fabric.{field}': Input should be less than or equal to"):
+        parse_scenario(data, "s.yaml")
+
+
 def _allreduce(size: int) -> dict:
     return {"id": "ar", "kind": "collective", "op": "allreduce", "algorithm": "ring", "group": [0, 1], "bytes": size}
 

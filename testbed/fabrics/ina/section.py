@@ -7,7 +7,7 @@ from typing import ClassVar, Literal
 from pydantic import Field, model_validator
 
 from testbed.model.fabric_section import FabricSection, KindSpec
-from testbed.model.limits import INA_MAX_WORKERS, MAX_RATE_GBPS
+from testbed.model.limits import INA_MAX_WORKERS, MAX_LOSS_FRAC, MAX_RATE_GBPS
 
 
 class InaFabric(FabricSection):
@@ -17,8 +17,10 @@ class InaFabric(FabricSection):
     slots: int | None = Field(default=None, ge=1)  # aggregation slots (unset: what a window needs)
     workers_per_job: int | None = Field(default=None, ge=1)  # unset: one job of every host
     sharing: Literal["reserved", "shared"] = "reserved"  # SwitchML-reserved or ATP-shared slots
-    node_drop_frac: float = Field(default=0.0, ge=0, lt=1)  # loss injected in the node's pipeline
-    link_loss_frac: float = Field(default=0.0, ge=0, lt=1)  # loss of INA packets on every link
+    # Loss injected in the node's pipeline and of INA packets on every link, each at most a half: the
+    # window protocol is simulated packet by packet, and near 1 a chunk waits out timers without end.
+    node_drop_frac: float = Field(default=0.0, ge=0, le=MAX_LOSS_FRAC)
+    link_loss_frac: float = Field(default=0.0, ge=0, le=MAX_LOSS_FRAC)
 
     spec: ClassVar[KindSpec] = KindSpec("in-network aggregation through a node program", controller_app=None,
                                         aggregation_node=True)

@@ -7,11 +7,12 @@ from typing import ClassVar, Literal
 from pydantic import Field
 
 from testbed.model.fabric_section import KindSpec, ReconfigurableSection
+from testbed.model.limits import MAX_OPTICAL_PORTS
 
 
 class SipOcsFabric(ReconfigurableSection):
     kind: Literal["sip-ocs"]
-    ocs_switches: int | None = Field(default=None, ge=1)  # Q, the degree D (unset: 16)
+    ocs_switches: int | None = Field(default=None, ge=1, le=MAX_OPTICAL_PORTS)  # Q, the degree D (unset: 16)
     multi_shot: bool = False  # re-plan circuits every estimation period
 
     spec: ClassVar[KindSpec] = KindSpec("silicon-photonic interfaces into optical circuit switches",

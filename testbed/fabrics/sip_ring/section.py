@@ -8,12 +8,12 @@ from typing import ClassVar, Literal
 from pydantic import Field
 
 from testbed.model.fabric_section import KindSpec, ReconfigurableSection
-from testbed.model.limits import MAX_RATE_GBPS
+from testbed.model.limits import MAX_OPTICAL_PORTS, MAX_RATE_GBPS
 
 
 class SipRingFabric(ReconfigurableSection):
     kind: Literal["sip-ring"]
-    wavelengths: int = Field(ge=1)  # W, per fibre segment and direction
+    wavelengths: int = Field(ge=1, le=MAX_OPTICAL_PORTS)  # W, per fibre segment and direction
     # one wavelength's rate: a GPU sends at most W·this
     wavelength_gbps: float = Field(default=25.0, gt=0, le=MAX_RATE_GBPS)
     neighbors: int = Field(default=16, ge=1)  # reach: the farthest GPU a lightpath spans, in hops
