@@ -96,6 +96,9 @@ def _describe(first: Any, source: str, root: type[BaseModel]) -> str:
     more = ""
     if first["type"] == "extra_forbidden":
         field = str(loc[-1])
+        # the unknown key is the user's own, whatever it looks like (a key "a[0]" is no union tag)
+        key = field if field.isprintable() else repr(field)[1:-1]
+        where = ".".join(part for part in (_field_path(loc[:-1]), key) if part)
         section = _section_of(loc)
         owners = KIND_SPECIFIC_FIELDS[section[0]].get(field) if section else None
         if section is not None and owners and section[1] not in owners and loc[-2] == section[1]:

@@ -242,3 +242,13 @@ def test_json_output_is_json_alone_whatever_a_native_library_writes(monkeypatch,
     out, err = capfd.readouterr()
     assert json.loads(out) == {"predicted_iteration_time_s": 1.0}
     assert "HighsMipSolverData" in err
+
+
+def test_an_unknown_key_that_looks_like_an_index_is_named_as_typed():
+    """A key "a[0]" vanished from the sentence ("unknown field 'fabric'")."""
+    from testbed.planning.scenario_file import parse_scenario
+
+    data = {"name": "x", "fabric": {"kind": "elect-flat", "hosts": 2, "gpu_bandwidth_gbps": 100, "a[0]": 1},
+            "workload": {"kind": "collective", "collective": "allreduce", "bytes": 1000}}
+    with pytest.raises(InputError, match=r"unknown field 'fabric\.a\[0\]'"):
+        parse_scenario(data, "s.yaml")
