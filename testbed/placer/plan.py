@@ -116,9 +116,13 @@ def make_plan(graph: ModelGraph, device: DeviceProfile, k: int, l: int, global_b
     grads = [g * scale for g in grads]
     worst = max(memory)
     if worst > device.memory_bytes:
+        used = sum(1 for m in memory if m > 0)
+        ways = [f"raise the degree (at {degree} an op's parts reach only {radius} neighbouring GPUs, and the model "
+                f"sits on {used} of the {k})"] if tight and used < k else []
+        ways.append("raise mp (model parallelism)" if l > 1 else "raise mp with more GPUs (fabric.hosts)")
         raise InputError(
             f"{graph.name} at mp={k}, dp={l}, batch {global_batch} needs {worst / 1e9:.1f} GB on one GPU but a "
-            f"{device.name} has {device.memory_bytes / 1e9:.0f} GB; raise mp (model parallelism) or lower the batch"
+            f"{device.name} has {device.memory_bytes / 1e9:.0f} GB; {', '.join(ways)} or lower the batch"
         )
     found = messages(placement)
     return Plan(graph.name, k, l, global_batch, degree, placement, tuple(memory), tuple(grads),

@@ -252,3 +252,14 @@ def test_an_unknown_key_that_looks_like_an_index_is_named_as_typed():
             "workload": {"kind": "collective", "collective": "allreduce", "bytes": 1000}}
     with pytest.raises(InputError, match=r"unknown field 'fabric\.a\[0\]'"):
         parse_scenario(data, "s.yaml")
+
+
+def test_a_degree_that_crowds_the_model_onto_one_gpu_says_so():
+    """Megatron at mp 8 with degree 1 said "raise mp" with mp already all 8 GPUs."""
+    from testbed.planning.plan import plan
+    from testbed.planning.scenario_file import parse_scenario
+
+    data = {"name": "x", "fabric": {"kind": "elect-flat", "hosts": 8, "gpu_bandwidth_gbps": 100},
+            "workload": {"kind": "model", "model": {"name": "megatron", "mp": 8, "degree": 1, "global_batch": 8}}}
+    with pytest.raises(InputError, match=r"raise the degree .*sits on 1 of the 8.*more GPUs \(fabric.hosts\)"):
+        plan(parse_scenario(data, "s.yaml"))
