@@ -6,6 +6,7 @@ import json
 import math
 from dataclasses import dataclass, replace
 from pathlib import Path
+from typing import Literal
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
@@ -117,10 +118,14 @@ def op_total_us(op: Op, profile: DeviceProfile, batch: float) -> float:
     return curve[-1][1] * batch / curve[-1][0]
 
 
+# The op kinds the placer's rules know (how an op splits, whether it has weights, what follows it).
+OpKind = Literal["conv", "linear", "attention", "embedding", "norm", "pool", "elementwise", "loss"]
+
+
 class _ProfiledOp(BaseModel):
     model_config = ConfigDict(extra="forbid")
     name: str
-    kind: str = "linear"
+    kind: OpKind = "linear"
     compute_us_per_sample: float | None = Field(default=None, ge=0)
     compute_us_per_batch: float | None = Field(default=None, ge=0)
     # µs at each measured batch size, e.g. {1: 40, 8: 60, 64: 310}: the op's curve over the batch

@@ -263,3 +263,14 @@ def test_a_degree_that_crowds_the_model_onto_one_gpu_says_so():
             "workload": {"kind": "model", "model": {"name": "megatron", "mp": 8, "degree": 1, "global_batch": 8}}}
     with pytest.raises(InputError, match=r"raise the degree .*sits on 1 of the 8.*more GPUs \(fabric.hosts\)"):
         plan(parse_scenario(data, "s.yaml"))
+
+
+def test_an_op_kind_the_placer_does_not_know_is_refused(tmp_path):
+    """An unknown kind in a profile was accepted and changed the result (treated as memory-bound)."""
+    from testbed.placer.profiles import load_user_profile
+
+    path = tmp_path / "p.json"
+    path.write_text(json.dumps({"name": "p", "ops": [{"name": "a", "kind": "lstm", "compute_us_per_sample": 1,
+                                                      "output_bytes": 10}]}))
+    with pytest.raises(InputError, match=r"ops\.0\.kind: Input should be 'conv', 'linear'"):
+        load_user_profile(path)
