@@ -6,14 +6,18 @@ data-parallel reduction the last backward pass does not hide. Its traffic is cou
 from __future__ import annotations
 
 from collections import defaultdict
+from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
 
 from testbed.fabrics.ina.section import InaFabric
 from testbed.model.fabric_section import FabricSection
 from testbed.model.schedule import CollectiveStep, Step
 from testbed.model.units import gbps_to_bps, transfer_time_s, us_to_s
 from testbed.network.collectives import Breakdown, Prediction, collective_cost, ina_allreduce_cost
-from testbed.network.flows import Flow, max_min_rates
+from testbed.network.flow_model import FlowModel
 from testbed.oracle.fabrics import schedule_flow_model
 from testbed.oracle.schedule_sim import collective_rates_bps
 from testbed.workloads.llm.memory import stage_expert_params, stage_layers, stage_params
@@ -142,7 +146,42 @@ def _ep_groups(workload: LlmWorkload, layout: Layout) -> tuple[list[tuple[int, .
     return sorted(ep), sorted(expert_dp)
 
 
-def _rates(workload: LlmWorkload, fabric: FabricSection, layout: Layout) -> dict[str, float]:
+@dataclass(frozen=True)
+class _AllToAll:
+    """What every expert group's all-to-all loads on each resource of the plan: `pairs[r, j]`, how
+    many (sender, receiver) pairs whose receiver is the j-th GPU of its group cross resource r."""
+
+    pairs: np.ndarray
+    capacity_bps: np.ndarray
+
+    def time_s(self, tokens_to: Sequence[int], token_bytes: float) -> float:
+        """The busiest resource's bytes over its capacity: all pairs start together, and max-min
+        sharing ends no sooner than that (on a switch, the hot expert's port; on circuits, the
+        circuit most relayed paths cross)."""
+        if not self.pairs.size:
+            return 0.0
+        load_bits = self.pairs @ np.asarray(tokens_to, dtype=float) * token_bytes * 8
+        return float(np.max(load_bits / self.capacity_bps))
+
+
+def _all_to_all(model: FlowModel, groups: Sequence[tuple[int, ...]], ep: int) -> _AllToAll:
+    index: dict[Any, int] = {}
+    counts: list[list[int]] = []
+    for group in groups:
+        for a in group:
+            for j, b in enumerate(group):
+                if a == b:
+                    continue
+                for resource in model.resources(a, b):
+                    if resource not in index:
+                        index[resource] = len(counts)
+                        counts.append([0] * ep)
+                    counts[index[resource]][j] += 1
+    capacity = np.array([model.capacity_bps[r] for r in index], dtype=float)
+    return _AllToAll(np.array(counts, dtype=float).reshape(len(counts), ep), capacity)
+
+
+def _rates(workload: LlmWorkload, fabric: FabricSection, layout: Layout) -> tuple[dict[str, float], _AllToAll]:
     """The rate of each parallelism's slowest ring edge (a pipeline pair's, both ways) when every
     group of it sends at once, on the plan the fabric makes for the iteration's traffic; for expert
     parallelism the slowest pair's when every GPU sends to every other of its group at once (an
@@ -178,10 +217,7 @@ def _rates(workload: LlmWorkload, fabric: FabricSection, layout: Layout) -> dict
                     steps[rank].append(step)
         found = collective_rates_bps(steps, model)
         out[name] = min(found.values(), default=float("inf"))
-    shares = max_min_rates([Flow(0.0, 1.0, model.resources(a, b)) for a, b in pairs if traffic[(a, b)] > 0],
-                           model.capacity_bps)
-    out["ep"] = min(shares, default=float("inf"))
-    return out
+    return out, _all_to_all(model, ep_groups if wire["ep"] > 0 else [], par.ep)
 
 
 def _ina_reduce_s(fabric: FabricSection, workers: int, size_bytes: float) -> float:
@@ -197,7 +233,7 @@ def estimate(workload: LlmWorkload, fabric: FabricSection) -> Prediction:
     par, split = workload.parallel, _Split(workload)
     layers, layout = split.layers, layout_of(workload)
     rate = workload.peak_flops()
-    rates = _rates(workload, fabric, layout)
+    rates, all_to_all = _rates(workload, fabric, layout)
     alpha = us_to_s(fabric.latency_us)
     arch = layers.arch
     ar_s = collective_cost("allreduce", "ring", par.tp, split.activation(), rates["tp"], alpha).time_s \
@@ -216,7 +252,7 @@ def estimate(workload: LlmWorkload, fabric: FabricSection) -> Prediction:
             mlp = (layers.router_forward_flops() + layers.shared_forward_flops()
                    + layers.expert_forward_flops(busiest * par.ep))
             if par.ep > 1:
-                a2a_s = split.all_to_alls() * (alpha + transfer_time_s(busiest * token_bytes, rates["ep"]))
+                a2a_s = split.all_to_alls() * (alpha + all_to_all.time_s(split.tokens_to(layer), token_bytes))
         forward = (layers.attention_forward_flops() + mlp) / rate
         again = {"full": forward, "selective": layers.attention_core_flops() / rate}.get(workload.recompute, 0.0)
         return 3 * forward + again, sum(split.tp_collectives(layer)) * ar_s + a2a_s
