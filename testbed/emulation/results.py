@@ -241,6 +241,8 @@ def _link_rates(prepared: "Prepared", per_host: list[dict[str, Any]], events: li
         workers = ina_workers_per_job(prepared.schedule, scenario.fabric)
         expected_bps /= 1 + collided_share(ina) * (workers - 1)
     if prepared.communication_from_collectives:  # a collective: its steps are the exchanges
+        if not prepared.step_rates_judged:
+            return []
         return [r / expected_bps for h in per_host for it in h["iterations"] for r in it["step_rates_bps"]]
     # A schedule's steps include waiting for a peer's compute: time each message instead, against
     # what its path carries (a circuit or lightpath may be a share of B).

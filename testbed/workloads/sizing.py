@@ -67,6 +67,9 @@ class Prepared:
     # prediction counts it), and whether the run's exchanges are judged for stalls.
     communication_from_collectives: bool = False
     stalls_judged: bool = False
+    # A collective relayed over circuits or lightpaths of different rates: its steps have no one
+    # rate to be judged by (the iteration's time is judged against the simulation).
+    step_rates_judged: bool = True
     method: str = ""  # how the prediction was made
     # Several jobs: each one's predicted time together and alone.
     jobs: tuple[JobPrediction, ...] = ()

@@ -230,3 +230,21 @@ def test_partitioned_jobs_each_get_their_switches_on_multi_shot_ocs(tmp_path, ma
         assert job["predicted_iteration_time_s"] == pytest.approx(6 * (5e-6 + 10e6 * 8 / 50e9), rel=1e-6)
         for i, ratio in enumerate(job["emulated_over_predicted"]):
             assert RATIO_BAND[0] <= ratio and (ratio <= RATIO_BAND[1] or i in disturbed), job
+
+
+def test_an_all_to_all_relayed_over_too_few_circuits_matches_the_oracle(tmp_path, machine_state):
+    """4 GPUs, 2 switches: a GPU has circuits to 2 of its 3 peers and relays to the third; the
+    all-to-all's rounds share the circuits as the oracle's simulation shares them."""
+    from testbed.emulation.run import Runner
+    from testbed.planning.plan import prepare
+    from testbed.planning.scenario_file import parse_scenario
+
+    scenario = parse_scenario({"name": "a2a", "fabric": {"kind": "sip-ocs", "hosts": 4, "gpu_bandwidth_gbps": 100,
+                                                         "latency_us": 2, "ocs_switches": 2},
+                               "workload": {"kind": "collective", "collective": "alltoall", "bytes": 16_000_000,
+                                            "iterations": 2}}, "test")
+    result = Runner(prepare(scenario), tmp_path / "run").execute()
+    assert result["status"] == "ok", result["error"]
+    assert result["sums_correct"]
+    assert_iterations_match_the_oracle(result)
+    assert result["fidelity"]["ok"], result["fidelity"]

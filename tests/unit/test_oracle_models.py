@@ -303,3 +303,14 @@ def test_an_mp_group_on_sip_ring_is_a_block_of_the_ring_not_a_ring_of_its_own():
     assert alone.resources(3, 0) == (("lightpath", 3, 0),)
     block = mp_flow_model(fabric, 4, 4, traffic)
     assert block.resources(3, 0) == (("lightpath", 3, 2), ("lightpath", 2, 1), ("lightpath", 1, 0))
+
+
+def test_a_circuit_plan_keeps_every_pair_reachable_when_ports_run_out():
+    """Two heavy pairs each way ({0, 1} and {2, 3}) take a GPU's only port; the light pair 0 → 2
+    would have no path. The plan then lays a ring 0 → 1 → 2 → 3 → 0 first and relays over it."""
+    from testbed.network.flow_model import relay_paths
+    traffic = {(0, 1): 1e9, (1, 0): 1e9, (2, 3): 1e9, (3, 2): 1e9, (0, 2): 1e3}
+    plan = plan_circuits(traffic, 4, 1, 1e9)
+    assert plan.circuits == {(0, 1): 1, (1, 2): 1, (2, 3): 1, (3, 0): 1}
+    links = {pair: ("circuit", *pair) for pair in plan.circuits}
+    assert len(relay_paths(4, links, traffic)[(1, 0)]) == 3  # 1 → 2 → 3 → 0

@@ -13,6 +13,8 @@ from collections import defaultdict
 from dataclasses import dataclass
 from functools import lru_cache
 
+import networkx as nx
+
 from testbed.model.units import transfer_time_s
 from testbed.network.link_planner import longest_s, max_min_links, quantised, worth_retuning
 
@@ -52,13 +54,18 @@ def _longest(demand: Demand, circuits: Circuits, link_bps: float) -> float:
     return longest_s(demand, circuits, link_bps)
 
 
-def _greedy(demand: Demand, ports: int, link_bps: float, nodes: int) -> Circuits:
+def _greedy(demand: Demand, ports: int, link_bps: float, nodes: int, start: Circuits | None = None) -> Circuits:
     """One circuit per pair, heaviest first while ports last; then spare ports to the pair whose
-    transfer is longest."""
+    transfer is longest. `start`: circuits placed first (a ring that keeps everyone reachable)."""
     tx: dict[int, int] = defaultdict(lambda: ports)
     rx: dict[int, int] = defaultdict(lambda: ports)
-    circuits: Circuits = {}
+    circuits: Circuits = dict(start or {})
+    for (i, j), count in circuits.items():
+        tx[i] -= count
+        rx[j] -= count
     for pair in sorted(demand, key=lambda p: -demand[p]):
+        if pair in circuits:
+            continue
         i, j = pair
         if tx[i] and rx[j]:
             circuits[pair] = 1
@@ -68,10 +75,31 @@ def _greedy(demand: Demand, ports: int, link_bps: float, nodes: int) -> Circuits
         options = [p for p in circuits if tx[p[0]] and rx[p[1]]]
         if not options:
             return circuits
-        pair = max(options, key=lambda p: demand[p] / circuits[p])
+        pair = max(options, key=lambda p: demand.get(p, 0.0) / circuits[p])
         circuits[pair] += 1
         tx[pair[0]] -= 1
         rx[pair[1]] -= 1
+
+
+def _reaches(demand: Demand, circuits: Circuits) -> bool:
+    """Whether every pair with demand reaches its destination over the circuits, relaying."""
+    graph = nx.DiGraph([pair for pair, count in circuits.items() if count > 0 and pair[0] != pair[1]])
+    graph.add_nodes_from(n for pair in demand for n in pair)
+    component = {node: k for k, members in enumerate(nx.strongly_connected_components(graph)) for node in members}
+    apart = {(component[i], component[j]) for i, j in demand if component[i] != component[j]}
+    if not apart:
+        return True
+    condensed = nx.condensation(graph, [set(c) for c in sorted(nx.strongly_connected_components(graph),
+                                                               key=lambda c: component[next(iter(c))])])
+    return all(b in nx.descendants(condensed, a) for a, b in apart)
+
+
+def _ring_first(demand: Demand, ports: int, link_bps: float, nodes: int) -> Circuits:
+    """A ring through every GPU with demand (one port each), then the greedy on the rest: where the
+    heaviest pairs took every port and left some GPUs unreachable, all reach all by relaying."""
+    order = sorted({n for pair in demand for n in pair})
+    ring = {(a, b): 1 for a, b in zip(order, order[1:] + order[:1]) if a != b}
+    return _greedy(demand, ports, link_bps, nodes, start=ring)
 
 
 def _milp(demand: Demand, ports: int, link_bps: float, nodes: int) -> tuple[Circuits, float] | None:
@@ -174,6 +202,8 @@ def _plan_cached(traffic_items: tuple[tuple[Pair, float], ...], nodes: int, swit
             longest = _longest(demand, circuits, link_bps)
             if longest < float("inf") and longest <= _longest(demand, greedy, link_bps):
                 best, method = circuits, "milp"
+    if not _reaches(demand, best):
+        best, method = _ring_first(demand, ports, link_bps, nodes), method + " with a ring that keeps all reachable"
     switch_of = _assign_switches(best, switches)
     final = {pair: len(qs) for pair, qs in switch_of.items()}
     return CircuitPlan(final, switch_of, method, _longest(demand, final, link_bps), bound)

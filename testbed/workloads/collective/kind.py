@@ -16,7 +16,7 @@ from testbed.workloads.base import WorkloadKind
 from testbed.workloads.collective.byteps.plan import predict_byteps, size_byteps
 from testbed.workloads.collective.byteps.schedule import byteps_schedule
 from testbed.workloads.collective.ina import ina_rate_cap_bps, predict_ina_fabric, size_ina
-from testbed.workloads.collective.predict import predict
+from testbed.workloads.collective.predict import RING_STEP_OPS, predict
 from testbed.workloads.collective.schedule import collective_schedule
 from testbed.workloads.collective.section import CollectiveWorkload
 from testbed.workloads.predicted import Predicted
@@ -57,8 +57,14 @@ class CollectiveKind(WorkloadKind[CollectiveWorkload]):
             prepared = size_ina(scenario, schedule, prediction, calibration, float(workload.bytes))
         else:
             prepared = _size_exchanges(scenario, workload, schedule, prediction, calibration)
+        # On a blocking fabric, collectives other than a ring's steps are simulated over the paths
+        # the plan gives each pair (some relayed): like steps differ by design there.
+        simulated = (workload.algorithm not in (*SERVICE_ALGORITHMS, "ina")
+                     and not KINDS[scenario.fabric.kind].non_blocking
+                     and not (workload.algorithm == "ring" and workload.collective in RING_STEP_OPS))
         return replace(prepared, communication_from_collectives=True,
-                       stalls_judged=workload.algorithm in STALL_JUDGED_ALGORITHMS)
+                       stalls_judged=workload.algorithm in STALL_JUDGED_ALGORITHMS and not simulated,
+                       step_rates_judged=not simulated)
 
 
 def _size_exchanges(scenario: Scenario, workload: CollectiveWorkload, schedule: Schedule, prediction: Prediction,
