@@ -17,10 +17,10 @@ class InaFabric(FabricSection):
     slots: int | None = Field(default=None, ge=1)  # aggregation slots (unset: what a window needs)
     workers_per_job: int | None = Field(default=None, ge=1)  # unset: one job of every host
     sharing: Literal["reserved", "shared"] = "reserved"  # SwitchML-reserved or ATP-shared slots
-    # Loss injected in the node's pipeline and of INA packets on every link, each at most a half: the
-    # window protocol is simulated packet by packet, and near 1 a chunk waits out timers without end.
-    node_drop_frac: float = Field(default=0.0, ge=0, le=MAX_LOSS_FRAC)
-    link_loss_frac: float = Field(default=0.0, ge=0, le=MAX_LOSS_FRAC)
+    # Each loss at most a half: the window protocol is simulated packet by packet, and near 1 a
+    # chunk waits out timers without end.
+    node_drop_frac: float = Field(default=0.0, ge=0, le=MAX_LOSS_FRAC)  # loss injected in the node's pipeline
+    link_loss_frac: float = Field(default=0.0, ge=0, le=MAX_LOSS_FRAC)  # loss of INA packets on every link
 
     spec: ClassVar[KindSpec] = KindSpec("in-network aggregation through a node program", controller_app=None,
                                         aggregation_node=True)

@@ -54,7 +54,7 @@ class LlmModel(Strict):
     # how tokens spread over the experts: 0 evenly; s > 0 a Zipf law (the r-th most popular expert
     # gets a share ∝ 1/r^s), which experts are popular drawn per layer from routing_seed
     routing_skew: float = Field(default=0.0, ge=0, le=10)
-    routing_seed: int = Field(default=0, ge=0, le=2**32 - 1)
+    routing_seed: int = Field(default=0, ge=0, le=2**32 - 1)  # draws which experts are popular under a skew
 
     _lower_preset = field_validator("preset", "mlp", mode="before")(_lower)
 
