@@ -22,17 +22,16 @@ from testbed.planning.scenario_file import load_scenario
 
 SCENARIO = Path(__file__).resolve().parent.parent / "scenarios" / "llm-moe.yaml"
 SKEW = {"workload.model.routing_skew": 1.0}  # Zipf: the r-th most popular expert ∝ 1/r
-# Each fabric at 400 Gb/s per GPU, as bench/llm_dense.py sets them.
+FLAT = {"fabric.kind": "elect-flat"}
+# Each fabric at 400 Gb/s per GPU, as bench/llm_dense.py sets them (the scenario ships on SiP-Ring).
 FABRICS = {
-    "elect-flat": {},
-    "elect-flat-skewed": SKEW,
+    "elect-flat": FLAT,
+    "elect-flat-skewed": {**FLAT, **SKEW},
     "elect-cluster": {"fabric.kind": "elect-cluster", "fabric.gpus_per_server": 4, "fabric.server_uplink_gbps": 400},
     "sip-ocs-multi-shot": {"fabric.kind": "sip-ocs", "fabric.ocs_switches": 4, "fabric.reconfig_us": 200,
                            "fabric.multi_shot": True},
-    "sip-ring": {"fabric.kind": "sip-ring", "fabric.wavelengths": 4, "fabric.wavelength_gbps": 100,
-                 "fabric.reconfig_us": 25, "fabric.estimate_period_us": 100},
-    "sip-ring-skewed": {"fabric.kind": "sip-ring", "fabric.wavelengths": 4, "fabric.wavelength_gbps": 100,
-                        "fabric.reconfig_us": 25, "fabric.estimate_period_us": 100, **SKEW},
+    "sip-ring": {},
+    "sip-ring-skewed": SKEW,
 }
 
 
