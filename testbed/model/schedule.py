@@ -7,6 +7,8 @@ from collections.abc import Iterable, Sequence
 from dataclasses import asdict, dataclass, field, replace
 from typing import Any, Literal, Union
 
+import numpy as np
+
 SCHEDULE_FORMAT = "testbed-schedule/1"
 
 
@@ -131,8 +133,17 @@ class GpuSchedule:
 
 
 def traffic_pairs(matrix: Iterable[Iterable[float]] | None) -> dict[tuple[int, int], float]:
-    """Bytes per ordered GPU pair with traffic, from an N×N matrix (rows send, columns receive)."""
-    return {(i, j): float(v) for i, row in enumerate(matrix or []) for j, v in enumerate(row) if v and i != j}
+    """Bytes per ordered GPU pair with traffic, from an N×N matrix (rows send, columns receive).
+    Rows without traffic are skipped whole: at 1,024 GPUs most of a small job's rows are zero."""
+    pairs: dict[tuple[int, int], float] = {}
+    for i, row in enumerate(matrix or []):
+        if not any(row):
+            continue
+        values = np.asarray(row, dtype=float)
+        for j in np.flatnonzero(values):
+            if j != i:
+                pairs[(i, int(j))] = float(values[j])
+    return pairs
 
 
 def cut_pairs(unreachable: Iterable[Iterable[int]], talking: Iterable[tuple[int, int]]) -> list[tuple[int, int]]:

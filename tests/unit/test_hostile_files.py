@@ -274,3 +274,17 @@ def test_an_op_kind_the_placer_does_not_know_is_refused(tmp_path):
                                                       "output_bytes": 10}]}))
     with pytest.raises(InputError, match=r"ops\.0\.kind: Input should be 'conv', 'linear'"):
         load_user_profile(path)
+
+
+def test_many_jobs_are_named_in_short():
+    """512 two-GPU jobs printed a line of 512 jobs' times (and took minutes, each job alone rebuilt
+    every other job's schedule)."""
+    from testbed.planning.plan import plan
+    from testbed.planning.scenario_file import parse_scenario
+
+    jobs = [{"name": f"j{i}", "gpus": [2 * i, 2 * i + 1],
+             "workload": {"kind": "collective", "collective": "allreduce", "bytes": 1000}} for i in range(12)]
+    found = plan(parse_scenario({"name": "x", "fabric": {"kind": "elect-flat", "hosts": 24, "gpu_bandwidth_gbps": 100},
+                                 "jobs": jobs}, "s.yaml"))
+    assert "j7 " in found.prediction.formula and "j8 " not in found.prediction.formula
+    assert found.prediction.formula.endswith("and 4 more") and len(found.jobs) == 12

@@ -47,6 +47,8 @@ def combined_schedule(scenario: Scenario, make: Callable[[Scenario], Schedule],
     placed = scenario.job_gpus()
     schedules = []
     for job, gpus in placed:
+        if only is not None and job.name != only:
+            continue  # the other jobs' GPUs idle: their schedules are not needed (the plan made them once)
         try:
             schedules.append((job, gpus, make(job_scenario(scenario, job, gpus))))
         except InputError as error:
@@ -57,8 +59,6 @@ def combined_schedule(scenario: Scenario, make: Callable[[Scenario], Schedule],
     steps: list[tuple[Step, ...]] = [() for _ in range(n)]
     matrix = [[0] * n for _ in range(n)]
     for job, gpus, schedule in schedules:
-        if only is not None and job.name != only:
-            continue
         for gpu in schedule.gpus:
             explicit = [d + c for d, c in in_order_deps([(s.id, s.kind, s.deps) for s in gpu.steps])] \
                 if schedule.execution == "in-order" and execution == "dag" else [s.deps for s in gpu.steps]
@@ -71,7 +71,7 @@ def combined_schedule(scenario: Scenario, make: Callable[[Scenario], Schedule],
         gpus_out = with_channels(gpus_out)
     partitions: tuple[tuple[int, ...], ...] = ()
     if scenario.job_sharing == "partitioned":
-        partitions = tuple(tuple(gpus) for _, gpus, _ in schedules)
+        partitions = tuple(tuple(gpus) for _, gpus in placed)
         shares(scenario.fabric, partitions)  # a kind without shares, or a job too small for one: said here
     return Schedule(f"{scenario.name}" if only is None else f"{scenario.name}-{only}", n,
                     scenario.workload.iterations, gpus_out, tuple(tuple(row) for row in matrix), execution,
