@@ -287,7 +287,9 @@ def collective_traffic(op: str, algorithm: str, hosts: int, size_bytes: int) -> 
             if exchange.send_to is not None and exchange.send is not None:
                 sent[pos][exchange.send_to] += ELEMENT_BYTES * (exchange.send[1] - exchange.send[0])
     scale = size_bytes / (ELEMENT_BYTES * elements)
-    return tuple(tuple(round(b * scale) for b in row) for row in sent)
+    # a pair the algorithm sends over carries at least a byte: a plan made from this matrix must
+    # give it a path even when the buffer is smaller than the group
+    return tuple(tuple(max(1, round(b * scale)) if b else 0 for b in row) for row in sent)
 
 
 def schedule_traffic(gpus: Iterable[GpuSchedule], hosts: int) -> tuple[tuple[int, ...], ...]:
