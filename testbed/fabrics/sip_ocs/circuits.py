@@ -82,11 +82,13 @@ def _greedy(demand: Demand, ports: int, link_bps: float, nodes: int, start: Circ
 
 
 def _reaches(demand: Demand, circuits: Circuits) -> bool:
-    """Whether every pair with demand reaches its destination over the circuits, relaying."""
+    """Whether every pair with demand reaches its destination over the circuits, relaying, and
+    back (TCP's acknowledgements take the reverse path)."""
     graph = nx.DiGraph([pair for pair, count in circuits.items() if count > 0 and pair[0] != pair[1]])
     graph.add_nodes_from(n for pair in demand for n in pair)
     component = {node: k for k, members in enumerate(nx.strongly_connected_components(graph)) for node in members}
-    apart = {(component[i], component[j]) for i, j in demand if component[i] != component[j]}
+    apart = {(component[a], component[b]) for i, j in demand for a, b in ((i, j), (j, i))
+             if component[a] != component[b]}
     if not apart:
         return True
     condensed = nx.condensation(graph, [set(c) for c in sorted(nx.strongly_connected_components(graph),
