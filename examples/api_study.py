@@ -2,7 +2,7 @@
 four fabrics at several GPU bandwidths, SiP-ML's search for ResNet-50 on one of them, and (given a
 sweep or run directory) its results as a DataFrame.
 
-    python3 examples/api_study.py [--sweep DIR] [--run DIR]
+    .venv/bin/python examples/api_study.py [--sweep DIR] [--run DIR]
 
 No root needed for predictions; runs and sweeps come from `testbed run` / `testbed sweep`."""
 

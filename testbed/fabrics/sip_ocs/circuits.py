@@ -81,13 +81,14 @@ def _greedy(demand: Demand, ports: int, link_bps: float, nodes: int, start: Circ
         rx[pair[1]] -= 1
 
 
-def _reaches(demand: Demand, circuits: Circuits) -> bool:
+def _reaches(demand: Demand, circuits: Circuits, both_ways: bool = True) -> bool:
     """Whether every pair with demand reaches its destination over the circuits, relaying, and
-    back (TCP's acknowledgements take the reverse path)."""
+    (`both_ways`) back: TCP's acknowledgements take the reverse path. A group planned with its DP
+    ring also reaches back through the other groups, which this plan does not see."""
     graph = nx.DiGraph([pair for pair, count in circuits.items() if count > 0 and pair[0] != pair[1]])
     graph.add_nodes_from(n for pair in demand for n in pair)
     component = {node: k for k, members in enumerate(nx.strongly_connected_components(graph)) for node in members}
-    apart = {(component[a], component[b]) for i, j in demand for a, b in ((i, j), (j, i))
+    apart = {(component[a], component[b]) for i, j in demand for a, b in ((i, j), (j, i))[:2 if both_ways else 1]
              if component[a] != component[b]}
     if not apart:
         return True
@@ -204,7 +205,7 @@ def _plan_cached(traffic_items: tuple[tuple[Pair, float], ...], nodes: int, swit
             longest = _longest(demand, circuits, link_bps)
             if longest < float("inf") and longest <= _longest(demand, greedy, link_bps):
                 best, method = circuits, "milp"
-    if not _reaches(demand, best):
+    if not _reaches(demand, best, both_ways=not rings):
         best, method = _ring_first(demand, ports, link_bps, nodes), method + " with a ring that keeps all reachable"
     switch_of = _assign_switches(best, switches)
     final = {pair: len(qs) for pair, qs in switch_of.items()}
