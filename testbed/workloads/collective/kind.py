@@ -21,6 +21,7 @@ from testbed.workloads.collective.schedule import collective_schedule
 from testbed.workloads.collective.section import CollectiveWorkload
 from testbed.workloads.predicted import Predicted
 from testbed.workloads.sizing import Prepared, emulation_plan
+from testbed.workloads.stepwise import STEPWISE
 
 CLOSED_FORM = "closed form"
 # Collectives whose steps are exchanges between ranks that start together after the barrier: a
@@ -39,7 +40,8 @@ class CollectiveKind(WorkloadKind[CollectiveWorkload]):
 
     def predict(self, scenario: Scenario, workload: CollectiveWorkload) -> Predicted:
         schedule = self.schedule(scenario, workload)
-        return Predicted(scenario, schedule, self._prediction(scenario, workload, schedule), CLOSED_FORM)
+        method = STEPWISE if _simulated(scenario, workload) else CLOSED_FORM
+        return Predicted(scenario, schedule, self._prediction(scenario, workload, schedule), method)
 
     @staticmethod
     def _prediction(scenario: Scenario, workload: CollectiveWorkload, schedule: Schedule) -> Prediction:
@@ -57,14 +59,17 @@ class CollectiveKind(WorkloadKind[CollectiveWorkload]):
             prepared = size_ina(scenario, schedule, prediction, calibration, float(workload.bytes))
         else:
             prepared = _size_exchanges(scenario, workload, schedule, prediction, calibration)
-        # On a blocking fabric, collectives other than a ring's steps are simulated over the paths
-        # the plan gives each pair (some relayed): like steps differ by design there.
-        simulated = (workload.algorithm not in (*SERVICE_ALGORITHMS, "ina")
-                     and not KINDS[scenario.fabric.kind].non_blocking
-                     and not (workload.algorithm == "ring" and workload.collective in RING_STEP_OPS))
+        # simulated over the paths the plan gives each pair (some relayed): like steps differ there
+        simulated = _simulated(scenario, workload)
         return replace(prepared, communication_from_collectives=True,
                        stalls_judged=workload.algorithm in STALL_JUDGED_ALGORITHMS and not simulated,
                        step_rates_judged=not simulated)
+
+
+def _simulated(scenario: Scenario, workload: CollectiveWorkload) -> bool:
+    """On a blocking fabric, collectives other than a ring's steps are simulated step by step."""
+    return (workload.algorithm not in (*SERVICE_ALGORITHMS, "ina") and not KINDS[scenario.fabric.kind].non_blocking
+            and not (workload.algorithm == "ring" and workload.collective in RING_STEP_OPS))
 
 
 def _size_exchanges(scenario: Scenario, workload: CollectiveWorkload, schedule: Schedule, prediction: Prediction,
