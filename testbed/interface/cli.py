@@ -483,6 +483,9 @@ def cmd_sweep(args: argparse.Namespace) -> int:
     sets = parse_sets(args.set)
     shard = parse_shard(args.shard) if args.shard else None
     planned = plan_points(scenario, sets)
+    # a point's fabric may contradict itself (a swept B beside fixed wavelengths): say so, per point
+    _warn(f"sweep point {point.id}: {warning}" for point, point_scenario in planned
+          for warning in point_scenario.fabric.field_warnings())
     prepared = {}  # on this machine, each point runs as prepared here (on Ray, each worker prepares its own)
     if not args.predict_only:
         from testbed.planning.plan import prepare

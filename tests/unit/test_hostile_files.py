@@ -288,3 +288,14 @@ def test_many_jobs_are_named_in_short():
                                  "jobs": jobs}, "s.yaml"))
     assert "j7 " in found.prediction.formula and "j8 " not in found.prediction.formula
     assert found.prediction.formula.endswith("and 4 more") and len(found.jobs) == 12
+
+
+def test_a_sweep_says_when_a_point_contradicts_its_own_fabric(tmp_path):
+    """Sweeping gpu_bandwidth_gbps on SiP-Ring keeps its wavelengths: 100 and 400 Gb/s predicted the
+    same without a word, where `predict` warns."""
+    out = cli("sweep", "scenarios/ring-allreduce.yaml", "--predict-only", "--set", "fabric.gpu_bandwidth_gbps=100,400",
+              "--out", str(tmp_path / "sw"))
+    assert out.returncode == 0, out.stderr
+    said = out.stdout + out.stderr
+    assert "sweep point p001-gpu_bandwidth_gbps=400: fabric.gpu_bandwidth_gbps (400 Gb/s) is not wavelengths" in said
+    assert "sweep point p000" not in said.split("p000-gpu_bandwidth_gbps=100: ok")[0]
