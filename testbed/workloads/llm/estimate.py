@@ -21,7 +21,7 @@ from testbed.network.flow_model import FlowModel
 from testbed.oracle.fabrics import schedule_flow_model
 from testbed.oracle.schedule_sim import collective_rates_bps
 from testbed.workloads.llm.memory import stage_expert_params, stage_layers, stage_params
-from testbed.workloads.llm.moe import expert_groups, tokens_to_each
+from testbed.workloads.llm.moe import expert_groups, layer_tokens_to
 from testbed.workloads.llm.schedule import Layout, layout_of
 from testbed.workloads.llm.section import LlmWorkload
 from testbed.workloads.llm.shape import Layers, element_bytes, gradient_bytes
@@ -63,12 +63,6 @@ class _Split:
         and the forward's again under full recomputation."""
         return 6 if self.workload.recompute == "full" else 4
 
-    def tokens_to(self, layer: int) -> tuple[int, ...]:
-        model, par = self.workload.model, self.workload.parallel
-        return tokens_to_each(self.layers.arch, model.routing_skew, model.routing_seed, layer,
-                              self.layers.routed_tokens(), par.ep)
-
-
 
 def _all_expert_params(workload: LlmWorkload) -> float:
     """The routed experts' parameters of one GPU per stage, over all stages and all positions of
@@ -79,10 +73,9 @@ def _all_expert_params(workload: LlmWorkload) -> float:
 
 def _expert_dp_wire(workload: LlmWorkload) -> float:
     """What the experts' gradient reduction puts on the wire (counted in dp)."""
-    par = workload.parallel
-    expert_dp, experts = par.tp * par.dp // par.ep, _all_expert_params(workload)
     grad, param = gradient_bytes(workload.grad_precision()), element_bytes(workload.precision)
-    return (expert_dp - 1) * experts * ((grad + param) if par.zero else 2 * grad)
+    both_ways = (grad + param) if workload.parallel.zero else 2 * grad
+    return (workload.parallel.expert_dp() - 1) * _all_expert_params(workload) * both_ways
 
 
 def traffic_formula(workload: LlmWorkload) -> TrafficBytes:
@@ -95,21 +88,19 @@ def traffic_formula(workload: LlmWorkload) -> TrafficBytes:
     tp_wire = 2 * (par.tp - 1) * a * per_pipeline * m * par.dp if par.tp > 1 else 0
     # every expert-parallel group's all-to-alls: from each GPU, all it routes but to its own experts
     token_bytes = arch.hidden * element_bytes(workload.precision)
-    ep_wire = sum((par.ep - 1) * sum(split.tokens_to(layer)) for layer in range(arch.layers)
+    ep_wire = sum((par.ep - 1) * sum(layer_tokens_to(workload, layer)) for layer in range(arch.layers)
                   if arch.is_moe(layer)) * split.all_to_alls() * m * token_bytes * par.tp * par.dp // par.ep
-    expert_dp, experts = par.tp * par.dp // par.ep, _all_expert_params(workload)
+    expert_dp, experts = par.expert_dp(), _all_expert_params(workload)
     pp_wire = 2 * m * (par.pp * par.virtual_stages - 1) * split.pp_message() * par.tp * par.dp
     grad = gradient_bytes(workload.grad_precision())
     rings = sum(stage_params(workload, p) for p in range(par.pp)) * par.tp
     if par.zero:
         dp_wire = (par.dp - 1) * rings * (grad + element_bytes(workload.precision)) if par.dp > 1 else 0
-        expert_wire = (expert_dp - 1) * experts * (grad + element_bytes(workload.precision))
     elif par.dp_algorithm == "ina":  # each replica sends its gradients to the aggregation node once
         dp_wire = par.dp * rings * grad
-        expert_wire = 2 * (expert_dp - 1) * experts * grad
     else:
         dp_wire = 2 * (par.dp - 1) * rings * grad if par.dp > 1 else 0
-        expert_wire = 2 * (expert_dp - 1) * experts * grad
+    expert_wire = _expert_dp_wire(workload)
     embedding = 0
     if arch.tied_embeddings and par.pp > 1:
         embedding = 2 * split.layers.embedding_params() // par.tp * grad * par.tp * par.dp  # a pair: 2(2-1)/2·M each
@@ -138,7 +129,7 @@ def _ep_groups(workload: LlmWorkload, layout: Layout) -> tuple[list[tuple[int, .
     ep: set[tuple[int, ...]] = set()
     expert_dp: set[tuple[int, ...]] = set()
     for p in range(par.pp):
-        ranks = [layout.rank(t, d, p) for t in range(par.tp) for d in range(par.dp)]
+        ranks = layout.stage_ranks(p)
         for rank in ranks:
             groups = expert_groups(ranks, rank, par.ep)
             ep.add(groups.ep_group)
@@ -248,11 +239,11 @@ def estimate(workload: LlmWorkload, fabric: FabricSection) -> Prediction:
         mlp = layers.mlp_forward_flops()
         a2a_s = 0.0
         if arch.is_moe(layer):
-            busiest = max(split.tokens_to(layer))
+            to = layer_tokens_to(workload, layer)
             mlp = (layers.router_forward_flops() + layers.shared_forward_flops()
-                   + layers.expert_forward_flops(busiest * par.ep))
+                   + layers.expert_forward_flops(max(to) * par.ep))
             if par.ep > 1:
-                a2a_s = split.all_to_alls() * (alpha + all_to_all.time_s(split.tokens_to(layer), token_bytes))
+                a2a_s = split.all_to_alls() * (alpha + all_to_all.time_s(to, token_bytes))
         forward = (layers.attention_forward_flops() + mlp) / rate
         again = {"full": forward, "selective": layers.attention_core_flops() / rate}.get(workload.recompute, 0.0)
         return 3 * forward + again, sum(split.tp_collectives(layer)) * ar_s + a2a_s
@@ -274,7 +265,7 @@ def estimate(workload: LlmWorkload, fabric: FabricSection) -> Prediction:
     grad = gradient_bytes(workload.grad_precision())
     dp_s = 0.0
     op = "reducescatter" if par.zero else "allreduce"
-    expert_dp = par.tp * par.dp // par.ep
+    expert_dp = par.expert_dp()
     params = max(stage_params(workload, p) for p in range(par.pp))
     routed = max(stage_expert_params(workload, p) for p in range(par.pp))
     reduce_s = gather_s = 0.0

@@ -61,7 +61,7 @@ def stage_memory(workload: LlmWorkload, stage: int) -> GpuMemory:
     layers = Layers(arch, par.tp, par.micro_batch)
     per_stage = arch.layers // par.pp
     params, routed = stage_params(workload, stage), stage_expert_params(workload, stage)
-    expert_dp = par.tp * par.dp // par.ep  # the GPUs that hold the same experts
+    expert_dp = par.expert_dp()
     weight = element_bytes(workload.precision)
     optimizer_per_param = ADAM_MOMENT_BYTES + (MASTER_COPY_BYTES if weight < 4 else 0)
     activations = per_stage * in_flight(workload, stage) * layer_activation_bytes(

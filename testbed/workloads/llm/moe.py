@@ -10,6 +10,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from testbed.workloads.llm.presets import Architecture
+from testbed.workloads.llm.section import LlmWorkload
+from testbed.workloads.llm.shape import Layers
 
 
 def routing_shares(arch: Architecture, skew: float, seed: int, layer: int) -> tuple[float, ...]:
@@ -46,6 +48,13 @@ def tokens_to_each(arch: Architecture, skew: float, seed: int, layer: int, route
         per_expert = [min(tokens, capacity) for tokens in per_expert]
     held = arch.experts // ep
     return tuple(round(sum(per_expert[j * held:(j + 1) * held])) for j in range(ep))
+
+
+def layer_tokens_to(workload: LlmWorkload, layer: int) -> tuple[int, ...]:
+    """tokens_to_each for one MoE layer of `workload`: its routing, each GPU's b·s/tp tokens, ep."""
+    model, par = workload.model, workload.parallel
+    layers = Layers(model.architecture(), par.tp, par.micro_batch)
+    return tokens_to_each(layers.arch, model.routing_skew, model.routing_seed, layer, layers.routed_tokens(), par.ep)
 
 
 @dataclass(frozen=True)

@@ -21,7 +21,7 @@ from testbed.model.schedule import (
     with_channels,
 )
 from testbed.shared.collective_plans import schedule_traffic
-from testbed.workloads.llm.moe import ExpertGroups, expert_groups, tokens_to_each
+from testbed.workloads.llm.moe import ExpertGroups, expert_groups, layer_tokens_to
 from testbed.workloads.llm.pipeline import Pass, at_virtual_stage, stage_passes, virtual_stage
 from testbed.workloads.llm.section import LlmWorkload
 from testbed.workloads.llm.shape import Layers, element_bytes, gradient_bytes
@@ -60,6 +60,10 @@ class Layout:
 
     def dp_group(self, t: int, p: int) -> tuple[int, ...]:
         return tuple(self.rank(t, d, p) for d in range(self.dp))
+
+    def stage_ranks(self, p: int) -> list[int]:
+        """Every GPU of stage p (its tp × dp ranks)."""
+        return [self.rank(t, d, p) for t in range(self.tp) for d in range(self.dp)]
 
 
 def layout_of(workload: LlmWorkload) -> Layout:
@@ -120,14 +124,11 @@ class _Stage:
 
     @property
     def experts(self) -> ExpertGroups:
-        par = self.workload.parallel
-        ranks = [self.layout.rank(t, d, self.p) for t in range(par.tp) for d in range(par.dp)]
-        return expert_groups(ranks, self.layout.rank(self.t, self.d, self.p), par.ep)
+        return expert_groups(self.layout.stage_ranks(self.p), self.layout.rank(self.t, self.d, self.p),
+                             self.workload.parallel.ep)
 
     def tokens_to(self, layer: int) -> tuple[int, ...]:
-        model = self.workload.model
-        return tokens_to_each(self.layers.arch, model.routing_skew, model.routing_seed, layer,
-                              self.layers.routed_tokens(), self.workload.parallel.ep)
+        return layer_tokens_to(self.workload, layer)
 
 
 def _tp(chain: _Chain, stage: _Stage, ident: str, ops: Sequence[str]) -> None:

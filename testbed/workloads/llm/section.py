@@ -170,6 +170,10 @@ class LlmParallelism(Strict):
     def gpus(self) -> int:
         return self.tp * self.pp * self.dp
 
+    def expert_dp(self) -> int:
+        """GPUs of a stage that hold the same experts (their gradients' data-parallel group)."""
+        return self.tp * self.dp // self.ep
+
 
 class LlmDevice(Strict):
     """`workload.device`: the GPU (or its name alone, e.g. `device: h100`)."""
