@@ -87,13 +87,10 @@ def _reaches(demand: Demand, circuits: Circuits, both_ways: bool = True) -> bool
     ring also reaches back through the other groups, which this plan does not see."""
     graph = nx.DiGraph([pair for pair, count in circuits.items() if count > 0 and pair[0] != pair[1]])
     graph.add_nodes_from(n for pair in demand for n in pair)
-    component = {node: k for k, members in enumerate(nx.strongly_connected_components(graph)) for node in members}
+    condensed = nx.condensation(graph)  # one node per strongly connected component
+    component = condensed.graph["mapping"]
     apart = {(component[a], component[b]) for i, j in demand for a, b in ((i, j), (j, i))[:2 if both_ways else 1]
              if component[a] != component[b]}
-    if not apart:
-        return True
-    condensed = nx.condensation(graph, [set(c) for c in sorted(nx.strongly_connected_components(graph),
-                                                               key=lambda c: component[next(iter(c))])])
     return all(b in nx.descendants(condensed, a) for a, b in apart)
 
 

@@ -16,7 +16,7 @@ from testbed.workloads.base import WorkloadKind
 from testbed.workloads.collective.byteps.plan import predict_byteps, size_byteps
 from testbed.workloads.collective.byteps.schedule import byteps_schedule
 from testbed.workloads.collective.ina import ina_rate_cap_bps, predict_ina_fabric, size_ina
-from testbed.workloads.collective.predict import RING_STEP_OPS, predict
+from testbed.workloads.collective.predict import predict, simulated_on
 from testbed.workloads.collective.schedule import collective_schedule
 from testbed.workloads.collective.section import CollectiveWorkload
 from testbed.workloads.predicted import Predicted
@@ -40,7 +40,7 @@ class CollectiveKind(WorkloadKind[CollectiveWorkload]):
 
     def predict(self, scenario: Scenario, workload: CollectiveWorkload) -> Predicted:
         schedule = self.schedule(scenario, workload)
-        method = STEPWISE if _simulated(scenario, workload) else CLOSED_FORM
+        method = STEPWISE if simulated_on(scenario.fabric, workload.collective, workload.algorithm) else CLOSED_FORM
         return Predicted(scenario, schedule, self._prediction(scenario, workload, schedule), method)
 
     @staticmethod
@@ -60,16 +60,10 @@ class CollectiveKind(WorkloadKind[CollectiveWorkload]):
         else:
             prepared = _size_exchanges(scenario, workload, schedule, prediction, calibration)
         # simulated over the paths the plan gives each pair (some relayed): like steps differ there
-        simulated = _simulated(scenario, workload)
+        simulated = simulated_on(scenario.fabric, workload.collective, workload.algorithm)
         return replace(prepared, communication_from_collectives=True,
                        stalls_judged=workload.algorithm in STALL_JUDGED_ALGORITHMS and not simulated,
                        step_rates_judged=not simulated)
-
-
-def _simulated(scenario: Scenario, workload: CollectiveWorkload) -> bool:
-    """On a blocking fabric, collectives other than a ring's steps are simulated step by step."""
-    return (workload.algorithm not in (*SERVICE_ALGORITHMS, "ina") and not KINDS[scenario.fabric.kind].non_blocking
-            and not (workload.algorithm == "ring" and workload.collective in RING_STEP_OPS))
 
 
 def _size_exchanges(scenario: Scenario, workload: CollectiveWorkload, schedule: Schedule, prediction: Prediction,

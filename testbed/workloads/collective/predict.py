@@ -13,6 +13,7 @@ from testbed.network.collectives import Breakdown, Prediction, collective_cost
 from testbed.network.flows import Flow, completion_times
 from testbed.oracle.fabrics import mp_flow_model
 from testbed.oracle.schedule_sim import simulate_schedule
+from testbed.shared.collective_plans import SERVICE_ALGORITHMS
 
 
 def predict(scenario: Scenario, schedule: Schedule) -> Prediction:
@@ -22,12 +23,12 @@ def predict(scenario: Scenario, schedule: Schedule) -> Prediction:
     if not all(s.kind == "collective" for s in steps):
         raise InputError(f"{scenario.name}: predict(scenario, schedule) is for collective schedules")
     first = as_collective(steps[0])
-    if not KINDS[fabric.kind].non_blocking:
-        if first.algorithm == "ring" and first.op in RING_STEP_OPS:
-            return _ring_on_fabric(first.op, len(first.group), first.bytes, fabric, schedule.traffic())
+    if simulated_on(fabric, first.op, first.algorithm):
         # all-to-all, broadcast, trees: each exchange of the algorithm's plan a flow over the
         # fabric's paths (circuits or lightpaths, relayed where a pair has none), as the run sends it
         return simulate_schedule(schedule, fabric)
+    if not KINDS[fabric.kind].non_blocking:
+        return _ring_on_fabric(first.op, len(first.group), first.bytes, fabric, schedule.traffic())
     cost = collective_cost(first.op, first.algorithm, len(first.group), first.bytes,
                            gbps_to_bps(fabric.gpu_bandwidth_gbps), us_to_s(fabric.latency_us))
     return Prediction(
@@ -38,6 +39,13 @@ def predict(scenario: Scenario, schedule: Schedule) -> Prediction:
 
 
 RING_STEP_OPS = {"allreduce": 2, "reducescatter": 1, "allgather": 1}  # passes of n-1 steps
+
+
+def simulated_on(fabric: FabricSection, op: str, algorithm: str) -> bool:
+    """Whether the GPUs' collective is simulated step by step: on a blocking fabric, all but a
+    ring's steps (summation services and INA have models of their own)."""
+    return (algorithm not in (*SERVICE_ALGORITHMS, "ina") and not KINDS[fabric.kind].non_blocking
+            and not (algorithm == "ring" and op in RING_STEP_OPS))
 
 
 def _ring_on_fabric(op: str, n: int, size_bytes: float, fabric: FabricSection,
