@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Callable
 
 if TYPE_CHECKING:
+    from testbed.model.scenario import Scenario
     from testbed.workloads.sizing import Prepared
 
 RESULTS = Path(__file__).resolve().parent / "results"
@@ -60,3 +61,53 @@ def save_rows(name: str, rows: list[dict], header: list[str], row_cells: Callabl
     (RESULTS / f"{name}.md").write_text(table + "\n")
     print(table)
     return 0 if all(r["status"] == "ok" and r["correct"] for r in rows) else 1
+
+
+def emulated_fabric_row(name: str, scenario: "Scenario") -> dict:
+    """One fabric's row of an emulation bench: its prediction and breakdown, what the run measured,
+    its wall time and when."""
+    import time
+
+    from testbed.planning.plan import plan, prepare
+
+    started = time.monotonic()
+    found = plan(scenario)
+    result = run_in_tempdir(prepare(scenario))
+    return {"fabric": name, "predicted_ms": found.prediction.iteration_time_s * 1e3,
+            "breakdown": found.prediction.breakdown.describe(), **run_summary(result),
+            "error": result.get("error"), "wall_s": time.monotonic() - started,
+            "measured": datetime.now(timezone.utc).isoformat(timespec="minutes")[:16]}
+
+
+def save_fabric_rows(name: str, rows: list[dict], order: list[str], title: list[str]) -> int:
+    """Rows of an emulation bench merged with the rows it did not re-run this time (each keeps the
+    date it was measured on), in `order`, under `title`."""
+    saved = RESULTS / f"{name}.json"
+    ran = {r["fabric"] for r in rows}
+    kept = [r for r in json.loads(saved.read_text())["rows"] if r["fabric"] not in ran] if saved.exists() else []
+    rows = sorted(kept + rows, key=lambda r: order.index(r["fabric"]))
+    header = [*title, "| fabric | predicted (ms) | emulated/predicted min / mean / max | sums | faithful | flagged | "
+              "dilation | wall (s) | predicted breakdown | measured |",
+              "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
+    return save_rows(name, rows, header, lambda r: (
+        f"{r['fabric']} | {r['predicted_ms']:.3f} | {ratio_cells(r)} | {r['flagged'] or '-'} | "
+        f"{cell(r['dilation'], 0)} | {r['wall_s']:.0f} | {r['breakdown']} | {r['measured']}"))
+
+
+def run_fabric_bench(name: str, description: str, fabrics: dict[str, dict], scenario_of: Callable[[str], Path],
+                     title: list[str]) -> int:
+    """An emulation bench over fabrics (`fabrics`: each row's overrides of `scenario_of(row)`), with
+    `--only ROW,...` to re-run some rows and keep the others' last results."""
+    import argparse
+
+    from testbed.planning.overrides import apply_overrides
+    from testbed.planning.scenario_file import load_scenario
+
+    parser = argparse.ArgumentParser(description=description)
+    parser.add_argument("--only", help="comma-separated rows (default: all of them)")
+    args = parser.parse_args()
+    rows = []
+    for row in args.only.split(",") if args.only else list(fabrics):
+        rows.append(emulated_fabric_row(row, apply_overrides(load_scenario(scenario_of(row)), fabrics[row])))
+        print(rows[-1], flush=True)
+    return save_fabric_rows(name, rows, list(fabrics), title)

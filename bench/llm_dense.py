@@ -9,17 +9,9 @@ Prints each row and writes bench/results/llm_dense.json (and .md) beside this sc
 
 from __future__ import annotations
 
-import argparse
-import json
-import time
-from datetime import datetime, timezone
 from pathlib import Path
 
-from bench_results import RESULTS, cell, ratio_cells, run_in_tempdir, run_summary, save_rows
-
-from testbed.planning.overrides import apply_overrides
-from testbed.planning.plan import plan, prepare
-from testbed.planning.scenario_file import load_scenario
+from bench_results import run_fabric_bench
 
 SCENARIOS = Path(__file__).resolve().parent.parent / "scenarios"
 SCENARIO = SCENARIOS / "llm-dense.yaml"
@@ -40,43 +32,20 @@ FABRICS = {
 }
 
 
-def run_one(kind: str) -> dict:
-    path = SCENARIOS / "llm-ina.yaml" if kind.startswith("ina") else SCENARIO
-    scenario = apply_overrides(load_scenario(path), FABRICS[kind])
-    started = time.monotonic()
-    found = plan(scenario)
-    result = run_in_tempdir(prepare(scenario))
-    return {"fabric": kind, "predicted_ms": found.prediction.iteration_time_s * 1e3,
-            "breakdown": found.prediction.breakdown.describe(), **run_summary(result),
-            "error": result.get("error"), "wall_s": time.monotonic() - started}
+def scenario_of(row: str) -> Path:
+    return SCENARIOS / "llm-ina.yaml" if row.startswith("ina") else SCENARIO
+
+
+TITLE = ["# scenarios/llm-dense.yaml on every fabric (8 emulated GPUs, tp 2 × pp 2 × dp 2, 1F1B)", "",
+         "The ina rows are scenarios/llm-ina.yaml (tp 2 × dp 4): gradients summed by the aggregation node "
+         "(ina) and by a ring through it (ina-ring).", "",
+         "Multi-shot SiP-OCS re-plans from the bytes each period measured: its run retuned twice an "
+         "iteration where the prediction's controller retuned once (0.4 against 0.2 ms dark, and circuits "
+         "moved to pairs the next phase did not use).", ""]
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("--only", help="comma-separated fabric kinds (default: all of them)")
-    args = parser.parse_args()
-    kinds = args.only.split(",") if args.only else list(FABRICS)
-    rows = []
-    for kind in kinds:
-        row = {**run_one(kind), "measured": datetime.now(timezone.utc).isoformat(timespec="minutes")[:16]}
-        print(row, flush=True)
-        rows.append(row)
-    # fabrics not re-run this time keep their last rows (with the date they were measured on)
-    saved = RESULTS / "llm_dense.json"
-    kept = [r for r in json.loads(saved.read_text())["rows"] if r["fabric"] not in kinds] if saved.exists() else []
-    rows = sorted(kept + rows, key=lambda r: list(FABRICS).index(r["fabric"]))
-    header = ["# scenarios/llm-dense.yaml on every fabric (8 emulated GPUs, tp 2 × pp 2 × dp 2, 1F1B)", "",
-              "The ina rows are scenarios/llm-ina.yaml (tp 2 × dp 4): gradients summed by the aggregation node "
-              "(ina) and by a ring through it (ina-ring).", "",
-              "Multi-shot SiP-OCS re-plans from the bytes each period measured: its run retuned twice an "
-              "iteration where the prediction's controller retuned once (0.4 against 0.2 ms dark, and circuits "
-              "moved to pairs the next phase did not use).", "",
-              "| fabric | predicted (ms) | emulated/predicted min / mean / max | sums | faithful | flagged | "
-              "dilation | wall (s) | predicted breakdown | measured |",
-              "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
-    return save_rows("llm_dense", rows, header, lambda r: (
-        f"{r['fabric']} | {r['predicted_ms']:.3f} | {ratio_cells(r)} | {r['flagged'] or '-'} | "
-        f"{cell(r['dilation'], 0)} | {r['wall_s']:.0f} | {r['breakdown']} | {r['measured']}"))
+    return run_fabric_bench("llm_dense", __doc__ or "", FABRICS, scenario_of, TITLE)
 
 
 if __name__ == "__main__":
