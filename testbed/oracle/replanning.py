@@ -170,3 +170,15 @@ class LiveReplans:
                 self.dark_end_s = math.inf
         self.next_event_s = min(self.next_period_s, self.pending_s, self.dark_end_s)
         return taken_over
+
+    def carry_over(self, end_s: float) -> None:
+        """Into the next iteration, which starts as this one ends at `end_s`: the controller's period
+        grid, the bytes measured so far in its period, a planned retune and a dark window go on (the
+        barrier between a run's iterations is microseconds of emulated time); the counts start anew,
+        the rest of a dark window counted in the iteration it darkens."""
+        self.next_period_s -= end_s
+        self.pending_s -= end_s
+        self.dark_end_s -= end_s
+        self.next_event_s = min(self.next_period_s, self.pending_s, self.dark_end_s)
+        self.plans = self.retunes = 0
+        self.dark_total_s = max(0.0, self.dark_end_s) if self.dark_capacity_bps is not None else 0.0

@@ -22,15 +22,15 @@ rung above it."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass, fields
+from dataclasses import dataclass
 
 from testbed.fabrics.timing import dark_us, estimate_period_us, reconfig_us
 from testbed.model.fabric_section import FabricSection, ReconfigurableSection
 from testbed.model.schedule import Schedule
 from testbed.model.units import us_to_s
-from testbed.network.collectives import Breakdown, Prediction
+from testbed.network.collectives import Prediction
 from testbed.oracle.replanning import replans_during_run
-from testbed.oracle.schedule_sim import Simulated, simulate_counting_retunes
+from testbed.oracle.schedule_sim import Simulated, mean_outcome, simulate_counting_retunes
 
 # Absolute rungs (µs), the same whatever the reconfiguration time, so that a longer one only removes
 # rungs: 0, then 1, 2, 2.5 and 5 per decade up to 5 s (the values papers sweep fall on a rung).
@@ -119,19 +119,9 @@ def _slowest_s(outcomes: list[Simulated]) -> float:
 
 def _retuning(fabric: FabricSection, outcomes: list[Simulated], tried: int, said: str) -> Retuning:
     """The mean of the outcomes over the controller's delays (one where nothing retuned)."""
-    count = len(outcomes)
     times = [o.prediction.iteration_time_s for o in outcomes]
-    parts = [o.prediction.breakdown for o in outcomes]
-    breakdown = Breakdown(**{f.name: sum(getattr(b, f.name) for b in parts) / count for f in fields(Breakdown)})
-    formula = outcomes[0].prediction.formula
-    if count > 1:
-        formula += (f"; the mean over a controller that retunes 0-{LAG_PERIODS[-1]:.0%} of a period after the period "
-                    f"ends ({', '.join(f'{t * 1e3:.3f}' for t in times)} ms)")
-    messages: dict[tuple[int, int, str], list[float]] = {}
-    for o in outcomes:
-        for key, rate in o.message_bps.items():
-            messages.setdefault(key, []).append(rate)
-    ends = tuple(sum(e) / count for e in zip(*(o.gpu_end_s for o in outcomes)))
-    return Retuning(fabric, Prediction(sum(times) / count, breakdown, formula + said),
-                    {key: sum(rates) / len(rates) for key, rates in messages.items()}, tried, ends,
-                    (min(times), max(times)))
+    if len(outcomes) > 1:
+        said = (f"; the mean over a controller that retunes 0-{LAG_PERIODS[-1]:.0%} of a period after the period "
+                f"ends ({', '.join(f'{t * 1e3:.3f}' for t in times)} ms)") + said
+    mean = mean_outcome(outcomes, said)
+    return Retuning(fabric, mean.prediction, mean.message_bps, tried, mean.gpu_end_s, (min(times), max(times)))

@@ -21,7 +21,7 @@ import heapq
 import math
 from collections import defaultdict
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, fields, replace
 from typing import Any
 
 from testbed.model.errors import InputError
@@ -54,10 +54,13 @@ FLUID = {("allreduce", "ring"), ("reducescatter", "ring"), ("allgather", "ring")
 
 
 class _Dag:
-    def __init__(self, schedule: Schedule, fabric: FabricSection, lag_s: float) -> None:
+    def __init__(self, schedule: Schedule, fabric: FabricSection, lag_s: float,
+                 carried: tuple[FlowModel, LiveReplans] | None = None) -> None:
+        """One iteration from the plan for its whole traffic, or (`carried`) from where the previous
+        iteration left the plan in force and the controller."""
         n = schedule.hosts
         self.steps: list[tuple[Step, ...]] = [g.steps for g in sorted(schedule.gpus, key=lambda g: g.rank)]
-        self.model = schedule_flow_model(fabric, n, schedule.traffic(), schedule.partitions)
+        self.model = carried[0] if carried else schedule_flow_model(fabric, n, schedule.traffic(), schedule.partitions)
         self.alpha = us_to_s(fabric.latency_us)
         self.static_rate = collective_rates_bps(self.steps, self.model)
         index = [{s.id: i for i, s in enumerate(gpu)} for gpu in self.steps]
@@ -95,8 +98,9 @@ class _Dag:
         self.send_began: dict[tuple[int, int, str], float] = {}  # (src, dst, tag) -> when it was sent
         self.rate_range: dict[tuple[int, int], tuple[float, float]] = {}  # a moving send's lowest and highest rate
         self.message_bps: dict[tuple[int, int, str], float] = {}  # (src, dst, tag) -> its average rate
-        self.replans = (LiveReplans(fabric, n, tuple(sorted(schedule.traffic())), schedule.partitions, lag_s)
-                        if replans_during_run(fabric) else None)
+        self.replans = carried[1] if carried else (
+            LiveReplans(fabric, n, tuple(sorted(schedule.traffic())), schedule.partitions, lag_s)
+            if replans_during_run(fabric) else None)
         self.plans: list[tuple[float, FlowModel]] = [(0.0, self.model)]  # each plan and when it took over
 
     def at(self, time_s: float, event: tuple[Any, ...]) -> None:
@@ -361,19 +365,56 @@ def simulate_with_message_rates(schedule: Schedule, fabric: FabricSection
 class Simulated:
     prediction: Prediction
     message_bps: dict[tuple[int, int, str], float]
-    retunes: int  # re-plans that changed links (0 where the fabric does not re-plan)
+    retunes: int  # re-plans that changed links in every iteration simulated (0 where the fabric does not re-plan)
     gpu_end_s: tuple[float, ...] = ()  # each GPU's last step's end
     plans: tuple[tuple[float, FlowModel], ...] = ()  # the fabric's plans and when each took over
 
 
+# Iterations simulated at most on a fabric that re-plans: the first from the plan for the whole
+# iteration's traffic, then each from the plan the one before left in force, as a run's are.
+STEADY_ITERATIONS = 3
+
+
 def simulate_counting_retunes(schedule: Schedule, fabric: FabricSection, lag_s: float = 0.0) -> Simulated:
     """The schedule simulated once; where the fabric re-plans, each retune goes dark `lag_s` after
-    the end of the period it was planned from (the controller's own delay)."""
+    the end of the period it was planned from (the controller's own delay), and the iteration
+    predicted is the steady one a run measures after its warm-up: where the first iteration leaves
+    another plan in force than it started from (or a retune under way), the next starts from that
+    plan with the controller's period grid, measured bytes and retune carried on, and so on until
+    one ends on the plan it started from (every next one would run as it did): that one is the
+    prediction, or the mean of those after the first where none has by STEADY_ITERATIONS."""
     if schedule.hosts != fabric.hosts:
         raise InputError(f"the schedule has {schedule.hosts} GPUs but fabric.hosts is {fabric.hosts}; "
                          f"they must match")
     dag = _Dag(schedule, fabric, lag_s)
     total = dag.run()
+    first = _outcome(dag, total, steady=False)
+    replans = dag.replans
+    if replans is None or (replans.pending is None and _plan_key(dag.model) == _plan_key(dag.plans[0][1])):
+        return first
+    outcomes: list[Simulated] = []
+    retunes, ended, settled = first.retunes, _plan_key(dag.model), False
+    previous, previous_total = dag, total
+    while not settled and len(outcomes) + 1 < STEADY_ITERATIONS:
+        replans.carry_over(previous_total)
+        following = _Dag(schedule, fabric, lag_s, (previous.model, replans))
+        following_total = following.run()
+        outcomes.append(_outcome(following, following_total, steady=True))
+        retunes += replans.retunes
+        # ended as the one before did: it started and ended on one plan, as every next one would
+        settled = replans.pending is None and _plan_key(following.model) == ended
+        ended, previous, previous_total = _plan_key(following.model), following, following_total
+    steady = outcomes[-1] if settled or len(outcomes) == 1 else mean_outcome(
+        outcomes, f"; the mean of iterations 2-{len(outcomes) + 1}, which did not settle on one plan")
+    return replace(steady, retunes=retunes)
+
+
+def _plan_key(model: FlowModel) -> frozenset[Any]:
+    return frozenset(model.capacity_bps.items())
+
+
+def _outcome(dag: _Dag, total: float, steady: bool) -> Simulated:
+    """One simulated iteration's prediction (`steady`: one that started where another left off)."""
     busiest = max(dag.compute_s)
     formula = ("schedule simulation: steps when their dependencies are done, one compute at a time per GPU, "
                "transfers and ring collectives as max-min fair flows")
@@ -385,12 +426,30 @@ def simulate_counting_retunes(schedule: Schedule, fabric: FabricSection, lag_s: 
         formula += (f"; re-planned every {dag.replans.replanner.period_s * 1e6:g} µs as the controller does: "
                     f"{dag.replans.retunes} of {dag.replans.plans} re-plans retuned links, "
                     f"{dag.replans.dark_total_s * 1e3:.3f} ms dark")
+        if steady:
+            formula += " in the iteration after one that ran, from the plan it left in force"
     exposed = total - dag.last_compute_end_s if busiest > 0 else 0.0
     waiting = _waiting(dag, max(range(len(dag.gpu_end_s)), key=dag.gpu_end_s.__getitem__), total)
     prediction = Prediction(total, Breakdown(compute_s=busiest, communication_s=total - busiest - dark,
                                              reconfiguration_s=dark, exposed_dp_s=exposed, **waiting), formula)
     return Simulated(prediction, dag.message_bps, dag.replans.retunes if dag.replans is not None else 0,
                      tuple(dag.gpu_end_s), tuple(dag.plans))
+
+
+def mean_outcome(outcomes: Sequence[Simulated], said: str) -> Simulated:
+    """Several outcomes of one schedule as one: times, breakdowns, message rates and GPU ends averaged."""
+    count = len(outcomes)
+    times = [o.prediction.iteration_time_s for o in outcomes]
+    parts = [o.prediction.breakdown for o in outcomes]
+    breakdown = Breakdown(**{f.name: sum(getattr(b, f.name) for b in parts) / count for f in fields(Breakdown)})
+    messages: dict[tuple[int, int, str], list[float]] = {}
+    for o in outcomes:
+        for key, rate in o.message_bps.items():
+            messages.setdefault(key, []).append(rate)
+    ends = tuple(sum(e) / count for e in zip(*(o.gpu_end_s for o in outcomes)))
+    return Simulated(Prediction(sum(times) / count, breakdown, outcomes[0].prediction.formula + said),
+                     {key: sum(rates) / len(rates) for key, rates in messages.items()},
+                     max(o.retunes for o in outcomes), ends, outcomes[0].plans)
 
 
 # What a GPU's idle time is put down to where several of its steps are in progress: the pipeline

@@ -220,3 +220,41 @@ def test_a_retune_goes_dark_the_controller_delay_after_its_period():
     new = live.step(140e-6, start)
     assert new is not None and changed_resources(start, new)
     assert live.dark_capacity_bps is None and live.next_event_s == pytest.approx(200e-6)
+
+
+def test_the_controller_carries_on_into_the_next_iteration():
+    """Hand timeline, period 100 µs, delay 15 µs, dark 25 µs: a retune planned at 100 µs and dark
+    from 115 µs, in an iteration that ends at 120 µs: the next iteration starts 5 µs into the dark
+    window (dark until 20 µs, counted there), its first period ends at 80 µs, and the bytes
+    measured since 100 µs stay in that period; the counts start anew."""
+    fabric = ring(8, 4, reconfig_us=25.0, period_us=100.0)
+    recurring = tuple(sorted((i, (i + 1) % 8) for i in range(8)))
+    start = replan(fabric, 8, 1, dict.fromkeys(recurring, 1e6), recurring)
+    live = LiveReplans(fabric, 8, recurring, (), lag_s=15e-6)
+    live.moved((0, 2), 8 * 5e6)
+    live.step(100e-6, start)
+    live.step(115e-6, start)
+    live.moved((1, 3), 8 * 1e6)
+    live.carry_over(120e-6)
+    assert live.dark_end_s == pytest.approx(20e-6) and live.next_period_s == pytest.approx(80e-6)
+    assert live.next_event_s == pytest.approx(20e-6) and live.dark_capacity_bps is not None
+    assert live.retunes == live.plans == 0 and live.dark_total_s == pytest.approx(20e-6)
+    assert live.current == {(1, 3): 1e6}
+    assert live.step(20e-6, start) is not None and live.next_event_s == pytest.approx(80e-6)
+
+
+def test_the_predicted_iteration_starts_from_the_plan_the_one_before_left():
+    """Two phases on 4 GPUs, the second's pairs not the first's, retuning whenever a re-plan gains:
+    the first iteration starts on the plan for all its traffic and retunes towards the second
+    phase's; the one predicted (the iteration a run measures after its warm-up) starts on the plan
+    the first left in force, not on the plan for the whole iteration."""
+    from testbed.oracle.schedule_sim import simulate_counting_retunes
+
+    schedule = Schedule.from_json(phased([([(0, 1), (2, 3)], 4_000_000, 20.0), ([(0, 2), (1, 3)], 4_000_000, 20.0)]))
+    fabric = ring(4, 4, reconfig_us=25.0, period_us=100.0).model_copy(update={"retune_threshold_us": 0.0})
+    simulated = simulate_counting_retunes(schedule, fabric)
+    assert "the iteration after one that ran" in simulated.prediction.formula
+    whole = simulate_counting_retunes(schedule, fabric.model_copy(update={"estimate_period_us": 1e12}))
+    first_plan = simulated.plans[0][1].capacity_bps
+    assert first_plan != whole.plans[0][1].capacity_bps  # not the plan for the whole iteration
+    assert simulated.retunes > 0  # the first iteration's retunes count
