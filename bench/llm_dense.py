@@ -39,9 +39,10 @@ def scenario_of(row: str) -> Path:
 TITLE = ["# scenarios/llm-dense.yaml on every fabric (8 emulated GPUs, tp 2 × pp 2 × dp 2, 1F1B)", "",
          "The ina rows are scenarios/llm-ina.yaml (tp 2 × dp 4): gradients summed by the aggregation node "
          "(ina) and by a ring through it (ina-ring).", "",
-         "Multi-shot SiP-OCS re-plans from the bytes each period measured: its run retuned twice an "
-         "iteration where the prediction's controller retuned once (0.4 against 0.2 ms dark, and circuits "
-         "moved to pairs the next phase did not use).", ""]
+         "Multi-shot SiP-OCS re-plans from the bytes each period measured. Predicted from the first "
+         "iteration (the plan for the whole iteration's traffic, one retune) its runs measured 1.10-1.12; "
+         "the prediction is now the steady iteration after one that ran, from the plan that one left "
+         "in force, which retunes as the run does.", ""]
 
 
 def main() -> int:

@@ -15,7 +15,6 @@ import time
 from bench_results import save_rows
 from replan_tables import rung_cell
 
-from testbed.model.schedule import Schedule
 from testbed.oracle.retune_threshold import LAG_PERIODS, NEVER_US, with_retune_threshold
 from testbed.oracle.schedule_sim import simulate_schedule
 from testbed.planning.scenario_file import parse_scenario
@@ -33,15 +32,15 @@ def sweep(model_name: str, hosts: int) -> list[dict]:
               "wavelength_gbps": 25, "neighbors": 8}
     scenario = parse_scenario({"name": f"{model_name}-{hosts}", "fabric": fabric,
                                "workload": {"kind": "model", "model": model, "iterations": 1}}, "sweep")
-    schedule = Schedule.from_json(schedule_for(scenario).to_json())
+    schedule = schedule_for(scenario)
     still = scenario.fabric.model_copy(update={"estimate_period_us": 1e12})
-    standing_s = simulate_schedule(Schedule.from_json(schedule), still).iteration_time_s
+    standing_s = simulate_schedule(schedule, still).iteration_time_s
     rows = []
     for period in PERIODS_US:
         for delay in DELAYS_US:
             started = time.monotonic()
             section = scenario.fabric.model_copy(update={"reconfig_us": delay, "estimate_period_us": period})
-            retuning = with_retune_threshold(Schedule.from_json(schedule), section)
+            retuning = with_retune_threshold(schedule, section)
             prediction, total = retuning.prediction, retuning.prediction.iteration_time_s
             threshold = getattr(retuning.fabric, "retune_threshold_us", None)
             rows.append({"status": "predicted", "correct": None,

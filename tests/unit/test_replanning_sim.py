@@ -258,3 +258,15 @@ def test_the_predicted_iteration_starts_from_the_plan_the_one_before_left():
     first_plan = simulated.plans[0][1].capacity_bps
     assert first_plan != whole.plans[0][1].capacity_bps  # not the plan for the whole iteration
     assert simulated.retunes > 0  # the first iteration's retunes count
+
+
+def test_a_rung_whose_gain_is_within_its_spread_is_not_kept():
+    """Hand figures (ms): a placed ResNet-50's five outcomes at 25 µs against 66.0 standing still
+    gain 6.6 on average but spread over 10.7 (its runs measured 63-66): not kept; the Transformer's
+    at 50 µs gain 52.7 over a spread of 0.6: kept; one outcome slower than standing still: not."""
+    from testbed.oracle.retune_threshold import admissible
+
+    assert not admissible([59.7, 61.37, 57.5, 53.9, 64.6], 66.0)
+    assert admissible([173.4, 173.6, 173.8, 173.9, 174.0], 226.46)
+    assert not admissible([60.0, 60.0, 66.1, 60.0, 60.0], 66.0)
+    assert admissible([65.0] * 5, 66.0)
