@@ -142,6 +142,24 @@ def _warn(warnings: Iterable[str]) -> None:
         err_console.print(f"[yellow]warning[/]: {escape(warning)}", highlight=False)
 
 
+@contextlib.contextmanager
+def _prediction_progress(quiet: bool) -> Iterator[None]:
+    """A bar on a terminal's stderr while a prediction simulates (what, how far, time left), gone
+    when it ends; nothing under --json or where stderr is not a terminal."""
+    if quiet or not err_console.is_terminal:
+        yield
+        return
+    from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
+
+    from testbed.oracle import progress
+
+    bar = Progress(TextColumn("{task.description}"), BarColumn(), TimeElapsedColumn(), TextColumn("left"),
+                   TimeRemainingColumn(), console=err_console, transient=True)
+    task = bar.add_task("predicting", total=1.0)
+    with bar, progress.reporting(lambda what, done: bar.update(task, description=what, completed=done)):
+        yield
+
+
 def cmd_predict(args: argparse.Namespace) -> int:
     from testbed.planning.plan import plan, plan_schedule
     from testbed.planning.scenario_file import load_scenario
@@ -149,7 +167,7 @@ def cmd_predict(args: argparse.Namespace) -> int:
     scenario = load_scenario(args.scenario)
     _warn(scenario.fabric.field_warnings())
     # --schedule: that schedule.json on the scenario's fabric, predicted as a trace workload is
-    with _naming(args.scenario):
+    with _naming(args.scenario), _prediction_progress(quiet=args.json):
         found = plan_schedule(scenario, args.schedule) if args.schedule else plan(scenario)
     prediction, jobs = found.prediction, found.jobs
     if args.plans:

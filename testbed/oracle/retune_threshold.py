@@ -32,6 +32,7 @@ from testbed.model.fabric_section import FabricSection, ReconfigurableSection
 from testbed.model.schedule import Schedule
 from testbed.model.units import us_to_s
 from testbed.network.collectives import Prediction
+from testbed.oracle import progress
 from testbed.oracle.replanning import replans_during_run
 from testbed.oracle.schedule_sim import Simulated, mean_outcome, simulate_counting_retunes
 
@@ -68,8 +69,10 @@ def over_delays(schedule: Schedule, fabric: FabricSection, give_up_above_s: floa
     than `give_up_above_s`, once the mean cannot come under `give_up_mean_above_s` (the candidate
     has lost either way), or when the first retunes nothing (no delay then changes anything)."""
     outcomes: list[Simulated] = []
-    for share in LAG_PERIODS:
-        simulated = simulate_counting_retunes(schedule, fabric, share * us_to_s(estimate_period_us(fabric)))
+    for k, share in enumerate(LAG_PERIODS):
+        with progress.part(k / len(LAG_PERIODS), 1 / len(LAG_PERIODS),
+                           f"delay {k + 1}/{len(LAG_PERIODS)}: "):
+            simulated = simulate_counting_retunes(schedule, fabric, share * us_to_s(estimate_period_us(fabric)))
         outcomes.append(simulated)
         floor_of_mean_s = sum(o.prediction.iteration_time_s for o in outcomes) / len(LAG_PERIODS)
         if simulated.retunes == 0 or simulated.prediction.iteration_time_s > give_up_above_s \
@@ -88,15 +91,20 @@ def with_retune_threshold(schedule: Schedule, fabric: FabricSection) -> Retuning
     if not isinstance(fabric, ReconfigurableSection) or fabric.retune_threshold_us is not None:
         return _retuning(fabric, over_delays(schedule, fabric), 1, "")
     still = fabric.model_copy(update={"retune_threshold_us": NEVER_US})
-    standing = simulate_counting_retunes(schedule, still)
+    rungs = candidates_us(dark_us(fabric))[:-1]
+    with progress.part(0.0, 1 / (len(rungs) + 1), "standing still: "):
+        standing = simulate_counting_retunes(schedule, still)
     still_s = standing.prediction.iteration_time_s
     best: tuple[ReconfigurableSection, list[Simulated]] = (still, [standing])
     tried = 1
-    for rung_us in candidates_us(dark_us(fabric))[:-1]:
+    for k, rung_us in enumerate(rungs):
         candidate = fabric.model_copy(update={"retune_threshold_us": rung_us, "dark_hold_us": rung_us})
         best_mean_s = _mean_s(best[1])
-        outcomes = over_delays(schedule, candidate, give_up_above_s=still_s * (1 + 1e-12),
-                               give_up_mean_above_s=best_mean_s * (1 + 1e-12))
+        # each rung a share of the work; most ladders stop well before the last rung
+        with progress.part((k + 1) / (len(rungs) + 1), 1 / (len(rungs) + 1),
+                           f"retune rule {k + 1}/{len(rungs)} (dark {rung_us:g} µs), "):
+            outcomes = over_delays(schedule, candidate, give_up_above_s=still_s * (1 + 1e-12),
+                                   give_up_mean_above_s=best_mean_s * (1 + 1e-12))
         tried += 1
         if outcomes[0].retunes == 0:  # stands still: so does every higher rung
             break

@@ -39,11 +39,14 @@ from testbed.model.units import bytes_to_bits, us_to_s
 from testbed.network.collectives import Breakdown, Prediction, collective_cost, ina_payload_equivalent_bytes
 from testbed.network.flow_model import FlowModel
 from testbed.network.flows import Flow, max_min_rates
+from testbed.oracle import progress
 from testbed.oracle.fabrics import schedule_flow_model
 from testbed.oracle.replanning import LiveReplans, replans_during_run
 from testbed.oracle.stepwise import STEPWISE, StepwiseCollective
 from testbed.shared.collective_plans import collective_traffic
 
+# Simulation rounds (events) between progress reports: cheap beside the rounds themselves.
+PROGRESS_ROUNDS = 2048
 # A message moved alone when its rate stayed within this share of its path's capacity.
 ALONE_TOLERANCE = 0.02
 
@@ -308,7 +311,12 @@ class _Dag:
             for i in range(len(gpu)):
                 if self.waiting[g][i] == 0:
                     self.start(g, i)
+        steps, rounds = sum(map(len, self.steps)), 0
         while self.timers or self.flows:
+            rounds += 1
+            if rounds % PROGRESS_ROUNDS == 0 and progress.active():
+                done = sum(map(sum, self.done))
+                progress.report(f"{done:,}/{steps:,} steps", done / steps)
             rates = self.rates()
             for (owner, _, _), rate in zip(self.flows, rates):
                 if owner[0] == "send":
@@ -387,7 +395,8 @@ def simulate_counting_retunes(schedule: Schedule, fabric: FabricSection, lag_s: 
         raise InputError(f"the schedule has {schedule.hosts} GPUs but fabric.hosts is {fabric.hosts}; "
                          f"they must match")
     dag = _Dag(schedule, fabric, lag_s)
-    total = dag.run()
+    with progress.part(0.0, 1.0 / STEADY_ITERATIONS, ""):
+        total = dag.run()
     first = _outcome(dag, total, steady=False)
     replans = dag.replans
     if replans is None or (replans.pending is None and _plan_key(dag.model) == _plan_key(dag.plans[0][1])):
@@ -398,7 +407,9 @@ def simulate_counting_retunes(schedule: Schedule, fabric: FabricSection, lag_s: 
     while not settled and len(outcomes) + 1 < STEADY_ITERATIONS:
         replans.carry_over(previous_total)
         following = _Dag(schedule, fabric, lag_s, (previous.model, replans))
-        following_total = following.run()
+        with progress.part((len(outcomes) + 1) / STEADY_ITERATIONS, 1.0 / STEADY_ITERATIONS,
+                           f"iteration {len(outcomes) + 2}: "):
+            following_total = following.run()
         outcomes.append(_outcome(following, following_total, steady=True))
         retunes += replans.retunes
         # ended as the one before did: it started and ended on one plan, as every next one would
