@@ -7,6 +7,7 @@ element). An op's kind decides how it is split (`balance`) and how it is timed (
 from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
+from functools import cached_property
 
 BYTES_PER_ELEMENT = 2  # fp16
 GRADIENT_BYTES = {"fp16": 2, "fp32": 4}  # per parameter, what a DP all-reduce moves at each precision
@@ -54,8 +55,12 @@ class ModelGraph:
     def param_bytes(self) -> float:
         return sum(op.param_bytes for op in self.ops if not op.backward)
 
+    @cached_property
+    def _by_name(self) -> dict[str, Op]:
+        return {o.name: o for o in self.ops}
+
     def op(self, name: str) -> Op:
-        return {o.name: o for o in self.ops}[name]
+        return self._by_name[name]
 
 
 class _Builder:

@@ -299,3 +299,17 @@ def test_a_sweep_says_when_a_point_contradicts_its_own_fabric(tmp_path):
     said = out.stdout + out.stderr
     assert "sweep point p001-gpu_bandwidth_gbps=400: fabric.gpu_bandwidth_gbps (400 Gb/s) is not wavelengths" in said
     assert "sweep point p000" not in said.split("p000-gpu_bandwidth_gbps=100: ok")[0]
+
+
+def test_a_profile_of_twenty_thousand_ops_loads_in_linear_work(tmp_path):
+    """A 20,000-op chain: every backward op looked up its forward op by rebuilding the name index
+    (20,000² lookups, minutes), and the pure-Python YAML parser took half a minute."""
+    from testbed.placer.profiles import load_user_profile
+
+    lines = ["name: big", "ops:"] + [
+        f"  - {{name: o{i}, kind: linear, compute_us_per_sample: 5, output_bytes: 4096"
+        f"{f', deps: [o{i - 1}]' if i else ''}}}" for i in range(20_000)]
+    path = tmp_path / "big.yaml"
+    path.write_text("\n".join(lines) + "\n")
+    graph = load_user_profile(path)
+    assert len(graph.ops) == 40_000 and graph.op("o19999.bwd").compute_us_per_sample == 10.0
