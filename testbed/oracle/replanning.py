@@ -84,7 +84,7 @@ class Replanner:
         key = frozenset(quantised(measured).items())
         if not key:
             return None
-        held = frozenset(current.capacity_bps.items())
+        held = plan_key(current)
         model = self._cache.get((key, held))
         if model is None:
             try:
@@ -93,6 +93,11 @@ class Replanner:
                 model = current  # controller refuses it and keeps the plan in force (optical_app)
             self._cache[(key, held)] = model
         return model
+
+
+def plan_key(model: FlowModel) -> frozenset[Any]:
+    """A plan's identity: its links and their capacities (paths follow from them)."""
+    return frozenset(model.capacity_bps.items())
 
 
 def changed_resources(before: FlowModel, after: FlowModel) -> frozenset[Any]:

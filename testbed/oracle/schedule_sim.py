@@ -41,7 +41,7 @@ from testbed.network.flow_model import FlowModel
 from testbed.network.flows import Flow, max_min_rates
 from testbed.oracle import progress
 from testbed.oracle.fabrics import schedule_flow_model
-from testbed.oracle.replanning import LiveReplans, replans_during_run
+from testbed.oracle.replanning import LiveReplans, plan_key, replans_during_run
 from testbed.oracle.stepwise import STEPWISE, StepwiseCollective
 from testbed.shared.collective_plans import collective_traffic
 
@@ -399,12 +399,11 @@ def simulate_counting_retunes(schedule: Schedule, fabric: FabricSection, lag_s: 
         total = dag.run()
     first = _outcome(dag, total, steady=False)
     replans = dag.replans
-    if replans is None or (replans.pending is None and _plan_key(dag.model) == _plan_key(dag.plans[0][1])):
+    if replans is None or _settled(dag):
         return first
     outcomes: list[Simulated] = []
-    retunes, ended, settled = first.retunes, _plan_key(dag.model), False
-    previous, previous_total = dag, total
-    while not settled and len(outcomes) + 1 < STEADY_ITERATIONS:
+    retunes, previous, previous_total = first.retunes, dag, total
+    while len(outcomes) + 1 < STEADY_ITERATIONS:
         replans.carry_over(previous_total)
         following = _Dag(schedule, fabric, lag_s, (previous.model, replans))
         with progress.part((len(outcomes) + 1) / STEADY_ITERATIONS, 1.0 / STEADY_ITERATIONS,
@@ -412,16 +411,18 @@ def simulate_counting_retunes(schedule: Schedule, fabric: FabricSection, lag_s: 
             following_total = following.run()
         outcomes.append(_outcome(following, following_total, steady=True))
         retunes += replans.retunes
-        # ended as the one before did: it started and ended on one plan, as every next one would
-        settled = replans.pending is None and _plan_key(following.model) == ended
-        ended, previous, previous_total = _plan_key(following.model), following, following_total
-    steady = outcomes[-1] if settled or len(outcomes) == 1 else mean_outcome(
+        previous, previous_total = following, following_total
+        if _settled(following):
+            break
+    steady = outcomes[-1] if _settled(previous) or len(outcomes) == 1 else mean_outcome(
         outcomes, f"; the mean of iterations 2-{len(outcomes) + 1}, which did not settle on one plan")
     return replace(steady, retunes=retunes)
 
 
-def _plan_key(model: FlowModel) -> frozenset[Any]:
-    return frozenset(model.capacity_bps.items())
+def _settled(dag: _Dag) -> bool:
+    """The iteration ended on the plan it started from, no retune under way: every next one runs as it did."""
+    assert dag.replans is not None  # only fabrics that re-plan carry on
+    return dag.replans.pending is None and plan_key(dag.model) == plan_key(dag.plans[0][1])
 
 
 def _outcome(dag: _Dag, total: float, steady: bool) -> Simulated:
