@@ -3,12 +3,13 @@ GPUs of one MP group uses, and the shared pieces kinds build theirs from."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
+from functools import cached_property
 
 from testbed.network.collectives import ring_allreduce_time_s
 from testbed.network.flows import Resource
-from testbed.network.relay import adjacency, relay_path
+from testbed.network.relay import Relays
 
 Traffic = dict[tuple[int, int], float]  # bytes per (source, destination) GPU pair
 # TCP acknowledges about every second segment: per data packet, half a (small) packet comes back.
@@ -25,6 +26,12 @@ class FlowModel:
     notes: list[str] = field(default_factory=list)
     dp_rate_bps: float | None = None  # what the plan leaves each GPU for its DP ring, where planned
     dark_s: float = 0.0  # retuning time charged on the way (SiP-Ring)
+
+    @cached_property
+    def key(self) -> frozenset[tuple[Resource, float]]:
+        """The plan's identity: its links and their capacities (paths follow from them); made once,
+        when first asked (a plan's capacities are set when it is built)."""
+        return frozenset(self.capacity_bps.items())
 
     def resources(self, src: int, dst: int) -> tuple[Resource, ...]:
         found = self.paths.get((src, dst))
@@ -52,10 +59,15 @@ def nic_flow_model(B: float, k: int) -> FlowModel:
 def relay_paths(k: int, links: dict[tuple[int, int], Resource],
                 traffic: Traffic) -> dict[tuple[int, int], tuple[Resource, ...]]:
     """Shortest hop paths over direct links for every pair with traffic (relaying through GPUs)."""
-    neighbours = adjacency(k, links)
+    return paths_over(Relays(k, links), links, traffic)
+
+
+def paths_over(relays: Relays, links: dict[tuple[int, int], Resource],
+            traffic: Iterable[tuple[int, int]]) -> dict[tuple[int, int], tuple[Resource, ...]]:
+    """relay_paths over links whose next-hop trees `relays` keeps between calls."""
     paths = {}
     for (src, dst) in traffic:
-        nodes = relay_path(neighbours, src, dst)
+        nodes = relays.path(src, dst)
         if nodes is None:
             raise ValueError(f"no path from GPU {src} to GPU {dst}")
         paths[(src, dst)] = tuple(links[(a, b)] for a, b in zip(nodes, nodes[1:]))
@@ -70,11 +82,11 @@ def relayed_forwarding_factor(n: int, traffic: Traffic, plan: Callable[[Traffic]
     if not pairs:
         return 1.0
     links = [(r[1], r[2]) for r in plan(pairs).capacity_bps if r[0] == link_kind]
-    neighbours = adjacency(n, sorted(links))
+    relays = Relays(n, sorted(links))
     packets = weighted = 0.0
     for (src, dst), size in pairs.items():
-        forward = relay_path(neighbours, src, dst)
-        back = relay_path(neighbours, dst, src)
+        forward = relays.path(src, dst)
+        back = relays.path(dst, src)
         hops = (len(forward) - 1 if forward else 1) + ACKS_PER_PACKET * (len(back) - 1 if back else 1)
         weighted += size * hops
         packets += size * (1 + ACKS_PER_PACKET)

@@ -23,10 +23,18 @@ def next_hops_to(neighbours: dict[int, list[int]], dst: int) -> dict[int, int]:
     A tree towards dst, not a path chosen at each source: relayed packets are forwarded by every
     GPU on the way with its own route to dst, so the path a flow takes is the one its hops' routes
     make, and the oracle must price that path."""
+    return _next_hops(neighbours, _incoming(neighbours), dst)
+
+
+def _incoming(neighbours: dict[int, list[int]]) -> dict[int, list[int]]:
     incoming: dict[int, list[int]] = {g: [] for g in neighbours}
     for a, peers in neighbours.items():
         for b in peers:
             incoming.setdefault(b, []).append(a)
+    return incoming
+
+
+def _next_hops(neighbours: dict[int, list[int]], incoming: dict[int, list[int]], dst: int) -> dict[int, int]:
     hops = {dst: 0}
     queue = deque([dst])
     while queue:
@@ -39,12 +47,40 @@ def next_hops_to(neighbours: dict[int, list[int]], dst: int) -> dict[int, int]:
             for node, far in hops.items() if node != dst}
 
 
+class Relays:
+    """Relay paths over one set of direct links, each destination's tree of next hops built once
+    (a plan at hundreds of GPUs asks for hundreds of pairs towards the same destinations)."""
+
+    def __init__(self, nodes: int, links: Iterable[tuple[int, int]]) -> None:
+        self.neighbours = adjacency(nodes, links)
+        self.direct = {(a, b) for a, peers in self.neighbours.items() for b in peers}
+        self._incoming: dict[int, list[int]] | None = None
+        self._towards: dict[int, dict[int, int]] = {}
+
+    def path(self, src: int, dst: int) -> list[int] | None:
+        """As relay_path: a direct link is its own shortest path (no tree needed)."""
+        if src == dst:
+            return [src]
+        if (src, dst) in self.direct:
+            return [src, dst]
+        towards = self._towards.get(dst)
+        if towards is None:
+            if self._incoming is None:
+                self._incoming = _incoming(self.neighbours)
+            towards = self._towards[dst] = _next_hops(self.neighbours, self._incoming, dst)
+        return _walk(towards, src, dst)
+
+
 def relay_path(neighbours: dict[int, list[int]], src: int, dst: int) -> list[int] | None:
     """Nodes from src to dst (both included) with the fewest hops, as hop-by-hop forwarding takes
     them (next_hops_to), or None if dst is unreachable."""
     if src == dst:
         return [src]
-    towards = next_hops_to(neighbours, dst)
+    return _walk(next_hops_to(neighbours, dst), src, dst)
+
+
+def _walk(towards: dict[int, int], src: int, dst: int) -> list[int] | None:
+    """The path each hop's next hop towards dst makes from src; None if src cannot reach dst."""
     if src not in towards:
         return None
     path = [src]

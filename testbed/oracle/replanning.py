@@ -78,6 +78,7 @@ class Replanner:
         self.dark_s = us_to_s(dark_us(fabric))
         self.threshold_s = us_to_s(retune_threshold_us(fabric))
         self._cache: dict[tuple[frozenset[Any], frozenset[Any]], FlowModel] = {}
+        self._plans: dict[frozenset[Any], FlowModel] = {}  # one model per distinct plan
 
     def next_plan(self, measured: Traffic, current: FlowModel) -> FlowModel | None:
         """The plan for the period after `measured`; None when the estimate is empty."""
@@ -91,13 +92,34 @@ class Replanner:
                 model = self._replan(self.fabric, self.k, self.l, measured, self.recurring, current, self.threshold_s)
             except ValueError:  # a plan that leaves a pair the job needs without a path: the
                 model = current  # controller refuses it and keeps the plan in force (optical_app)
-            self._cache[(key, held)] = model
+            if len(self._cache) >= REPLANNER_CACHE_SIZE:
+                self._cache, self._plans = {}, {}
+            model = self._cache[(key, held)] = self._plans.setdefault(plan_key(model), model)
         return model
+
+
+# Estimates kept per controller rule, and controller rules kept: the retune rule simulates one
+# rule at several controller delays and iterations, each meeting mostly the same estimates.
+REPLANNER_CACHE_SIZE = 4096
+SHARED_REPLANNERS = 2
+_replanners: dict[tuple[Any, ...], Replanner] = {}
+
+
+def shared_replanner(fabric: FabricSection, k: int, l: int, recurring: tuple[tuple[int, int], ...],
+                     partitions: tuple[tuple[int, ...], ...] = ()) -> Replanner:
+    """The Replanner for this rule, shared by the simulations that use it (its plans depend on
+    nothing else); the least recently used rule is dropped beyond SHARED_REPLANNERS."""
+    key = (fabric.model_dump_json(), k, l, recurring, partitions)
+    found = _replanners.pop(key, None) or Replanner(fabric, k, l, recurring, partitions)
+    _replanners[key] = found
+    while len(_replanners) > SHARED_REPLANNERS:
+        del _replanners[next(iter(_replanners))]
+    return found
 
 
 def plan_key(model: FlowModel) -> frozenset[Any]:
     """A plan's identity: its links and their capacities (paths follow from them)."""
-    return frozenset(model.capacity_bps.items())
+    return model.key
 
 
 def changed_resources(before: FlowModel, after: FlowModel) -> frozenset[Any]:
@@ -135,7 +157,7 @@ class LiveReplans:
 
     def __init__(self, fabric: FabricSection, n: int, recurring: tuple[tuple[int, int], ...],
                  partitions: tuple[tuple[int, ...], ...], lag_s: float = 0.0) -> None:
-        self.replanner = Replanner(fabric, n, 1, recurring, partitions)
+        self.replanner = shared_replanner(fabric, n, 1, recurring, partitions)
         self.period_s, self.lag_s = self.replanner.period_s, lag_s
         self.next_event_s = self.next_period_s = self.period_s
         self.current: dict[tuple[int, int], float] = {}
@@ -162,7 +184,7 @@ class LiveReplans:
             new = self.replanner.next_plan(measured, held) if self.pending is None else None
             if new is not None:
                 self.plans += 1
-                if changed_resources(held, new):
+                if plan_key(held) != plan_key(new):  # some link's capacity changes
                     self.retunes += 1
                     self.pending, self.pending_s = new, now + self.lag_s
         if self.pending is not None and now >= self.pending_s - 1e-15:

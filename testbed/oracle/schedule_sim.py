@@ -47,6 +47,8 @@ from testbed.shared.collective_plans import collective_traffic
 
 # Simulation rounds (events) between progress reports: cheap beside the rounds themselves.
 PROGRESS_ROUNDS = 2048
+# Sets of flows whose max-min rates are kept at once (per plan in force).
+RATES_MEMO_SIZE = 4096
 # A message moved alone when its rate stayed within this share of its path's capacity.
 ALONE_TOLERANCE = 0.02
 
@@ -105,6 +107,8 @@ class _Dag:
             LiveReplans(fabric, n, tuple(sorted(schedule.traffic())), schedule.partitions, lag_s)
             if replans_during_run(fabric) else None)
         self.plans: list[tuple[float, FlowModel]] = [(0.0, self.model)]  # each plan and when it took over
+        self._rates_capacity: dict[Any, float] | None = None  # the capacities _rates_memo holds rates for
+        self._rates_memo: dict[tuple[tuple[Any, ...], ...], list[float]] = {}
 
     def at(self, time_s: float, event: tuple[Any, ...]) -> None:
         self._seq += 1
@@ -277,18 +281,30 @@ class _Dag:
                 self.finish(g, i)
 
     def rates(self) -> list[float]:
-        """Each flow's max-min rate now; during a retune, flows over a dark link carry nothing."""
+        """Each flow's max-min rate now; during a retune, flows over a dark link carry nothing.
+        Rates are kept by the flows' paths for as long as the capacities stand: most rounds end a
+        compute, not a flow, and a schedule's layers repeat the same transfers."""
         if not self.flows:
             return []
         capacity = self.model.capacity_bps
         if self.replans is not None and self.replans.dark_capacity_bps is not None:
             capacity = self.replans.dark_capacity_bps
-            moving = [k for k, (_, f, _) in enumerate(self.flows) if all(capacity.get(r, 0.0) > 0 for r in f.resources)]
-            rates = [0.0] * len(self.flows)
-            for k, rate in zip(moving, max_min_rates([self.flows[k][1] for k in moving], capacity)):
-                rates[k] = rate
-            return rates
-        return max_min_rates([f for _, f, _ in self.flows], capacity)
+        if capacity is not self._rates_capacity or len(self._rates_memo) >= RATES_MEMO_SIZE:
+            self._rates_capacity, self._rates_memo = capacity, {}
+        key = tuple(f.resources for _, f, _ in self.flows)
+        found = self._rates_memo.get(key)
+        if found is None:
+            found = self._rates_memo[key] = self._max_min(capacity)
+        return found
+
+    def _max_min(self, capacity: dict[Any, float]) -> list[float]:
+        if capacity is self.model.capacity_bps:
+            return max_min_rates([f for _, f, _ in self.flows], capacity)
+        moving = [k for k, (_, f, _) in enumerate(self.flows) if all(capacity.get(r, 0.0) > 0 for r in f.resources)]
+        rates = [0.0] * len(self.flows)
+        for k, rate in zip(moving, max_min_rates([self.flows[k][1] for k in moving], capacity)):
+            rates[k] = rate
+        return rates
 
     def replan(self) -> None:
         """A period's end or a retune's: the controller plans, or the new plan takes over."""

@@ -8,7 +8,7 @@ import networkx as nx
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from testbed.network.relay import adjacency, next_hops_to, relay_path
+from testbed.network.relay import Relays, adjacency, next_hops_to, relay_path
 
 links_strategy = st.integers(min_value=2, max_value=9).flatmap(lambda n: st.tuples(
     st.just(n), st.lists(st.tuples(st.integers(0, n - 1), st.integers(0, n - 1)).filter(lambda p: p[0] != p[1]),
@@ -39,6 +39,19 @@ def test_relay_paths_are_shortest_consistent_and_order_free(graph, shuffler):
             assert all(reference.has_edge(a, b) for a, b in zip(path, path[1:]))
             for i, node in enumerate(path[:-1]):
                 assert relay_path(neighbours, node, dst) == path[i:]  # each hop's own route continues it
+
+
+@settings(max_examples=200, deadline=None)
+@given(links_strategy)
+def test_relays_keep_each_destinations_tree_and_take_direct_links_as_they_are(graph):
+    """The oracle's plans ask Relays, which builds a destination's tree once and answers a direct
+    link without one: every answer, in any order of asking, is the one hop-by-hop route's."""
+    n, links = graph
+    neighbours = adjacency(n, links)
+    relays = Relays(n, links)
+    for src in reversed(range(n)):
+        for dst in range(n):
+            assert relays.path(src, dst) == relay_path(neighbours, src, dst)
 
 
 def test_ties_go_to_the_lowest_numbered_next_hop():

@@ -16,8 +16,9 @@ from testbed.fabrics.sip_ring.wavelengths import WavelengthPlan, plan_wavelength
 from testbed.model.contracts import Topology
 from testbed.model.topology import KindLayout, RingLayout
 from testbed.model.units import gbps_to_bps, us_to_s
-from testbed.network.flow_model import FlowModel, Traffic, relay_paths, ring_allreduce_s
+from testbed.network.flow_model import FlowModel, Traffic, paths_over, ring_allreduce_s
 from testbed.network.link_planner import quantised, worth_retuning
+from testbed.network.relay import Relays
 
 
 def build(fabric: SipRingFabric, builder: TopologyBuilder) -> dict[str, KindLayout]:
@@ -66,8 +67,9 @@ def ring_flow_model(fabric: SipRingFabric, k: int, plan: WavelengthPlan) -> Flow
     for (s, d), path in plan.lightpaths.items():
         caps[("lightpath", s, d)] = len(path.wavelengths) * wave_bps
         links[(s, d)] = ("lightpath", s, d)
-    model = FlowModel(caps, relay_paths(k, links, {pair: 1.0 for pair in links}))
-    model.default = lambda s, d: relay_paths(k, links, {(s, d): 1.0})[(s, d)]
+    relays = Relays(k, links)
+    model = FlowModel(caps, paths_over(relays, links, links))
+    model.default = lambda s, d: paths_over(relays, links, [(s, d)])[(s, d)]
     model.notes.append(f"wavelengths by {plan.method}; longest transfer {plan.longest_s * 1e3:.3f} ms, "
                        f"bound {plan.bound_s * 1e3:.3f} ms")
     return model

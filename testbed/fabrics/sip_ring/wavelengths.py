@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import heapq
 from collections import defaultdict
+from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from functools import lru_cache
 
@@ -163,74 +164,137 @@ def _assign(counts: dict[tuple[int, int], int], directions: dict[tuple[int, int]
     return dict(assigned)
 
 
-def _greedy(traffic: dict[tuple[int, int], float], nodes: int, wavelengths: int, wavelength_bps: float,
-            reach: int, keep_ring: bool, keep: tuple[tuple[int, int], ...]) -> _Greedy:
-    """Every demand within reach gets one wavelength (heaviest first, shorter direction), then spare
-    wavelengths go to the demand with the longest transfer until none fits."""
-    full = (1 << wavelengths) - 1
-    used: dict[tuple[int, int], int] = defaultdict(int)  # (direction, segment) -> wavelength bitmask
-    tx: dict[int, int] = defaultdict(int)
-    rx: dict[int, int] = defaultdict(int)
-    demand = {pair: size for pair, size in traffic.items() if size > 0 and pair[0] != pair[1]}
-    ring_pairs = []
+@dataclass(frozen=True)
+class _Base:
+    """The greedy's first phase, which no demand changes: one wavelength to each ring neighbour
+    (keep_ring) and each kept pair, in order. A controller re-plans from it every period."""
+    ring_pairs: tuple[tuple[int, int], ...]
+    chosen: dict[tuple[int, int], tuple[int, list[int]]]  # kept pair -> (direction, segments) within reach
+    slots: dict[tuple[int, int], list[int]]  # pair -> its segments' places in `used`
+    used: tuple[int, ...]  # wavelength bitmask per segment: clockwise 0..n-1, then counter-clockwise
+    tx: tuple[int, ...]
+    rx: tuple[int, ...]
+    assigned: dict[tuple[int, int], tuple[int, ...]]
+    lightpaths: dict[tuple[int, int], Lightpath]
+
+
+def _route(pair: tuple[int, int], nodes: int, reach: int) -> tuple[int, list[int]] | None:
+    """A pair's direction (the shorter way, clockwise on a tie) and segments; None beyond reach."""
+    s, d = pair
+    options = [dirn for dirn in (1, -1) if _hops(s, d, dirn, nodes) <= reach]
+    if not options:
+        return None
+    dirn = min(options, key=lambda o: (_hops(s, d, o, nodes), -o))
+    return dirn, segments(s, d, dirn, nodes)
+
+
+def _places(route: tuple[int, list[int]], nodes: int) -> list[int]:
+    return [seg if route[0] > 0 else nodes + seg for seg in route[1]]
+
+
+class _Fill:
+    """Wavelengths handed out one at a time, first fit along a pair's segments (no conversion),
+    at most W per interface and direction, on top of the first phase's (`base`, left as it is)."""
+
+    def __init__(self, nodes: int, wavelengths: int, used: Sequence[int], tx: Sequence[int], rx: Sequence[int],
+                 slots: dict[tuple[int, int], list[int]], base: dict[tuple[int, int], tuple[int, ...]]) -> None:
+        self.wavelengths, self.full = wavelengths, (1 << wavelengths) - 1
+        self.used, self.tx, self.rx = list(used), list(tx), list(rx)
+        self.slots, self.base = slots, base
+        self.grown: dict[tuple[int, int], list[int]] = {}  # pairs given wavelengths here: all of theirs
+
+    def count(self, pair: tuple[int, int]) -> int:
+        found = self.grown.get(pair)
+        return len(found) if found is not None else len(self.base.get(pair, ()))
+
+    def add(self, pair: tuple[int, int]) -> bool:
+        s, d = pair
+        if self.tx[s] >= self.wavelengths or self.rx[d] >= self.wavelengths:
+            return False
+        places, used = self.slots[pair], self.used
+        busy = 0
+        for place in places:
+            busy |= used[place]
+        free = self.full & ~busy
+        if not free:
+            return False
+        bit = free & -free
+        for place in places:
+            used[place] |= bit
+        self.tx[s] += 1
+        self.rx[d] += 1
+        found = self.grown.get(pair)
+        if found is None:
+            found = self.grown[pair] = list(self.base.get(pair, ()))
+        found.append(bit.bit_length() - 1)
+        return True
+
+    def assigned(self) -> dict[tuple[int, int], list[int]]:
+        """Every pair's wavelengths, the first phase's pairs first, then in the order they got one."""
+        out = {pair: list(self.grown.get(pair, w)) for pair, w in self.base.items()}
+        out.update((pair, w) for pair, w in self.grown.items() if pair not in self.base)
+        return out
+
+
+@lru_cache(maxsize=64)
+def _base(nodes: int, wavelengths: int, reach: int, keep_ring: bool, keep: tuple[tuple[int, int], ...]) -> _Base:
+    ring_pairs: list[tuple[int, int]] = []
     if keep_ring and nodes > 1 and wavelengths >= 2:
         ring_pairs = list(dict.fromkeys([(i, (i + 1) % nodes) for i in range(nodes)] +
                                         [((i + 1) % nodes, i) for i in range(nodes)]))
     ring_pairs = list(dict.fromkeys(ring_pairs + [p for p in keep if p[0] != p[1]]))
-    for pair in ring_pairs:
-        demand.setdefault(pair, 0.0)
-    chosen: dict[tuple[int, int], tuple[int, list[int]]] = {}
-    for (s, d) in demand:
-        options = [dirn for dirn in (1, -1) if _hops(s, d, dirn, nodes) <= reach]
-        if options:
-            dirn = min(options, key=lambda o: (_hops(s, d, o, nodes), -o))
-            chosen[(s, d)] = (dirn, segments(s, d, dirn, nodes))
-    assigned: dict[tuple[int, int], list[int]] = defaultdict(list)
+    chosen = {pair: route for pair in ring_pairs if (route := _route(pair, nodes, reach)) is not None}
+    slots = {pair: _places(route, nodes) for pair, route in chosen.items()}
+    fill = _Fill(nodes, wavelengths, [0] * (2 * nodes), [0] * nodes, [0] * nodes, slots, {})
+    for pair in chosen:
+        fill.add(pair)
+    lightpaths = {pair: Lightpath(pair[0], pair[1], chosen[pair][0], tuple(w)) for pair, w in fill.grown.items()}
+    return _Base(tuple(ring_pairs), chosen, slots, tuple(fill.used), tuple(fill.tx), tuple(fill.rx),
+                 {pair: tuple(w) for pair, w in fill.grown.items()}, lightpaths)
 
-    def try_add(pair: tuple[int, int]) -> bool:
-        s, d = pair
-        if tx[s] >= wavelengths or rx[d] >= wavelengths:
-            return False
-        dirn, segs = chosen[pair]
-        busy = 0
-        for seg in segs:
-            busy |= used[(dirn, seg)]
-        free = full & ~busy
-        if not free:
-            return False
-        wave = (free & -free).bit_length() - 1
-        for seg in segs:
-            used[(dirn, seg)] |= 1 << wave
-        tx[s] += 1
-        rx[d] += 1
-        assigned[pair].append(wave)
-        return True
 
-    for pair in ring_pairs:
-        if pair in chosen:
-            try_add(pair)
-    for pair in sorted(chosen, key=lambda p: -demand[p]):
-        if not assigned.get(pair):
-            try_add(pair)
+def _greedy(traffic: dict[tuple[int, int], float], nodes: int, wavelengths: int, wavelength_bps: float,
+            reach: int, keep_ring: bool, keep: tuple[tuple[int, int], ...]) -> _Greedy:
+    """Every demand within reach gets one wavelength (heaviest first, shorter direction), then spare
+    wavelengths go to the demand with the longest transfer until none fits."""
+    base = _base(nodes, wavelengths, reach, keep_ring, keep)
+    demand = {pair: size for pair, size in traffic.items() if size > 0 and pair[0] != pair[1]}
+    # The demand's pairs first, then the other kept ones (as the plan lists them).
+    chosen = {pair: route for pair in demand
+              if (route := base.chosen.get(pair) or _route(pair, nodes, reach)) is not None}
+    fresh = [pair for pair in chosen if pair not in base.chosen]
+    chosen.update(base.chosen)
+    slots = dict(base.slots)
+    slots.update((pair, _places(chosen[pair], nodes)) for pair in fresh)
+    fill = _Fill(nodes, wavelengths, base.used, base.tx, base.rx, slots, base.assigned)
+    # Kept pairs got theirs in the first phase, or never will (the fill only grows).
+    for pair in sorted(fresh, key=lambda p: -demand[p]):
+        fill.add(pair)
     # Spare wavelengths to the longest transfer first; a demand that cannot grow leaves the heap.
-    heap = [(-demand[p] / len(w), p) for p, w in assigned.items() if demand[p] > 0]
+    heap = [(-size / held, p) for p, size in demand.items() if (held := fill.count(p))]
     heapq.heapify(heap)
     while heap:
         _, pair = heapq.heappop(heap)
-        if try_add(pair):
-            heapq.heappush(heap, (-demand[pair] / len(assigned[pair]), pair))
-    lightpaths = {pair: Lightpath(pair[0], pair[1], chosen[pair][0], tuple(w)) for pair, w in assigned.items()}
-    longest = max((transfer_time_s(demand[p], len(w) * wavelength_bps) if (w := assigned.get(p)) else float("inf")
-                   for p in demand if demand[p] > 0), default=0.0)
+        if fill.add(pair):
+            heapq.heappush(heap, (-demand[pair] / fill.count(pair), pair))
+    assigned = fill.assigned()
+    lightpaths = {pair: (base.lightpaths[pair] if pair not in fill.grown
+                         else Lightpath(pair[0], pair[1], chosen[pair][0], tuple(w))) for pair, w in assigned.items()}
+    for pair in base.ring_pairs:
+        demand.setdefault(pair, 0.0)
+    positive = {p: size for p, size in demand.items() if size > 0}
+    longest = max((transfer_time_s(size, len(w) * wavelength_bps) if (w := assigned.get(p)) else float("inf")
+                   for p, size in positive.items()), default=0.0)
     load: dict[tuple[int, int], float] = defaultdict(float)
-    for pair, (dirn, segs) in chosen.items():
-        for seg in segs:
-            load[(dirn, seg)] += demand[pair]
     node_load: dict[tuple[str, int], float] = defaultdict(float)
-    for (s, d), size in demand.items():
-        node_load[("tx", s)] += size
-        node_load[("rx", d)] += size
+    for pair, size in positive.items():
+        if pair in chosen:
+            dirn, segs = chosen[pair]
+            for seg in segs:
+                load[(dirn, seg)] += size
+        node_load[("tx", pair[0])] += size
+        node_load[("rx", pair[1])] += size
     bound = transfer_time_s(max(list(load.values()) + list(node_load.values()), default=0.0),
                             wavelengths * wavelength_bps)
-    kept = tuple(p for p in ring_pairs if assigned.get(p))
-    return _Greedy(WavelengthPlan(lightpaths, longest, bound), chosen, dict(assigned), kept)
+    kept = tuple(p for p in base.ring_pairs if assigned.get(p))
+    return _Greedy(WavelengthPlan(lightpaths, longest, bound), chosen, assigned, kept)
