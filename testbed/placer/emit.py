@@ -75,10 +75,10 @@ def _merge_computes(steps: list[Step], boundaries: frozenset[str] = frozenset())
     return merged, alias
 
 
-def _offset(step: Step, base: int, k: int) -> Step:
+def _offset(step: Step, base: int) -> Step:
     """The same step for the MP group whose first GPU is `base` (ids stay local to each GPU)."""
-    if isinstance(step, (SendStep, RecvStep)):
-        return replace(step, peer=base + step.peer)
+    if base and isinstance(step, (SendStep, RecvStep)):
+        return step.with_peer(base + step.peer)
     return step
 
 
@@ -108,13 +108,15 @@ def plan_schedule(plan: Plan, name: str, iterations: int, min_bucket_bytes: floa
     closing = [frozenset(f"c{b.subops[-1][0]}.{b.subops[-1][1]}" for b in buckets) for buckets in plan.buckets] \
         or [frozenset()] * plan.k
     group = [_merge_computes(steps, closing[g]) for g, steps in enumerate(_group_steps(plan))]
+    # Every MP group runs its local GPUs' steps; only the peers of its sends and receives differ.
+    local_steps = []
+    for local, (merged, alias) in enumerate(group):
+        local_steps.append(_with_buckets(plan, local, merged, alias) if plan.l > 1 and plan.buckets[local]
+                           else merged)
     gpus = []
     for rank in range(plan.gpus):
         base, local = divmod(rank, plan.k)
-        merged, alias = group[local]
-        steps = [_offset(s, base * plan.k, plan.k) for s in merged]
-        if plan.l > 1 and plan.buckets[local]:
-            steps = _with_buckets(plan, local, steps, alias)
+        steps = [_offset(s, base * plan.k) for s in local_steps[local]]
         gpus.append(GpuSchedule(rank=rank, steps=tuple(steps)))
     dag = plan.l > 1
     placed = with_channels(gpus) if dag else tuple(gpus)
