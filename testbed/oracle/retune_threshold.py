@@ -34,6 +34,7 @@ from testbed.model.units import us_to_s
 from testbed.network.collectives import Prediction
 from testbed.oracle import progress
 from testbed.oracle.replanning import replans_during_run
+from testbed.oracle.replicas import Replicas, simulate_replicated
 from testbed.oracle.schedule_sim import Simulated, mean_outcome, simulate_counting_retunes
 
 # Absolute rungs (µs), the same whatever the reconfiguration time, so that a longer one only removes
@@ -81,12 +82,13 @@ def over_delays(schedule: Schedule, fabric: FabricSection, give_up_above_s: floa
     return outcomes
 
 
-def with_retune_threshold(schedule: Schedule, fabric: FabricSection) -> Retuning:
+def with_retune_threshold(schedule: Schedule, fabric: FabricSection, replicas: Replicas | None = None) -> Retuning:
     """The schedule simulated with the fabric's threshold, or, where the scenario leaves it unset on
     a fabric that re-plans, with the admissible rung whose mean over the controller's delays is
-    fastest (ties go to the higher rung: fewer retunes), standing still included."""
+    fastest (ties go to the higher rung: fewer retunes), standing still included. `replicas`: the
+    schedule's data-parallel replicas, where it is copies of one (testbed.oracle.replicas)."""
     if not replans_during_run(fabric):
-        simulated = simulate_counting_retunes(schedule, fabric)
+        simulated = simulate_replicated(schedule, fabric, replicas)
         return _retuning(fabric, [simulated], 1, "")
     if not isinstance(fabric, ReconfigurableSection) or fabric.retune_threshold_us is not None:
         return _retuning(fabric, over_delays(schedule, fabric), 1, "")

@@ -63,7 +63,7 @@ class _Dag:
                  carried: tuple[FlowModel, LiveReplans] | None = None) -> None:
         """One iteration from the plan for its whole traffic, or (`carried`) from where the previous
         iteration left the plan in force and the controller."""
-        n = schedule.hosts
+        n = self.hosts = schedule.hosts
         self.steps: list[tuple[Step, ...]] = [g.steps for g in sorted(schedule.gpus, key=lambda g: g.rank)]
         self.model = carried[0] if carried else schedule_flow_model(fabric, n, schedule.traffic(), schedule.partitions)
         self.alpha = us_to_s(fabric.latency_us)
@@ -142,7 +142,9 @@ class _Dag:
         else:
             meeting = (step.id, step.group)
             self.rendezvous[meeting].append((g, i))
-            if len(self.rendezvous[meeting]) == len(step.group):
+            # Members beyond the schedule's GPUs are other replicas' (testbed.oracle.replicas),
+            # which reach the collective as this replica's members do.
+            if len(self.rendezvous[meeting]) == sum(1 for m in step.group if m < self.hosts):
                 self.launch(meeting, step)
 
     def next_compute(self, g: int) -> None:
@@ -179,7 +181,10 @@ class _Dag:
             self.at(self.now + cost, ("collected", key))
             return
         block = collective_traffic(op, algorithm, n, size)
-        edges = [(group[a], group[b], block[a][b]) for a in range(n) for b in range(n) if a != b and block[a][b]]
+        # Another replica's member stands for its counterpart here (what leaves this member for it
+        # is what arrives at this member from the replica before).
+        edges = [(group[a], group[b] % self.hosts, block[a][b]) for a in range(n) if group[a] < self.hosts
+                 for b in range(n) if a != b and block[a][b]]
         for src, dst, bytes_ in edges:
             self.add_flow(("collective", key), src, dst, bytes_)
         self.flows_left[key] = len(edges)
@@ -520,11 +525,13 @@ def _waiting(dag: _Dag, g: int, total: float) -> dict[str, float]:
 def collective_rates_bps(steps: Sequence[Sequence[Step]], model: FlowModel) -> dict[tuple[Any, ...], float]:
     """Per collective `(step id, group)`: the rate of its slowest ring edge when every group that
     runs the same step (the DP groups of all MP ranks) sends to its successor at once, shared
-    max-min fairly over the fabric's plan (uplinks, circuits, lightpaths and their relays)."""
+    max-min fairly over the fabric's plan (uplinks, circuits, lightpaths and their relays).
+    Groups reaching other replicas (testbed.oracle.replicas) are ring collectives, simulated as
+    flows: they need no rate here."""
     concurrent: dict[str, dict[tuple[int, ...], CollectiveStep]] = defaultdict(dict)
     for gpu_steps in steps:
         for step in gpu_steps:
-            if isinstance(step, CollectiveStep) and len(step.group) > 1:
+            if isinstance(step, CollectiveStep) and 1 < len(step.group) and max(step.group) < len(steps):
                 concurrent[step.id][step.group] = step
     rates: dict[tuple[Any, ...], float] = {}
     for ident, groups in concurrent.items():

@@ -6,15 +6,17 @@ from __future__ import annotations
 from testbed.model.scenario import Scenario
 from testbed.model.schedule import Schedule
 from testbed.network.collectives import Prediction
+from testbed.oracle.replicas import Replicas
 from testbed.oracle.retune_threshold import Retuning, with_retune_threshold
 from testbed.workloads.predicted import JobPrediction, Predicted
 
 STEPWISE = "step-by-step simulation"
 
 
-def retuned(scenario: Scenario, schedule: Schedule) -> Retuning:
-    """The schedule simulated on the scenario's fabric with its retune rule (chosen where unset)."""
-    return with_retune_threshold(schedule, scenario.fabric)
+def retuned(scenario: Scenario, schedule: Schedule, replicas: Replicas | None = None) -> Retuning:
+    """The schedule simulated on the scenario's fabric with its retune rule (chosen where unset);
+    `replicas`: where its GPUs sit among data-parallel replicas that run the same steps."""
+    return with_retune_threshold(schedule, scenario.fabric, replicas)
 
 
 def simulated(scenario: Scenario, schedule: Schedule, retuning: Retuning | None = None,

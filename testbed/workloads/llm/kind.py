@@ -9,15 +9,16 @@ from testbed.core.calibration import Calibration
 from testbed.model.errors import InputError
 from testbed.model.scenario import Scenario
 from testbed.model.schedule import Schedule
+from testbed.oracle.replicas import Replicas
 from testbed.workloads.base import WorkloadKind
 from testbed.workloads.llm.estimate import CLOSED_FORM, estimate, traffic_formula
 from testbed.workloads.llm.ina import check_ina
 from testbed.workloads.llm.memory import check_memory
-from testbed.workloads.llm.schedule import llm_schedule
+from testbed.workloads.llm.schedule import layout_of, llm_schedule
 from testbed.workloads.llm.section import LlmWorkload
 from testbed.workloads.predicted import Predicted
 from testbed.workloads.sizing import Prepared, size_schedule
-from testbed.workloads.stepwise import simulated
+from testbed.workloads.stepwise import retuned, simulated
 from testbed.workloads.traffic import traffic_bytes
 
 # Iterations of up to this many steps over all GPUs are simulated step by step (a few seconds
@@ -33,6 +34,16 @@ def step_count(workload: LlmWorkload, hosts: int) -> int:
     per_layer = 12 if par.tp > 1 else 2
     moe = sum(arch.is_moe(layer) for layer in range(arch.layers)) // par.pp
     return hosts * par.micro_batches() * ((arch.layers // par.pp) * per_layer + moe * 8 * (par.ep - 1))
+
+
+def replicas_of(workload: LlmWorkload, hosts: int) -> Replicas:
+    """Where each GPU sits among the data-parallel replicas: (its dp index, its (tp, pp) place)."""
+    layout = layout_of(workload)
+    placement = []
+    for rank in range(hosts):
+        t, d, p = layout.coordinates(rank)
+        placement.append((d, t + p * layout.tp))
+    return Replicas(layout.dp, tuple(placement))
 
 
 class LlmKind(WorkloadKind[LlmWorkload]):
@@ -56,7 +67,7 @@ class LlmKind(WorkloadKind[LlmWorkload]):
             return Predicted(scenario, empty, estimate(workload, scenario.fabric), CLOSED_FORM,
                              traffic_bytes=traffic_formula(workload), gpu_memory=memory)
         schedule = llm_schedule(workload, hosts, scenario.name)
-        found = simulated(scenario, schedule)
+        found = simulated(scenario, schedule, retuned(scenario, schedule, replicas_of(workload, hosts)))
         return replace(found, traffic_bytes=traffic_bytes(schedule), gpu_memory=memory)
 
     def size(self, predicted: Predicted, workload: LlmWorkload, calibration: Calibration) -> Prepared:

@@ -375,9 +375,14 @@ def llm_schedule(workload: LlmWorkload, hosts: int, name: str) -> Schedule:
     par = workload.parallel
     layout = layout_of(workload)
     rate = workload.peak_flops()
-    chains: list[tuple[list[Step], list[CollectiveStep]]] = []
+    # Without expert parallelism, a data-parallel replica's GPU runs the first replica's
+    # counterpart's steps with its own peers: each is made once and copied.
+    copied = par.ep == 1 and par.dp > 1
+    chains: dict[int, tuple[list[Step], list[CollectiveStep]]] = {}
     for rank in range(hosts):
         t, d, p = layout.coordinates(rank)
+        if copied and d > 0:
+            continue
         stage = _Stage(workload, layout, t, d, p)
         passes = stage_passes(par.schedule, par.pp, p, par.micro_batches(), par.virtual_stages)
         buckets = gradient_buckets(workload, p, passes)
@@ -389,11 +394,26 @@ def llm_schedule(workload: LlmWorkload, hosts: int, name: str) -> Schedule:
         for k, pass_ in enumerate(passes):
             _pass(chain, stage, pass_, rate, closing if final[pass_.chunk] == k else set(), finished)
         order = [key for bucket in buckets for key in bucket.layers]
-        chains.append((chain.steps, _side_steps(workload, stage, buckets, expert_buckets, finished, order)))
-    dag = any(side for _, side in chains)
-    gpus: tuple[GpuSchedule, ...] = tuple(GpuSchedule(rank, tuple(steps)) for rank, (steps, _) in enumerate(chains))
+        chains[rank] = (chain.steps, _side_steps(workload, stage, buckets, expert_buckets, finished, order))
+    dag = any(side for _, side in chains.values())
+    made = {rank: (_chained(steps) + tuple(side)) if dag else tuple(steps) for rank, (steps, side) in chains.items()}
+    if copied:
+        first = sorted(made)
+        for d in range(1, par.dp):
+            to = {rank: layout.rank(t, d, p) for rank in first for t, _, p in (layout.coordinates(rank),)}
+            made.update((to[rank], tuple(_moved(step, to) for step in made[rank])) for rank in first)
+    gpus: tuple[GpuSchedule, ...] = tuple(GpuSchedule(rank, made[rank]) for rank in range(hosts))
     if dag:
-        gpus = with_channels(GpuSchedule(rank, _chained(steps) + tuple(side))
-                             for rank, (steps, side) in enumerate(chains))
+        gpus = with_channels(gpus)
     return Schedule(name=name, hosts=hosts, iterations=workload.iterations, gpus=gpus,
                     traffic_matrix_bytes=schedule_traffic(gpus, hosts), execution="dag" if dag else "in-order")
+
+
+def _moved(step: Step, to: dict[int, int]) -> Step:
+    """The first replica's step as another replica's GPU runs it (`to`: its GPUs' counterparts):
+    peers and groups within the replica moved, groups across replicas (data parallelism) kept."""
+    if isinstance(step, (SendStep, RecvStep)):
+        return step.with_peer(to[step.peer])
+    if isinstance(step, CollectiveStep) and all(member in to for member in step.group):
+        return replace(step, group=tuple(to[member] for member in step.group))
+    return step

@@ -1,0 +1,100 @@
+"""Data-parallel replicas simulated once. Where a schedule is R copies of one replica's steps (each
+replica's GPUs run the first's steps with its own peers) whose only exchanges across replicas are
+ring collectives among counterparts (the same local GPU of each replica, in replica order), and the fabric
+treats every GPU alike, every replica runs exactly as the first does: the first is simulated, its
+ring edge to the next replica's counterpart standing in for every replica's (what leaves GPU g's
+interface, and what arrives at the counterpart's, which by symmetry is what arrives at g's), and
+its figures stand for all. Exact, not an approximation: the same max-min rates, the same events.
+
+Fabrics that plan links for traffic (circuits, wavelengths) or that group GPUs into servers are
+simulated whole: their plans need not treat replicas alike."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+
+from testbed.model.fabric_section import FabricSection
+from testbed.model.schedule import CollectiveStep, GpuSchedule, RecvStep, Schedule, SendStep
+from testbed.oracle.replanning import replans_during_run
+from testbed.oracle.schedule_sim import Simulated, simulate_counting_retunes
+
+# Fabrics whose GPUs are interchangeable: each a port on one non-blocking switch.
+SYMMETRIC_KINDS = frozenset({"elect-flat"})
+# Collectives across replicas whose every member sends and receives the same bytes over the same
+# kind of edge (a ring to its successor): what the first replica's member moves is every member's.
+CIRCULANT = frozenset({("allreduce", "ring"), ("reducescatter", "ring"), ("allgather", "ring")})
+
+
+@dataclass(frozen=True)
+class Replicas:
+    """Where a schedule's GPUs sit among its identical data-parallel replicas: rank g is local GPU
+    `placement[g][1]` of replica `placement[g][0]` (replica 0's local GPUs numbered 0..K-1)."""
+
+    count: int
+    placement: tuple[tuple[int, int], ...]
+
+    @classmethod
+    def blocks(cls, hosts: int, count: int) -> Replicas:
+        """Replicas of consecutive ranks (a placed model's MP groups)."""
+        size = max(1, hosts // max(1, count))
+        return cls(count, tuple(divmod(g, size) for g in range(hosts)))
+
+
+def first_replica(schedule: Schedule, replicas: Replicas, fabric: FabricSection) -> Schedule | None:
+    """The first replica as a schedule of its own (its GPUs renumbered 0..K-1, each collective
+    with the other replicas' counterparts as members K + local, 2K + local, ...), or None where
+    simulating it alone would not be exact (checked on its steps: the replicas themselves are
+    copies by construction of the kinds that pass `replicas`)."""
+    hosts, count = schedule.hosts, replicas.count
+    if count <= 1 or hosts % count or len(replicas.placement) != hosts or fabric.kind not in SYMMETRIC_KINDS \
+            or replans_during_run(fabric) or schedule.partitions:
+        return None
+    k = hosts // count
+    local = {g: at for g, (replica, at) in enumerate(replicas.placement) if replica == 0}
+    if sorted(local.values()) != list(range(k)):
+        return None
+    by_rank = {gpu.rank: gpu for gpu in schedule.gpus}
+    gpus = []
+    for rank, at in sorted(local.items(), key=lambda item: item[1]):
+        steps = []
+        for step in by_rank[rank].steps:
+            if isinstance(step, (SendStep, RecvStep)):
+                if step.peer not in local:
+                    return None
+                step = step.with_peer(local[step.peer])
+            elif isinstance(step, CollectiveStep):
+                if all(m in local for m in step.group):
+                    step = replace(step, group=tuple(local[m] for m in step.group))
+                elif (step.op, step.algorithm) in CIRCULANT and \
+                        [replicas.placement[m] for m in step.group] == [(j, at) for j in range(count)]:
+                    step = replace(step, group=tuple(at + j * k for j in range(count)))
+                else:
+                    return None
+            steps.append(step)
+        gpus.append(GpuSchedule(at, tuple(steps)))
+    order = sorted(local, key=local.__getitem__)
+    matrix = schedule.traffic_matrix_bytes
+    return replace(schedule, hosts=k, gpus=tuple(gpus),
+                   traffic_matrix_bytes=tuple(tuple(matrix[a][b] for b in order) for a in order) if matrix else ())
+
+
+def replica_fabric(fabric: FabricSection, schedule: Schedule) -> FabricSection:
+    """The fabric of the first replica's GPUs alone (what a symmetric fabric gives each)."""
+    return fabric.model_copy(update={"hosts": schedule.hosts})
+
+
+def simulate_replicated(schedule: Schedule, fabric: FabricSection, replicas: Replicas | None = None) -> Simulated:
+    """The schedule simulated, its first replica alone where that is exact (first_replica), its
+    figures then standing for every replica's."""
+    first = first_replica(schedule, replicas, fabric) if replicas is not None else None
+    if replicas is None or first is None:
+        return simulate_counting_retunes(schedule, fabric)
+    alone = simulate_counting_retunes(first, replica_fabric(fabric, first))
+    rank = {place: g for g, place in enumerate(replicas.placement)}
+    said = (f"; one of {replicas.count} data-parallel replicas simulated, standing for all ({fabric.kind} "
+            f"treats their GPUs alike)")
+    prediction = alone.prediction
+    return replace(alone, prediction=replace(prediction, formula=prediction.formula + said),
+                   message_bps={(rank[(r, src)], rank[(r, dst)], tag): bps for r in range(replicas.count)
+                                for (src, dst, tag), bps in alone.message_bps.items()},
+                   gpu_end_s=tuple(alone.gpu_end_s[at] for _, at in replicas.placement))
