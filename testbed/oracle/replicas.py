@@ -6,20 +6,26 @@ ring edge to the next replica's counterpart standing in for every replica's (wha
 interface, and what arrives at the counterpart's, which by symmetry is what arrives at g's), and
 its figures stand for all. Exact, not an approximation: the same max-min rates, the same events.
 
-Fabrics that plan links for traffic (circuits, wavelengths) or that group GPUs into servers are
-simulated whole: their plans need not treat replicas alike."""
+Elect-Cluster qualifies where every server holds GPUs of one replica only (the replicas then sit
+on alike servers, and an edge to the next replica crosses the server's uplink and the counterpart
+server's downlink, standing as the first server's own). Fabrics that plan links for traffic
+(circuits, wavelengths) or hash flows over several spines are simulated whole: their plans need
+not treat replicas alike."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
+from typing import Any
 
+from testbed.fabrics.elect_cluster.section import ElectClusterFabric
 from testbed.model.fabric_section import FabricSection
 from testbed.model.schedule import CollectiveStep, GpuSchedule, RecvStep, Schedule, SendStep
 from testbed.oracle.replanning import replans_during_run
 from testbed.oracle.schedule_sim import Simulated, simulate_counting_retunes
 
-# Fabrics whose GPUs are interchangeable: each a port on one non-blocking switch.
-SYMMETRIC_KINDS = frozenset({"elect-flat"})
+# Fabrics that treat replicas alike: Elect-Flat's GPUs are ports of one non-blocking switch;
+# Elect-Cluster's servers are alike where no server holds GPUs of two replicas (across_replicas).
+SYMMETRIC_KINDS = frozenset({"elect-flat", "elect-cluster"})
 # Collectives across replicas whose every member sends and receives the same bytes over the same
 # kind of edge (a ring to its successor): what the first replica's member moves is every member's.
 CIRCULANT = frozenset({("allreduce", "ring"), ("reducescatter", "ring"), ("allgather", "ring")})
@@ -78,6 +84,24 @@ def first_replica(schedule: Schedule, replicas: Replicas, fabric: FabricSection)
                    traffic_matrix_bytes=tuple(tuple(matrix[a][b] for b in order) for a in order) if matrix else ())
 
 
+def across_replicas(fabric: FabricSection, replicas: Replicas) -> dict[tuple[int, int], tuple[Any, ...]] | None:
+    """The resources of each first-replica GPU's edge to the next replica's counterpart (the pair
+    (g, g) of the first replica's numbering), where the fabric's own path for (g, g) is not it;
+    None where the replicas do not sit alike on the fabric."""
+    if not isinstance(fabric, ElectClusterFabric):
+        return {}  # Elect-Flat: out of g's port and into its counterpart's, which stands as g's own
+    per, local = fabric.gpus_per_server, {g: at for g, (r, at) in enumerate(replicas.placement) if r == 0}
+    k = len(local)
+    for server in range(0, fabric.hosts, per):
+        places = {replicas.placement[g] for g in range(server, min(server + per, fabric.hosts))}
+        if len({r for r, _ in places}) > 1:
+            return None  # a server holds two replicas' GPUs: their edges need not leave it
+        ats = sorted(at for _, at in places)
+        if ats != list(range(ats[0] // per * per, ats[0] // per * per + per)) or k % per:
+            return None  # the first replica's servers are not whole servers of its own numbering
+    return {(at, at): (("out", at), ("up", at // per, 0), ("down", 0, at // per), ("in", at)) for at in range(k)}
+
+
 def replica_fabric(fabric: FabricSection, schedule: Schedule) -> FabricSection:
     """The fabric of the first replica's GPUs alone (what a symmetric fabric gives each)."""
     return fabric.model_copy(update={"hosts": schedule.hosts})
@@ -87,9 +111,10 @@ def simulate_replicated(schedule: Schedule, fabric: FabricSection, replicas: Rep
     """The schedule simulated, its first replica alone where that is exact (first_replica), its
     figures then standing for every replica's."""
     first = first_replica(schedule, replicas, fabric) if replicas is not None else None
-    if replicas is None or first is None:
+    across = across_replicas(fabric, replicas) if replicas is not None and first is not None else None
+    if replicas is None or first is None or across is None:
         return simulate_counting_retunes(schedule, fabric)
-    alone = simulate_counting_retunes(first, replica_fabric(fabric, first))
+    alone = simulate_counting_retunes(first, replica_fabric(fabric, first), paths=across)
     rank = {place: g for g, place in enumerate(replicas.placement)}
     said = (f"; one of {replicas.count} data-parallel replicas simulated, standing for all ({fabric.kind} "
             f"treats their GPUs alike)")

@@ -60,12 +60,16 @@ FLUID = {("allreduce", "ring"), ("reducescatter", "ring"), ("allgather", "ring")
 
 class _Dag:
     def __init__(self, schedule: Schedule, fabric: FabricSection, lag_s: float,
-                 carried: tuple[FlowModel, LiveReplans] | None = None) -> None:
+                 carried: tuple[FlowModel, LiveReplans] | None = None,
+                 paths: dict[tuple[int, int], tuple[Any, ...]] | None = None) -> None:
         """One iteration from the plan for its whole traffic, or (`carried`) from where the previous
-        iteration left the plan in force and the controller."""
+        iteration left the plan in force and the controller; `paths`: pairs whose resources are
+        given (a replica's edges to the next replica, testbed.oracle.replicas)."""
         n = self.hosts = schedule.hosts
         self.steps: list[tuple[Step, ...]] = [g.steps for g in sorted(schedule.gpus, key=lambda g: g.rank)]
         self.model = carried[0] if carried else schedule_flow_model(fabric, n, schedule.traffic(), schedule.partitions)
+        if paths:
+            self.model = replace(self.model, paths={**self.model.paths, **paths})
         self.alpha = us_to_s(fabric.latency_us)
         self.static_rate = collective_rates_bps(self.steps, self.model)
         index = [{s.id: i for i, s in enumerate(gpu)} for gpu in self.steps]
@@ -404,7 +408,8 @@ class Simulated:
 STEADY_ITERATIONS = 3
 
 
-def simulate_counting_retunes(schedule: Schedule, fabric: FabricSection, lag_s: float = 0.0) -> Simulated:
+def simulate_counting_retunes(schedule: Schedule, fabric: FabricSection, lag_s: float = 0.0,
+                              paths: dict[tuple[int, int], tuple[Any, ...]] | None = None) -> Simulated:
     """The schedule simulated once; where the fabric re-plans, each retune goes dark `lag_s` after
     the end of the period it was planned from (the controller's own delay), and the iteration
     predicted is the steady one a run measures after its warm-up: where the first iteration leaves
@@ -415,7 +420,7 @@ def simulate_counting_retunes(schedule: Schedule, fabric: FabricSection, lag_s: 
     if schedule.hosts != fabric.hosts:
         raise InputError(f"the schedule has {schedule.hosts} GPUs but fabric.hosts is {fabric.hosts}; "
                          f"they must match")
-    dag = _Dag(schedule, fabric, lag_s)
+    dag = _Dag(schedule, fabric, lag_s, paths=paths)
     with progress.part(0.0, 1.0 / STEADY_ITERATIONS, ""):
         total = dag.run()
     first = _outcome(dag, total, steady=False)

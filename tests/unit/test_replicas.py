@@ -1,6 +1,7 @@
-"""Data-parallel replicas simulated once (testbed.oracle.replicas): on Elect-Flat the first
-replica alone gives the whole schedule's prediction, by hand on a small case and against the full
-simulation on placed models; where simulating one replica would not be exact, the whole runs."""
+"""Data-parallel replicas simulated once (testbed.oracle.replicas): on Elect-Flat and on
+Elect-Cluster (servers of one replica each) the first replica alone gives the whole schedule's
+prediction, by hand on small cases and against the whole simulation on placed and large models;
+where simulating one replica would not be exact, the whole runs."""
 
 from __future__ import annotations
 
@@ -11,6 +12,8 @@ from testbed.oracle.iteration import predict_plan_fused
 from testbed.oracle.replicas import Replicas, first_replica, simulate_replicated
 from testbed.oracle.schedule_sim import simulate_counting_retunes
 from testbed.planning.scenario_file import make_fabric, parse_scenario
+from testbed.workloads.llm.kind import replicas_of
+from testbed.workloads.llm.schedule import llm_schedule
 from testbed.workloads.model.plan import model_plan, model_schedule
 
 
@@ -68,3 +71,44 @@ def test_placed_models_predict_as_the_whole_simulation(model, hosts, mp):
     assert alone.prediction.iteration_time_s == pytest.approx(whole.prediction.iteration_time_s, rel=1e-9)
     assert alone.message_bps.keys() == whole.message_bps.keys()
     assert alone.gpu_end_s == pytest.approx(whole.gpu_end_s, rel=1e-9)
+
+
+def test_elect_cluster_replicas_by_hand():
+    """Each replica one server of 2 GPUs, uplinks of 8 Gb/s. GPU 0's send stays in its server and
+    shares its port with its ring (2 ms, as on Elect-Flat); the ring's edge leaves the server. From
+    2.105 ms GPU 1's ring shares the uplink with GPU 0's last 495 kB (4 Gb/s each: 0.99 ms), then
+    moves its remaining 1.005 MB alone (1.005 ms), and ends 6α later: 4.13 ms."""
+    fabric = make_fabric(kind="elect-cluster", hosts=8, gpus_per_server=2, gpu_bandwidth_gbps=8,
+                         server_uplink_gbps=8, latency_us=5)
+    found = simulate_replicated(two_stage(4, 1_000_000), fabric, Replicas.blocks(8, 4))
+    assert "one of 4 data-parallel replicas simulated" in found.prediction.formula
+    assert found.prediction.iteration_time_s == pytest.approx(4.13e-3, rel=1e-9)
+
+
+def test_a_server_shared_by_two_replicas_is_simulated_whole():
+    """Replicas of 2 GPUs on servers of 4: a server's edges to the next replica need not leave it."""
+    fabric = make_fabric(kind="elect-cluster", hosts=8, gpus_per_server=4, gpu_bandwidth_gbps=8,
+                         server_uplink_gbps=8, latency_us=5)
+    found = simulate_replicated(two_stage(4, 1_000_000), fabric, Replicas.blocks(8, 4))
+    assert "replicas simulated" not in found.prediction.formula
+    assert found.prediction.iteration_time_s == pytest.approx(
+        simulate_counting_retunes(two_stage(4, 1_000_000), fabric).prediction.iteration_time_s, rel=1e-12)
+
+
+@pytest.mark.parametrize("tp, pp, dp, per_server", [(4, 2, 2, 4), (2, 2, 4, 2)])
+def test_large_models_on_elect_cluster_predict_as_the_whole_simulation(tp, pp, dp, per_server):
+    hosts = tp * pp * dp
+    model = {"preset": "llama3-8b", "layers": 8, "hidden": 1024, "ffn_hidden": 3584, "heads": 8, "kv_heads": 8,
+             "vocab": 8192, "seq_len": 1024}
+    scenario = parse_scenario({"name": "replicas", "seed": 1,
+                               "fabric": {"kind": "elect-cluster", "hosts": hosts, "gpus_per_server": per_server,
+                                          "gpu_bandwidth_gbps": 400, "server_uplink_gbps": 400, "latency_us": 1},
+                               "workload": {"kind": "llm", "model": model, "precision": "bf16", "device": "h100",
+                                            "parallel": {"tp": tp, "pp": pp, "dp": dp, "micro_batch": 1,
+                                                         "global_batch": 8 * dp, "zero": 1}}}, "test")
+    schedule = llm_schedule(scenario.workload, hosts, "replicas")
+    replicas = replicas_of(scenario.workload, hosts)
+    alone = simulate_replicated(schedule, scenario.fabric, replicas)
+    assert "replicas simulated" in alone.prediction.formula
+    assert alone.prediction.iteration_time_s == pytest.approx(
+        simulate_counting_retunes(schedule, scenario.fabric).prediction.iteration_time_s, rel=1e-9)
