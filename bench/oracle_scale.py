@@ -32,6 +32,7 @@ FABRICS = {
                  "estimate_period_us": 100},
 }
 PLACED = ("resnet50", "transformer", "megatron")
+PLACED_MP = {"megatron": 16}  # its 18 B parameters need 16 V100s a replica; the others take 8
 # Large models as Megatron-LM lays them out: (preset overrides, tp, pp, ep); dp takes the rest,
 # 8 micro-batches a replica, the optimizer's state sharded over dp and activations recomputed.
 PRESETS = {
@@ -49,7 +50,7 @@ def scenario(model: str, gpus: int, fabric: str) -> dict | str:
     base = {"name": f"{model}-{gpus}-{fabric}", "seed": 1,
             "fabric": {"hosts": gpus, "gpu_bandwidth_gbps": 1000, "latency_us": 1, **FABRICS[fabric]}}
     if model in PLACED:
-        mp = min(8, gpus)
+        mp = min(PLACED_MP.get(model, 8), gpus)
         return {**base, "workload": {"kind": "model", "model": {"name": model, "mp": mp, "dp": gpus // mp,
                                                                  "global_batch": 2 * gpus}}}
     overrides, tp, pp, ep = PRESETS[model]
