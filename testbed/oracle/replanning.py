@@ -85,7 +85,7 @@ class Replanner:
         key = frozenset(quantised(measured).items())
         if not key:
             return None
-        held = plan_key(current)
+        held = current.key
         model = self._cache.get((key, held))
         if model is None:
             try:
@@ -94,7 +94,7 @@ class Replanner:
                 model = current  # controller refuses it and keeps the plan in force (optical_app)
             if len(self._cache) >= REPLANNER_CACHE_SIZE:
                 self._cache, self._plans = {}, {}
-            model = self._cache[(key, held)] = self._plans.setdefault(plan_key(model), model)
+            model = self._cache[(key, held)] = self._plans.setdefault(model.key, model)
         return model
 
 
@@ -115,11 +115,6 @@ def shared_replanner(fabric: FabricSection, k: int, l: int, recurring: tuple[tup
     while len(_replanners) > SHARED_REPLANNERS:
         del _replanners[next(iter(_replanners))]
     return found
-
-
-def plan_key(model: FlowModel) -> frozenset[Any]:
-    """A plan's identity: its links and their capacities (paths follow from them)."""
-    return model.key
 
 
 def changed_resources(before: FlowModel, after: FlowModel) -> frozenset[Any]:
@@ -184,7 +179,7 @@ class LiveReplans:
             new = self.replanner.next_plan(measured, held) if self.pending is None else None
             if new is not None:
                 self.plans += 1
-                if plan_key(held) != plan_key(new):  # some link's capacity changes
+                if held.key != new.key:  # some link's capacity changes
                     self.retunes += 1
                     self.pending, self.pending_s = new, now + self.lag_s
         if self.pending is not None and now >= self.pending_s - 1e-15:

@@ -90,6 +90,8 @@ def across_replicas(fabric: FabricSection, replicas: Replicas) -> dict[tuple[int
     None where the replicas do not sit alike on the fabric."""
     if not isinstance(fabric, ElectClusterFabric):
         return {}  # Elect-Flat: out of g's port and into its counterpart's, which stands as g's own
+    if replicas.count <= 1 or len(replicas.placement) != fabric.hosts:
+        return None
     per, local = fabric.gpus_per_server, {g: at for g, (r, at) in enumerate(replicas.placement) if r == 0}
     k = len(local)
     for server in range(0, fabric.hosts, per):
@@ -110,9 +112,10 @@ def replica_fabric(fabric: FabricSection, schedule: Schedule) -> FabricSection:
 def simulate_replicated(schedule: Schedule, fabric: FabricSection, replicas: Replicas | None = None) -> Simulated:
     """The schedule simulated, its first replica alone where that is exact (first_replica), its
     figures then standing for every replica's."""
-    first = first_replica(schedule, replicas, fabric) if replicas is not None else None
-    across = across_replicas(fabric, replicas) if replicas is not None and first is not None else None
-    if replicas is None or first is None or across is None:
+    # The fabric's check first: it reads the placement, not every step.
+    across = across_replicas(fabric, replicas) if replicas is not None else None
+    first = first_replica(schedule, replicas, fabric) if replicas is not None and across is not None else None
+    if replicas is None or across is None or first is None:
         return simulate_counting_retunes(schedule, fabric)
     alone = simulate_counting_retunes(first, replica_fabric(fabric, first), paths=across)
     rank = {place: g for g, place in enumerate(replicas.placement)}

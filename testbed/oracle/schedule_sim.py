@@ -41,7 +41,7 @@ from testbed.network.flow_model import FlowModel
 from testbed.network.flows import Flow, max_min_rates
 from testbed.oracle import progress
 from testbed.oracle.fabrics import schedule_flow_model
-from testbed.oracle.replanning import LiveReplans, plan_key, replans_during_run
+from testbed.oracle.replanning import LiveReplans, replans_during_run
 from testbed.oracle.stepwise import STEPWISE, StepwiseCollective
 from testbed.shared.collective_plans import collective_traffic
 
@@ -99,6 +99,7 @@ class _Dag:
         self.arrived: dict[tuple[int, int, str], float] = {}  # (src, dst, tag) -> when it arrived
         self.receiving: dict[tuple[int, int, str], tuple[int, int]] = {}
         self.rendezvous: dict[tuple[Any, ...], list[tuple[int, int]]] = defaultdict(list)
+        self.members_here: dict[tuple[Any, ...], int] = {}  # a collective's members among this schedule's GPUs
         self.flows_left: dict[tuple[Any, ...], int] = {}
         self.stepwise: dict[tuple[Any, ...], StepwiseCollective] = {}
         self.now = 0.0
@@ -148,7 +149,9 @@ class _Dag:
             self.rendezvous[meeting].append((g, i))
             # Members beyond the schedule's GPUs are other replicas' (testbed.oracle.replicas),
             # which reach the collective as this replica's members do.
-            if len(self.rendezvous[meeting]) == sum(1 for m in step.group if m < self.hosts):
+            if meeting not in self.members_here:
+                self.members_here[meeting] = sum(1 for m in step.group if m < self.hosts)
+            if len(self.rendezvous[meeting]) == self.members_here[meeting]:
                 self.launch(meeting, step)
 
     def next_compute(self, g: int) -> None:
@@ -448,7 +451,7 @@ def simulate_counting_retunes(schedule: Schedule, fabric: FabricSection, lag_s: 
 def _settled(dag: _Dag) -> bool:
     """The iteration ended on the plan it started from, no retune under way: every next one runs as it did."""
     assert dag.replans is not None  # only fabrics that re-plan carry on
-    return dag.replans.pending is None and plan_key(dag.model) == plan_key(dag.plans[0][1])
+    return dag.replans.pending is None and dag.model.key == dag.plans[0][1].key
 
 
 def _outcome(dag: _Dag, total: float, steady: bool) -> Simulated:

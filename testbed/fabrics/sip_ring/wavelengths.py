@@ -280,14 +280,11 @@ def _greedy(traffic: dict[tuple[int, int], float], nodes: int, wavelengths: int,
     assigned = fill.assigned()
     lightpaths = {pair: (base.lightpaths[pair] if pair not in fill.grown
                          else Lightpath(pair[0], pair[1], chosen[pair][0], tuple(w))) for pair, w in assigned.items()}
-    for pair in base.ring_pairs:
-        demand.setdefault(pair, 0.0)
-    positive = {p: size for p, size in demand.items() if size > 0}
     longest = max((transfer_time_s(size, len(w) * wavelength_bps) if (w := assigned.get(p)) else float("inf")
-                   for p, size in positive.items()), default=0.0)
+                   for p, size in demand.items()), default=0.0)
     load: dict[tuple[int, int], float] = defaultdict(float)
     node_load: dict[tuple[str, int], float] = defaultdict(float)
-    for pair, size in positive.items():
+    for pair, size in demand.items():
         if pair in chosen:
             dirn, segs = chosen[pair]
             for seg in segs:
