@@ -96,13 +96,19 @@ def dp_load(tiers: TwoTier, k: int, l: int, dp_bytes: float) -> dict[Resource, f
     return load
 
 
+# What a packet between leaves costs the emulating machine against one within a leaf: three
+# switch passes (leaf, spine, leaf) and two shaped links between switches, each end of which is
+# one of the datapath's own ports (counted as three passes, rings between leaves ran slow).
+CROSSING_PASSES = 5
+
+
 def forwarding_load_factor(tiers: TwoTier, traffic: Traffic) -> float:
-    """Between leaves a packet crosses three switches (leaf, spine, leaf), within one."""
+    """Between leaves a packet costs CROSSING_PASSES times what it costs within one."""
     pairs = {p: v for p, v in traffic.items() if v > 0 and p[0] != p[1]}
     if not pairs:
         return 1.0
     per = tiers.per_leaf
-    crossings = sum(v * (3 if s // per != d // per else 1) for (s, d), v in pairs.items())
+    crossings = sum(v * (CROSSING_PASSES if s // per != d // per else 1) for (s, d), v in pairs.items())
     return crossings / sum(pairs.values())
 
 
