@@ -1,17 +1,17 @@
 """The planner core that circuit (SiP-OCS) and wavelength (SiP-Ring) planning share: links are
 counted per ordered GPU pair, each of one unit rate; a plan is judged by its longest transfer; the
-integer programme of SiP-ML §A.2 in linear form maximises the slowest pair's links per byte under
-capacity groups (ports, fibre segments); and a re-plan is worth making only when it gains more
+integer programme of SiP-ML §A.2 (maximise the slowest pair's links per byte under capacity
+groups: ports, fibre segments) is solved exactly; and a re-plan is worth making only when it gains more
 than its dark time. Each kind says what its groups are and how its links are realised."""
 
 from __future__ import annotations
 
+import heapq
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 import numpy as np
-from scipy.optimize import Bounds, LinearConstraint, milp
 
 from testbed.model.units import transfer_time_s
 
@@ -56,7 +56,7 @@ def longest_s(demand: Mapping[Pair, float], links: Mapping[Pair, float], unit_bp
 @dataclass(frozen=True)
 class Solved:
     counts: dict[Pair, int]  # links per pair (pairs with none left out)
-    bound_z: float  # the programme's upper bound on z (links per byte of the heaviest demand)
+    bound_z: float  # the programme's optimum z (links per byte of the heaviest demand)
     scale: float  # the heaviest demand's bytes: z is in links per `scale` bytes
 
     @property
@@ -64,55 +64,76 @@ class Solved:
         return self.bound_z / self.scale
 
 
+# Below this many links a pair's count is taken to meet z·d exactly (the candidates' rounding).
+_ROUNDING = 1e-9
+
+
 def max_min_links(demand: Mapping[Pair, float], pairs: Sequence[Pair], groups: Sequence[Sequence[int]],
-                  capacity: float, time_limit_s: float, floor: Sequence[float] | None = None,
-                  ceiling: float = np.inf, spread_spare: bool = False) -> Solved | None:
+                  capacity: int, floor: Sequence[int] | None = None, ceiling: int | None = None) -> Solved | None:
     """Links per pair (integers, each pair of `pairs` between `floor` and `ceiling`) maximising z,
     the slowest demand's links per byte, where each group (indices into `pairs`) holds at most
-    `capacity` links. `spread_spare` then holds z and maximises the demand-weighted total, so
-    spare capacity goes where bytes are. None when the solver finds no solution in time."""
+    `capacity` links; then spare links one at a time to the pair whose transfer is longest, as
+    long as its groups have room. None when no plan gives every demand a link.
+
+    Exact without a solver: the fewest links that meet a z, max(floor, ceil(z·d)), only grow with
+    z, and the links only fill groups, so the z a plan meets is feasible exactly below the optimum,
+    which is one of the values k/d (k links for the pair that sets it): a binary search over them."""
     index = {p: i for i, p in enumerate(pairs)}
-    n = len(pairs)
     scale = max(demand.values())
-    rows: list[np.ndarray] = []
-    lower: list[float] = []
-    upper: list[float] = []
-    for pair, size in demand.items():  # c_p - z·d_p/scale >= 0
-        row = np.zeros(n + 1)
-        row[index[pair]], row[n] = 1.0, -size / scale
-        rows.append(row)
-        lower.append(0.0)
-        upper.append(np.inf)
-    for members in groups:
-        row = np.zeros(n + 1)
-        row[list(members)] = 1.0
-        rows.append(row)
-        lower.append(0.0)
-        upper.append(capacity)
-    low = np.zeros(n + 1)
-    if floor is not None:
-        low[:n] = floor
-    high = np.full(n + 1, float(ceiling))
-    high[n] = np.inf
-    integrality = np.ones(n + 1)
-    integrality[n] = 0
-    constraints = LinearConstraint(np.array(rows), lower, upper)
-    options = {"time_limit": time_limit_s}
-    first = milp(-np.eye(n + 1)[n], constraints=constraints, integrality=integrality, bounds=Bounds(low, high),
-                 options=options)
-    if first.x is None:
+    top = capacity if ceiling is None else min(capacity, ceiling)
+    members = np.array([i for group in groups for i in group], dtype=np.int64)
+    rows = np.repeat(np.arange(len(groups)), [len(group) for group in groups])
+    low = np.zeros(len(pairs)) if floor is None else np.asarray(floor, dtype=float)
+    asking = np.array([index[p] for p in demand], dtype=np.int64)
+    share = np.array([size / scale for size in demand.values()])
+
+    def fewest(z: float) -> np.ndarray:
+        counts = low.copy()
+        counts[asking] = np.maximum(counts[asking], np.ceil(z * share - _ROUNDING))
+        return counts
+
+    def load(counts: np.ndarray) -> np.ndarray:
+        return np.bincount(rows, weights=counts[members], minlength=len(groups))
+
+    def fits(counts: np.ndarray) -> bool:
+        return bool(counts.max(initial=0.0) <= top and (load(counts) <= capacity).all())
+
+    candidates = np.unique(np.arange(1, top + 1)[None, :] / share[:, None])
+    low_i, high_i = -1, len(candidates) - 1  # candidates[:low_i + 1] are met, beyond high_i not
+    while low_i < high_i:
+        mid = (low_i + high_i + 1) // 2
+        if fits(fewest(candidates[mid])):
+            low_i = mid
+        else:
+            high_i = mid - 1
+    if low_i < 0:
         return None
-    x, z = first.x, first.x[n]
-    bound_z = -first.mip_dual_bound if first.mip_dual_bound is not None else z
-    if spread_spare:
-        if z <= 0:
-            return None
-        weights = np.array([demand.get(p, 0.0) / scale for p in pairs] + [0.0])
-        low[n] = z * (1 - 1e-9)
-        second = milp(-weights, constraints=constraints, integrality=integrality, bounds=Bounds(low, high),
-                      options=options)
-        x = second.x if second.x is not None else first.x
-    return Solved({p: int(round(x[i])) for p, i in index.items() if round(x[i]) > 0}, float(bound_z), scale)
+    z = float(candidates[low_i])
+    counts = _spread(fewest(z), share, asking, rows, members, capacity - load(fewest(z)), top)
+    return Solved({p: int(counts[i]) for p, i in index.items() if counts[i] > 0}, z, scale)
+
+
+def _spread(counts: np.ndarray, share: np.ndarray, asking: np.ndarray, rows: np.ndarray, members: np.ndarray,
+            room: np.ndarray, top: int) -> np.ndarray:
+    """Spare links one at a time to the demand whose transfer is longest (bytes per link), while
+    each of its groups has room; a demand that cannot grow leaves the queue."""
+    groups_of: dict[int, list[int]] = {}
+    for row, member in zip(rows.tolist(), members.tolist()):
+        groups_of.setdefault(member, []).append(row)
+    left = room.tolist()
+    held = counts.tolist()
+    bytes_of = dict(zip(asking.tolist(), share.tolist()))
+    queue = [(-size / held[i], i) for i, size in bytes_of.items()]
+    heapq.heapify(queue)
+    while queue:
+        _, i = heapq.heappop(queue)
+        mine = groups_of.get(i, [])
+        if held[i] < top and all(left[g] >= 1 for g in mine):
+            held[i] += 1
+            for g in mine:
+                left[g] -= 1
+            heapq.heappush(queue, (-bytes_of[i] / held[i], i))
+    return np.array(held)
 
 
 def worth_retuning(demand: dict[Pair, float], held: dict[Pair, int], fresh: dict[Pair, int],

@@ -55,13 +55,13 @@ def test_circuits_respect_ports_and_each_switch_is_a_matching(nodes, switches, s
         receivers = [j for (i, j), qs in plan.switch_of.items() for s in qs if s == q]
         assert len(senders) == len(set(senders)) and len(receivers) == len(set(receivers))
     assert sum(map(len, plan.switch_of.values())) == sum(plan.circuits.values())
-    if plan.method == "milp":
+    if plan.method == "optimal":
         assert plan.longest_s >= plan.bound_s * (1 - 1e-6)
 
 
 def test_more_pairs_than_ports_still_fill_the_ports_heaviest_first():
-    # 3 GPUs with one port each and all 6 pairs asking: no plan serves every pair, so the MILP's
-    # objective is 0 whatever it returns. The heaviest pairs that fit get circuits: 0->1 (600),
+    # 3 GPUs with one port each and all 6 pairs asking: no plan serves every pair, so there is no
+    # optimum to take. The heaviest pairs that fit get circuits: 0->1 (600),
     # then 1->2 (500, 0->2 has no transmit port left), then 2->0 (300): a ring, every port used.
     traffic = {(0, 1): 600, (1, 2): 500, (0, 2): 400, (2, 0): 300, (1, 0): 200, (2, 1): 100}
     plan = plan_circuits(traffic, 3, 1, 1e9)
@@ -100,7 +100,7 @@ def test_wavelength_programme_serves_a_pair_the_greedy_first_fit_blocks():
     # longest transfer is 13 bytes on one 1 Gb/s wavelength, 104 ns, which is also the bound.
     traffic = {(1, 3): 13.0, (3, 0): 13.0, (2, 3): 8.0, (0, 2): 5.0, (3, 1): 1.0}
     plan = plan_wavelengths(traffic, 4, 2, 1e9, 3)
-    assert plan.method == "milp" and set(plan.lightpaths) == set(traffic)
+    assert plan.method == "optimal" and set(plan.lightpaths) == set(traffic)
     assert all(len(path.wavelengths) == 1 for path in plan.lightpaths.values())
     assert plan.longest_s == pytest.approx(104e-9) and plan.bound_s == pytest.approx(104e-9)
 
@@ -250,9 +250,13 @@ def test_a_dark_window_pauses_flows_under_way_and_frees_their_share():
     ("sip-ring", {"wavelengths": 16, "estimate_period_us": 1000}),
     ("sip-ocs", {"ocs_switches": 3, "multi_shot": True, "estimate_period_us": 1000}),
 ])
-def test_more_dark_time_never_shortens_an_iteration(kind, options):
+def test_dark_time_never_shortens_the_placers_estimate(kind, options):
     """SiP-ML §3.3: a retuned lightpath or circuit carries nothing while it retunes. The issue's
-    case: at a 1,000 µs period a 1,000 µs retune predicted less than none."""
+    case: at a 1,000 µs period a 1,000 µs retune predicted less than none. The placer's estimate
+    charges each retune its dark time and credits none of its gain, so a longer dark time, which
+    the controller's rule retunes for less often, may cost less in all than a shorter one: it is
+    never below none. (The simulation a run is judged against is monotone in the dark time by
+    construction: test_replanning_sim.)"""
     plan = make_plan(MODELS["transformer"](), device("v100"), 8, 2, 32, 4)
     times, dark = [], []
     for reconfig in (0, 25, 250, 500, 1000):
@@ -260,7 +264,7 @@ def test_more_dark_time_never_shortens_an_iteration(kind, options):
         prediction = predict_plan(plan, fabric)
         times.append(prediction.iteration_time_s)
         dark.append(prediction.breakdown.reconfiguration_s)
-    assert times == sorted(times) and times[-1] > times[0]
+    assert all(time >= times[0] for time in times) and times[-1] > times[0]
     # The time spent dark need not grow: a longer retune is worth making less often, so the
     # controller makes fewer (SiP-OCS at 1,000 µs: 11 re-plans retune, against 35 at 25 µs).
     assert dark[0] == 0 and all(d > 0 for d in dark[1:])

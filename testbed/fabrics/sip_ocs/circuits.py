@@ -23,14 +23,10 @@ Demand = dict[Pair, float]  # bytes per pair
 Circuits = dict[Pair, int]  # circuits per pair
 SwitchesOf = dict[Pair, tuple[int, ...]]  # the OCS of each of a pair's circuits
 
-MILP_MAX_PAIRS = 400  # above this, the greedy planner (exact MILPs get slow)
-MILP_TIME_LIMIT_S = 10.0
-
-
 @dataclass(frozen=True)
 class CircuitPlan:
     """circuits[(i, j)]: circuits from GPU i to GPU j; switch_of lists, per ordered pair, the OCS
-    index of each of its circuits. `bound_s` is the MILP's lower bound on the
+    index of each of its circuits. `bound_s` is the programme's optimum, a lower bound on the
     longest transfer, and `longest_s` what this plan achieves."""
 
     circuits: Circuits
@@ -102,13 +98,14 @@ def _ring_first(demand: Demand, ports: int, link_bps: float, nodes: int) -> Circ
     return _greedy(demand, ports, link_bps, nodes, start=ring)
 
 
-def _milp(demand: Demand, ports: int, link_bps: float, nodes: int) -> tuple[Circuits, float] | None:
+def _optimal(demand: Demand, ports: int, link_bps: float, nodes: int) -> tuple[Circuits, float] | None:
     """The shared programme with every GPU's transmit and receive ports as its capacity groups.
-    Returns circuits and the LP bound on the longest transfer."""
+    Returns circuits and the optimum's longest transfer (no plan is faster); None when some pair
+    gets no circuit whatever the plan."""
     pairs = list(demand)
     groups = [members for node in range(nodes) for end in (0, 1)
               if (members := [idx for idx, pair in enumerate(pairs) if pair[end] == node])]
-    solved = max_min_links(demand, pairs, groups, ports, MILP_TIME_LIMIT_S)
+    solved = max_min_links(demand, pairs, groups, ports)
     if solved is None:
         return None
     bound_s = transfer_time_s(solved.scale, solved.bound_z * link_bps) if solved.bound_z > 0 else float("inf")
@@ -172,7 +169,7 @@ def plan_circuits(traffic: Demand, nodes: int, switches: int, link_bps: float,
                   reserved_ports: int = 0, ring_demand: dict[int, float] | None = None) -> CircuitPlan:
     """Circuits for one traffic matrix on `switches` OCSes with `link_bps` per circuit; each GPU
     keeps `reserved_ports` ports for other uses. Plans are cached: a run plans the same matrix for
-    its prediction and for sizing its dilation, and the MILP can take seconds.
+    its prediction and for sizing its dilation, and re-plans meet the same estimates again.
 
     `ring_demand` (bytes per GPU) plans a ring through identical copies of this group, the DP ring
     between counterparts: GPU g sends to g in the next copy and receives from g in the previous
@@ -192,16 +189,13 @@ def _plan_cached(traffic_items: tuple[tuple[Pair, float], ...], nodes: int, swit
         return CircuitPlan({}, {}, "none", 0.0 if not demand else float("inf"), 0.0)
     greedy = _greedy(demand, ports, link_bps, nodes)
     best, method, bound = greedy, "greedy", 0.0
-    if len(demand) <= MILP_MAX_PAIRS:
-        solved = _milp(demand, ports, link_bps, nodes)
-        if solved is not None:
-            circuits, bound = solved
-            # With more pairs than ports some pair gets no circuit whatever the plan, the MILP's
-            # objective is 0 for every plan and its solution arbitrary (often a handful of circuits):
-            # the greedy then serves the heaviest pairs and leaves the rest to relays.
-            longest = _longest(demand, circuits, link_bps)
-            if longest < float("inf") and longest <= _longest(demand, greedy, link_bps):
-                best, method = circuits, "milp"
+    # With more pairs than ports some pair gets no circuit whatever the plan: the greedy then
+    # serves the heaviest pairs and leaves the rest to relays.
+    solved = _optimal(demand, ports, link_bps, nodes)
+    if solved is not None:
+        circuits, bound = solved
+        if _longest(demand, circuits, link_bps) <= _longest(demand, greedy, link_bps):
+            best, method = circuits, "optimal"
     if not _reaches(demand, best, both_ways=not rings):
         best, method = _ring_first(demand, ports, link_bps, nodes), method + " with a ring that keeps all reachable"
     switch_of = _assign_switches(best, switches)

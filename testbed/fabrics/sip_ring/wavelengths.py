@@ -2,10 +2,11 @@
 segment and direction, reach limited to `reach` hops, wavelengths reused on disjoint segments.
 One implementation, shared by the oracle and the controller.
 
-A greedy plan always exists; an integer programme (SiP-ML's, in linear form: maximise the slowest
-pair's wavelengths per byte under every segment's and every interface's W) replaces it when it does
-better. Its counts are then given actual wavelengths, first fit, longest lightpaths first: a count
-that fits every segment may still find no wavelength free along its whole path (no conversion)."""
+A greedy plan always exists; the integer programme's optimum (SiP-ML's: maximise the slowest pair's
+wavelengths per byte under every segment's and every interface's W, testbed.network.link_planner)
+replaces it when it does better. Its counts are then given actual wavelengths, first fit, longest
+lightpaths first: a count that fits every segment may still find no wavelength free along its
+whole path (no conversion)."""
 
 from __future__ import annotations
 
@@ -17,9 +18,6 @@ from functools import lru_cache
 
 from testbed.model.units import transfer_time_s
 from testbed.network.link_planner import longest_s, max_min_links
-
-MILP_MAX_PAIRS = 300  # above this, the greedy alone (the programme grows with pairs × segments)
-MILP_TIME_LIMIT_S = 5.0
 
 
 @dataclass(frozen=True)
@@ -61,7 +59,7 @@ def ring_hops(src: int, dst: int, nodes: int) -> int:
 
 def plan_wavelengths(traffic: dict[tuple[int, int], float], nodes: int, wavelengths: int, wavelength_bps: float,
                      reach: int, keep_ring: bool = False, keep: tuple[tuple[int, int], ...] = ()) -> WavelengthPlan:
-    """The better of the greedy plan and the integer programme's (cached: the oracle and the
+    """The better of the greedy plan and the programme's optimum (cached: the oracle and the
     dilation sizing plan the same matrices).
 
     keep_ring first gives every node one wavelength to each ring neighbour, so that any traffic
@@ -80,9 +78,9 @@ def _plan_cached(traffic_items: tuple[tuple[tuple[int, int], float], ...], nodes
     greedy = _greedy(dict(traffic_items), nodes, wavelengths, wavelength_bps, reach, keep_ring, keep)
     # Pairs beyond reach relay whatever the plan: the two plans are compared on the rest.
     demand = {p: size for p, size in traffic_items if size > 0 and p[0] != p[1] and p in greedy.directions}
-    if not demand or len(greedy.directions) > MILP_MAX_PAIRS:
+    if not demand:
         return greedy.plan
-    solved = _milp_counts(demand, greedy, nodes, wavelengths)
+    solved = _optimal_counts(demand, greedy, wavelengths)
     if solved is None:
         return greedy.plan
     counts, bound_per_byte = solved
@@ -91,14 +89,13 @@ def _plan_cached(traffic_items: tuple[tuple[tuple[int, int], float], ...], nodes
     if bound_per_byte > 0:
         greedy = replace(greedy, plan=replace(greedy.plan, bound_s=max(
             greedy.plan.bound_s, transfer_time_s(1.0, bound_per_byte * wavelength_bps))))
-    # With more demand pairs than wavelengths some pair gets none whatever the plan, the programme's
-    # objective is 0 and its counts arbitrary: the greedy's then stand.
     greedy_longest = _longest(demand, greedy.assigned, wavelength_bps)
     if longest < float("inf") and (longest, -_used(assigned)) < (greedy_longest, -_used(greedy.assigned)):
         lightpaths = {pair: Lightpath(pair[0], pair[1], greedy.directions[pair][0], tuple(w))
                       for pair, w in assigned.items() if w}
         everything = {p: size for p, size in traffic_items if size > 0 and p[0] != p[1]}
-        return WavelengthPlan(lightpaths, _longest(everything, assigned, wavelength_bps), greedy.plan.bound_s, "milp")
+        return WavelengthPlan(lightpaths, _longest(everything, assigned, wavelength_bps), greedy.plan.bound_s,
+                              "optimal")
     return greedy.plan
 
 
@@ -119,11 +116,11 @@ class _Greedy:
     kept: tuple[tuple[int, int], ...]  # ring and keep pairs that got their wavelength
 
 
-def _milp_counts(demand: dict[tuple[int, int], float], greedy: _Greedy, nodes: int,
-                 wavelengths: int) -> tuple[dict[tuple[int, int], int], float] | None:
+def _optimal_counts(demand: dict[tuple[int, int], float], greedy: _Greedy,
+                    wavelengths: int) -> tuple[dict[tuple[int, int], int], float] | None:
     """The shared programme with every fibre segment (per direction) and every interface as a
-    capacity group of W, kept pairs keeping one wavelength, spare wavelengths spread by bytes.
-    Returns the counts and the programme's bound on z (per byte, in wavelengths)."""
+    capacity group of W, kept pairs keeping one wavelength. Returns the counts and the optimum z
+    (per byte, in wavelengths); None when some demand gets no wavelength whatever the plan."""
     pairs = list(greedy.directions)
     index = {p: i for i, p in enumerate(pairs)}
     by_segment: dict[tuple[int, int], list[int]] = defaultdict(list)
@@ -133,9 +130,9 @@ def _milp_counts(demand: dict[tuple[int, int], float], greedy: _Greedy, nodes: i
             by_segment[(dirn, seg)].append(index[pair])
         by_end[(0, pair[0])].append(index[pair])
         by_end[(1, pair[1])].append(index[pair])
-    floor = [1.0 if pair in greedy.kept else 0.0 for pair in pairs]
+    floor = [1 if pair in greedy.kept else 0 for pair in pairs]
     solved = max_min_links(demand, pairs, list(by_segment.values()) + list(by_end.values()), wavelengths,
-                           MILP_TIME_LIMIT_S, floor=floor, ceiling=wavelengths, spread_spare=True)
+                           floor=floor, ceiling=wavelengths)
     if solved is None:
         return None
     return solved.counts, solved.bound_per_byte
