@@ -130,7 +130,8 @@ def _optimal_counts(demand: dict[tuple[int, int], float], greedy: _Greedy,
             by_segment[(dirn, seg)].append(index[pair])
         by_end[(0, pair[0])].append(index[pair])
         by_end[(1, pair[1])].append(index[pair])
-    floor = [1 if pair in greedy.kept else 0 for pair in pairs]
+    kept = set(greedy.kept)
+    floor = [1 if pair in kept else 0 for pair in pairs]
     solved = max_min_links(demand, pairs, list(by_segment.values()) + list(by_end.values()), wavelengths,
                            floor=floor, ceiling=wavelengths)
     if solved is None:
