@@ -137,17 +137,33 @@ def ina_payload_equivalent_bytes(size_bytes: float) -> float:
     return (chunks + exponent_packets) * FRAME_BYTES * TCP_PAYLOAD_BYTES / MTU_FRAME_BYTES
 
 
+# An INA chunk's result is back two frame times after the chunk left (one up, one down; the link's
+# latency is paid once per round, as below): a worker allowed fewer chunks outstanding idles its
+# link while it waits.
+FULL_RATE_WINDOW = 2
+
+
+def ina_window_slowdown(window_chunks: int | None) -> float:
+    """How many times longer an INA pass keeps the wire with `window_chunks` outstanding a worker."""
+    return 1.0 if window_chunks is None else max(1.0, FULL_RATE_WINDOW / window_chunks)
+
+
 def ina_allreduce_cost(n: int, size_bytes: float, rate_bps: float, latency_s: float,
-                       worker_rate_bps: float | None = None, collision_frac: float = 0.0) -> CollectiveCost:
+                       worker_rate_bps: float | None = None, collision_frac: float = 0.0,
+                       window_chunks: int | None = None) -> CollectiveCost:
     """INA all-reduce of float32 buffers: a MAX round of one exponent per chunk, then the chunks;
     each round one message (α), each worker sends M and receives M at once (full duplex), in INA
     packets whose header overhead differs from TCP's. `worker_rate_bps` caps the rate when the
     node aggregates slower than its ports (aggregation_gbps shared by all workers). With shared
     slots, a share f of the chunks collides and is summed by worker 0: its link then carries
-    M·(1 + f·(n−1)) each way, and everyone waits for it."""
+    M·(1 + f·(n−1)) each way, and everyone waits for it. `window_chunks`: what each worker may
+    have outstanding (the node's slots decide it); one chunk sends only every other frame time."""
     rate = min(rate_bps, worker_rate_bps) if worker_rate_bps else rate_bps
-    wire_s = transfer_time_s(ina_payload_equivalent_bytes(size_bytes), rate)
+    slowdown = ina_window_slowdown(window_chunks)
+    wire_s = transfer_time_s(ina_payload_equivalent_bytes(size_bytes), rate) * slowdown
     formula = "2·α + (M + M/P)·(INA frame/payload)/B, P elements per packet"
+    if slowdown > 1:
+        formula += f"; ×{slowdown:g}: a window of {window_chunks} chunk(s) idles the link while each result returns"
     if collision_frac:
         wire_s *= 1 + collision_frac * (n - 1)
         formula += f"; ×(1 + f·(n−1)) for the fallback host, f = {collision_frac:.3f}"

@@ -24,6 +24,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass, fields, replace
 from typing import Any
 
+from testbed.fabrics.ina.node_links import ina_window
+from testbed.fabrics.ina.section import InaFabric
 from testbed.model.errors import InputError
 from testbed.model.fabric_section import FabricSection
 from testbed.model.schedule import (
@@ -36,7 +38,13 @@ from testbed.model.schedule import (
     in_order_deps,
 )
 from testbed.model.units import bytes_to_bits, us_to_s
-from testbed.network.collectives import Breakdown, Prediction, collective_cost, ina_payload_equivalent_bytes
+from testbed.network.collectives import (
+    Breakdown,
+    Prediction,
+    collective_cost,
+    ina_payload_equivalent_bytes,
+    ina_window_slowdown,
+)
 from testbed.network.flow_model import FlowModel
 from testbed.network.flows import Flow, max_min_rates
 from testbed.oracle import progress
@@ -71,6 +79,7 @@ class _Dag:
         if paths:
             self.model = replace(self.model, paths={**self.model.paths, **paths})
         self.alpha = us_to_s(fabric.latency_us)
+        self.fabric = fabric
         self.static_rate = collective_rates_bps(self.steps, self.model)
         index = [{s.id: i for i, s in enumerate(gpu)} for gpu in self.steps]
         deps = [[s.deps for s in gpu] for gpu in self.steps]
@@ -178,7 +187,7 @@ class _Dag:
         if algorithm == "ina":
             # Each member's stream to the aggregation node and the sums back: the flow of the GPU's
             # own pair, which an ina fabric's plan routes up and down its port (and through the node).
-            wire = ina_payload_equivalent_bytes(size)
+            wire = ina_payload_equivalent_bytes(size) * ina_window_slowdown(self.ina_window(n))
             for g in group:
                 self.add_flow(("collective", key), g, g, wire)
             self.flows_left[key] = n
@@ -236,6 +245,10 @@ class _Dag:
                 del self.stepwise[key]
             g = key[1][pos]
             self.finish(g, next(i for member, i in self.rendezvous[key] if member == g))
+
+    def ina_window(self, workers: int) -> int | None:
+        """Each INA worker's window of outstanding chunks on this fabric (its node's slots)."""
+        return ina_window(self.fabric, workers)[1] if isinstance(self.fabric, InaFabric) else None
 
     def alpha_part(self, key: tuple[Any, ...], step: Step) -> float:
         assert isinstance(step, CollectiveStep)  # only collectives meet at a rendezvous

@@ -11,7 +11,8 @@ from testbed.core.calibration import DEFAULT_CALIBRATION, Calibration
 from testbed.core.dilation import MIN_MESSAGE_BYTES, EmulationPlan, message_floor_bytes, resolve_emulation
 from testbed.core.fidelity import COUNTER_REFRESHES_PER_PERIOD, DARK_TOLERANCE, SETUP_COUNTER_REFRESH_MS
 from testbed.fabrics.all_kinds import KINDS
-from testbed.fabrics.ina.node_links import INA_MIN_CHUNKS, max_worker_rate_bps
+from testbed.fabrics.ina.node_links import INA_MIN_CHUNKS, ina_workers_per_job, worker_rate_cap_bps
+from testbed.fabrics.ina.section import InaFabric
 from testbed.fabrics.timing import dark_us, estimate_period_us, route_rto_min_s
 from testbed.model.errors import InputError
 from testbed.model.fabric_section import FabricSection
@@ -155,7 +156,9 @@ def size_schedule(predicted: Predicted, calibration: Calibration, collective_mes
     floor = float(MIN_MESSAGE_BYTES)
     if KINDS[scenario.fabric.kind].aggregation_node:
         node_rate = calibration.node_packets_per_s
-        cap = max_worker_rate_bps(scenario.fabric.hosts, node_rate)
+        fabric = scenario.fabric
+        assert isinstance(fabric, InaFabric), "an aggregation node's fabric is an ina fabric"
+        cap = worker_rate_cap_bps(fabric, ina_workers_per_job(schedule, fabric), node_rate)
         floor = _ina_floor_bytes(schedule, bulk)
     plan = emulation_plan(scenario, schedule, prediction, calibration, average_step, bulk, cap,
                           warmup_iteration_s=_warmup_iteration_s(scenario, schedule, prediction),

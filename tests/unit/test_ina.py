@@ -447,3 +447,37 @@ def test_a_chunk_that_collided_is_never_split_between_its_slot_and_the_end_host(
     assert len(out) == 1 and out[0][1] == ("10.0.1.1", 47472)
     assert pipe.counters["collisions"] == 2 and pipe.counters["collisions_followed"] == 1
     assert pipe.registers.spilled == {(3, 0): 0b01}  # job 2's chunk forgotten: both its packets went
+
+
+def test_a_window_of_one_chunk_sends_every_other_frame_time():
+    """fabric.slots 1 leaves the one job of 8 workers a window of one chunk: each chunk goes up,
+    and only once its result is back (one frame time later) may the next one leave, so the wire
+    takes twice as long as with a full window: 2α + 2·W/B, W the frames' bytes (one 1,514-byte
+    frame per 360 float32, plus one per 360 chunks' exponents, at 1514/1448 of the payload rate).
+    2 slots are a window of 2, which keeps the link busy: 2α + W/B, as 512 slots."""
+    import math
+    from dataclasses import replace
+
+    from testbed.core.calibration import DEFAULT_CALIBRATION
+    from testbed.planning.overrides import apply_overrides
+    from testbed.planning.plan import prepare
+    from testbed.planning.scenario_file import load_scenario
+    from testbed.shared.ina_rules import ELEMENTS_PER_PACKET, FRAME_BYTES, PAYLOAD_BYTES
+    from tests.conftest import ROOT
+    size = 100_000_000
+    chunks = math.ceil(size / PAYLOAD_BYTES)
+    wire_s = (chunks + math.ceil(chunks / ELEMENTS_PER_PACKET)) * FRAME_BYTES * 1448 / 1514 * 8 / 100e9
+    base = load_scenario(ROOT / "scenarios" / "ina-allreduce.yaml")
+    def predicted(slots: int) -> float:
+        return prepare(apply_overrides(base, {"fabric.slots": slots})).prediction.iteration_time_s
+    assert predicted(1) == pytest.approx(2 * 5e-6 + 2 * wire_s, rel=1e-9)
+    assert predicted(2) == predicted(512) == pytest.approx(2 * 5e-6 + wire_s, rel=1e-9)
+    # The run keeps the node program's 2·8 packets a chunk (0.45 of 45,000 packets/s sustained:
+    # 0.79 ms) to 5% of the chunk's two 12,064-bit frames: 1.527 Mb/s a worker, where full windows
+    # allow 0.3 of the sustained rate over 8 workers, 9.16 Mb/s; its links carry half of that rate.
+    calibration = replace(DEFAULT_CALIBRATION, measured=True, capacity_bps=2e9, ina_node_packets_per_s=45_000)
+    one = prepare(apply_overrides(base, {"fabric.slots": 1}), calibration)
+    full = prepare(base, calibration)
+    assert one.plan.host_rate_bps <= 1.527e6 * 1.001 and full.plan.host_rate_bps <= 9.16e6 * 1.001
+    assert one.expected_rate_bps == pytest.approx(one.plan.host_rate_bps * full.expected_rate_bps
+                                                  / full.plan.host_rate_bps / 2, rel=1e-9)

@@ -303,6 +303,17 @@ def test_an_ina_all_reduce_streams_every_worker_through_its_port_and_the_node(ag
     assert found.iteration_time_s == pytest.approx(2 * 2e-6 + _ina_wire_bytes(size) * 8 * share / 100e9, rel=1e-9)
 
 
+def test_an_ina_all_reduce_with_a_window_of_one_chunk_keeps_its_port_half_the_time():
+    """fabric.slots 1: each worker may have one chunk outstanding, and sends the next only when its
+    result is back a frame time later: 2α + 2W/B."""
+    from testbed.model.schedule import CollectiveStep
+    size, group = 10_000_000, (0, 1, 2, 3)
+    gpus = tuple(GpuSchedule(g, (CollectiveStep("dp.ar", "allreduce", "ina", group, size),)) for g in group)
+    fabric = scenario({**INA, "slots": 1}, parallel={"dp": 4, "global_batch": 4}).fabric
+    found = simulate_schedule(Schedule("x", 4, 1, gpus), fabric)
+    assert found.iteration_time_s == pytest.approx(2 * 2e-6 + 2 * _ina_wire_bytes(size) * 8 / 100e9, rel=1e-9)
+
+
 def test_an_ina_stream_shares_its_port_with_what_runs_beside_it():
     """GPU 0 sends W bytes to GPU 1 while the four all-reduce through the node: GPU 0's port out and
     GPU 1's port in each carry two flows at B/2, so all three end at 2W/B; the others' streams

@@ -24,7 +24,7 @@ from testbed.model.contracts import Topology
 from testbed.model.errors import InputError
 from testbed.model.schedule import CollectiveStep, Schedule
 from testbed.model.units import bytes_to_bits, transfer_time_s
-from testbed.network.collectives import ina_packets
+from testbed.network.collectives import ina_packets, ina_window_slowdown
 from testbed.shared.ina_rules import (
     DATA_PORT,
     FALLBACK_PORT,
@@ -107,6 +107,23 @@ def max_worker_rate_bps(workers: int, measured_packets_per_s: float) -> float:
     """The emulated per-worker rate the node program keeps up with when all workers send at once."""
     return (NODE_LOAD_FRACTION * sustained_packets_per_s(measured_packets_per_s) * bytes_to_bits(FRAME_BYTES)
             / workers)
+
+
+# A window too small to keep a link busy (fabric.slots) puts the node program's 2n packets of each
+# chunk on every chunk's round trip, where a real node's pipeline takes nanoseconds: the workers'
+# rate is then held so that the node's share of the round trip stays this small.
+NODE_SERIAL_SHARE = 0.05
+
+
+def worker_rate_cap_bps(fabric: InaFabric, workers_per_job: int, measured_packets_per_s: float) -> float:
+    """The emulated per-worker rate the node program keeps up with: with full windows, the rate
+    max_worker_rate_bps allows; with a window that idles the link, also the rate at which a chunk's
+    2n packets through the node take NODE_SERIAL_SHARE of its two frame times."""
+    cap = max_worker_rate_bps(fabric.hosts, measured_packets_per_s)
+    if ina_window_slowdown(ina_window(fabric, workers_per_job)[1]) > 1:
+        node_s = 2 * workers_per_job / sustained_packets_per_s(measured_packets_per_s)
+        cap = min(cap, NODE_SERIAL_SHARE * 2 * bytes_to_bits(FRAME_BYTES) / node_s)
+    return cap
 
 
 def ina_workers_per_job(schedule: Schedule, fabric: InaFabric) -> int:

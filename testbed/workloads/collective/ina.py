@@ -14,13 +14,21 @@ from testbed.fabrics.ina.node_links import (
     lossy_ina_time_s,
     max_worker_rate_bps,
     shared_slots,
+    worker_rate_cap_bps,
 )
 from testbed.fabrics.ina.section import InaFabric
 from testbed.model.errors import InputError
 from testbed.model.scenario import Scenario
 from testbed.model.schedule import Schedule, as_collective
 from testbed.model.units import gbps_to_bps, us_to_s
-from testbed.network.collectives import Breakdown, CollectiveCost, Prediction, collective_cost, ina_allreduce_cost
+from testbed.network.collectives import (
+    Breakdown,
+    CollectiveCost,
+    Prediction,
+    collective_cost,
+    ina_allreduce_cost,
+    ina_window_slowdown,
+)
 from testbed.shared.ina_rules import FRAME_BYTES, PAYLOAD_BYTES
 from testbed.workloads.collective.section import CollectiveWorkload
 from testbed.workloads.sizing import Prepared, emulation_plan
@@ -54,7 +62,7 @@ def predict_ina_fabric(scenario: Scenario, schedule: Schedule, timing: InaRunTim
     if first.algorithm == "ina":
         share = gbps_to_bps(fabric.aggregation_gbps) / schedule.hosts if fabric.aggregation_gbps else None
         ina_rate = min(rate, share or rate)
-        cost = ina_allreduce_cost(n, first.bytes, rate, latency, share)
+        cost = ina_allreduce_cost(n, first.bytes, rate, latency, share, window_chunks=ina_window(fabric, n)[1])
         collisions = 0.0
         if fabric.sharing == "shared":
             shared_s, collisions = shared_slots(fabric, n, first.bytes, ina_rate, latency)
@@ -89,7 +97,8 @@ def size_ina(scenario: Scenario, schedule: Schedule, prediction: Prediction, cal
     fabric, size = scenario.fabric, float(as_collective(schedule.gpus[0].steps[0]).bytes)
     assert isinstance(fabric, InaFabric), "an aggregation node's fabric is an ina fabric"
     shortest = prediction.iteration_time_s / 2  # the data round; the exponent round is about α
-    cap = ina_rate_cap_bps(scenario, calibration)
+    workers = len(as_collective(schedule.gpus[0].steps[0]).group)
+    cap = worker_rate_cap_bps(fabric, workers, calibration.node_packets_per_s)
     lossy = fabric.loses_packets()
     floor = max(MIN_MESSAGE_BYTES, INA_MIN_CHUNKS * PAYLOAD_BYTES)
     plan = emulation_plan(scenario, schedule, prediction, calibration, shortest, size, cap, exact_packets=lossy,
@@ -98,7 +107,8 @@ def size_ina(scenario: Scenario, schedule: Schedule, prediction: Prediction, cal
         dilation = plan.dilation
         prediction = predict_ina_fabric(scenario, schedule, InaRunTiming.of_run(dilation.dilation, dilation.byte_scale))
     payload_share = (PAYLOAD_BYTES / FRAME_BYTES) * (MTU_FRAME_BYTES / TCP_PAYLOAD_BYTES)
-    expected = plan.host_rate_bps * payload_share
+    # A window that idles the link sends at 1/slowdown of the port's rate however busy.
+    expected = plan.host_rate_bps * payload_share / ina_window_slowdown(ina_window(fabric, workers)[1])
     if fabric.aggregation_gbps:
         share = fabric.aggregation_gbps / fabric.hosts / fabric.gpu_bandwidth_gbps
         expected = min(expected, plan.host_rate_bps * share)

@@ -12,6 +12,7 @@ from typing import Any
 
 import numpy as np
 
+from testbed.fabrics.ina.node_links import ina_window
 from testbed.fabrics.ina.section import InaFabric
 from testbed.model.fabric_section import FabricSection
 from testbed.model.schedule import CollectiveStep, Step
@@ -217,7 +218,7 @@ def _ina_reduce_s(fabric: FabricSection, workers: int, size_bytes: float) -> flo
     assert isinstance(fabric, InaFabric), "check_ina allows dp_algorithm ina on an ina fabric only"
     share = gbps_to_bps(fabric.aggregation_gbps) / fabric.hosts if fabric.aggregation_gbps else None
     return ina_allreduce_cost(workers, size_bytes, gbps_to_bps(fabric.gpu_bandwidth_gbps),
-                              us_to_s(fabric.latency_us), share).time_s
+                              us_to_s(fabric.latency_us), share, window_chunks=ina_window(fabric, workers)[1]).time_s
 
 
 def estimate(workload: LlmWorkload, fabric: FabricSection) -> Prediction:
