@@ -290,15 +290,22 @@ def test_many_jobs_are_named_in_short():
     assert found.prediction.formula.endswith("and 4 more") and len(found.jobs) == 12
 
 
-def test_a_sweep_says_when_a_point_contradicts_its_own_fabric(tmp_path):
-    """Sweeping gpu_bandwidth_gbps on SiP-Ring keeps its wavelengths: 100 and 400 Gb/s predicted the
-    same without a word, where `predict` warns."""
+def test_a_sweep_of_sip_rings_bandwidth_changes_what_a_wavelength_carries(tmp_path):
+    """Sweeping gpu_bandwidth_gbps on SiP-Ring kept its wavelengths' rate: 100 and 400 Gb/s predicted
+    the same, where `predict` warned. With wavelength_gbps unset a wavelength carries
+    B / W, and 4 times B predicts a shorter iteration."""
+    import csv
+
     out = cli("sweep", "scenarios/ring-allreduce.yaml", "--predict-only", "--set", "fabric.gpu_bandwidth_gbps=100,400",
               "--out", str(tmp_path / "sw"))
     assert out.returncode == 0, out.stderr
-    said = out.stdout + out.stderr
-    assert "sweep point p001-gpu_bandwidth_gbps=400: fabric.gpu_bandwidth_gbps (400 Gb/s) is not wavelengths" in said
-    assert "sweep point p000" not in said.split("p000-gpu_bandwidth_gbps=100: ok")[0]
+    rows = list(csv.DictReader((tmp_path / "sw" / "results.csv").open()))
+    predicted = {row["fabric.gpu_bandwidth_gbps"]: float(row["predicted_s"]) for row in rows}
+    assert len(predicted) == 2 and predicted["400"] < predicted["100"]
+    # Setting the rate as well, a point whose wavelengths cannot carry its B is refused.
+    out = cli("sweep", "scenarios/ring-allreduce.yaml", "--predict-only", "--set", "fabric.gpu_bandwidth_gbps=100,400",
+              "--set", "fabric.wavelength_gbps=25", "--out", str(tmp_path / "refused"))
+    assert out.returncode == 2 and "is not gpu_bandwidth_gbps (400 Gb/s)" in out.stdout + out.stderr
 
 
 def test_a_profile_of_twenty_thousand_ops_loads_in_linear_work(tmp_path):

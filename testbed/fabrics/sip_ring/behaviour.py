@@ -34,7 +34,7 @@ def ring_plan(fabric: SipRingFabric, k: int, traffic: Traffic,
     """The controller's wavelength plan for an estimated traffic matrix: the ring stays connected
     and the job's recurring lightpaths (`keep`) keep a wavelength; the estimate shares the rest."""
     assert fabric.wavelengths is not None
-    return plan_wavelengths(traffic, k, fabric.wavelengths, gbps_to_bps(fabric.wavelength_gbps), fabric.neighbors,
+    return plan_wavelengths(traffic, k, fabric.wavelengths, gbps_to_bps(fabric.wavelength_rate_gbps), fabric.neighbors,
                             keep_ring=True, keep=keep)
 
 
@@ -62,7 +62,7 @@ def kept_pairs(fabric: SipRingFabric, k: int, l: int, nodes: int,
 
 def ring_flow_model(fabric: SipRingFabric, k: int, plan: WavelengthPlan) -> FlowModel:
     """Lightpaths as resources (k: the ring's GPUs); pairs without one relay hop by hop."""
-    wave_bps = gbps_to_bps(fabric.wavelength_gbps)
+    wave_bps = gbps_to_bps(fabric.wavelength_rate_gbps)
     caps, links = {}, {}
     for (s, d), path in plan.lightpaths.items():
         caps[("lightpath", s, d)] = len(path.wavelengths) * wave_bps
@@ -103,7 +103,7 @@ def retuned_ring_plan(fabric: SipRingFabric, nodes: int, traffic: Traffic, keep:
     traffic = quantised(traffic)  # a measured estimate, planned as link_planner rounds it
     plan = ring_plan(fabric, nodes, traffic, keep)
     fresh = {pair: len(path.wavelengths) for pair, path in plan.lightpaths.items()}
-    return plan if worth_retuning(traffic, held, fresh, gbps_to_bps(fabric.wavelength_gbps), dark_s) else None
+    return plan if worth_retuning(traffic, held, fresh, gbps_to_bps(fabric.wavelength_rate_gbps), dark_s) else None
 
 
 def replan(fabric: SipRingFabric, k: int, l: int, traffic: Traffic, recurring: tuple[tuple[int, int], ...],
@@ -111,7 +111,7 @@ def replan(fabric: SipRingFabric, k: int, l: int, traffic: Traffic, recurring: t
     """The lightpaths the controller tunes for a period's measured traffic, from the plan in force
     (`current`): it retunes only when worth the `dark_s` a retune costs, as the controller does."""
     nodes = ring_nodes(fabric, k, l)
-    wave_bps = gbps_to_bps(fabric.wavelength_gbps)
+    wave_bps = gbps_to_bps(fabric.wavelength_rate_gbps)
     held = None if current is None else {(s, d): round(bps / wave_bps)
                                          for (kind, s, d), bps in current.capacity_bps.items() if kind == "lightpath"}
     plan = retuned_ring_plan(fabric, nodes, traffic, kept_pairs(fabric, k, l, nodes, recurring), held, dark_s)
