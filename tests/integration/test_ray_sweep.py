@@ -78,7 +78,7 @@ def test_emulated_points_take_turns_and_the_sweep_resumes_after_ctrl_c(tmp_path,
 MEGATRON_1024 = """
 name: megatron-1024
 seed: 1
-fabric: {kind: sip-ring, hosts: 1024, gpu_bandwidth_gbps: 1000, latency_us: 1, wavelengths: 8, wavelength_gbps: 125}
+fabric: {kind: sip-ring, hosts: 1024, gpu_bandwidth_gbps: 1000, latency_us: 1, wavelengths: 8}
 workload:
   kind: model
   model: {name: megatron, global_batch: 1024, mp: 16, dp: 64, degree: 8, tau_us: 2000}
