@@ -24,7 +24,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, fields, replace
 from typing import Any
 
-from testbed.fabrics.ina.node_links import ina_window
+from testbed.fabrics.ina.node_links import window_slowdown
 from testbed.fabrics.ina.section import InaFabric
 from testbed.model.errors import InputError
 from testbed.model.fabric_section import FabricSection
@@ -43,7 +43,6 @@ from testbed.network.collectives import (
     Prediction,
     collective_cost,
     ina_payload_equivalent_bytes,
-    ina_window_slowdown,
 )
 from testbed.network.flow_model import FlowModel
 from testbed.network.flows import Flow, max_min_rates
@@ -187,7 +186,8 @@ class _Dag:
         if algorithm == "ina":
             # Each member's stream to the aggregation node and the sums back: the flow of the GPU's
             # own pair, which an ina fabric's plan routes up and down its port (and through the node).
-            wire = ina_payload_equivalent_bytes(size) * ina_window_slowdown(self.ina_window(n))
+            slowdown = window_slowdown(self.fabric, n) if isinstance(self.fabric, InaFabric) else 1.0
+            wire = ina_payload_equivalent_bytes(size) * slowdown
             for g in group:
                 self.add_flow(("collective", key), g, g, wire)
             self.flows_left[key] = n
@@ -245,10 +245,6 @@ class _Dag:
                 del self.stepwise[key]
             g = key[1][pos]
             self.finish(g, next(i for member, i in self.rendezvous[key] if member == g))
-
-    def ina_window(self, workers: int) -> int | None:
-        """Each INA worker's window of outstanding chunks on this fabric (its node's slots)."""
-        return ina_window(self.fabric, workers)[1] if isinstance(self.fabric, InaFabric) else None
 
     def alpha_part(self, key: tuple[Any, ...], step: Step) -> float:
         assert isinstance(step, CollectiveStep)  # only collectives meet at a rendezvous

@@ -120,7 +120,7 @@ def worker_rate_cap_bps(fabric: InaFabric, workers_per_job: int, measured_packet
     max_worker_rate_bps allows; with a window that idles the link, also the rate at which a chunk's
     2n packets through the node take NODE_SERIAL_SHARE of its two frame times."""
     cap = max_worker_rate_bps(fabric.hosts, measured_packets_per_s)
-    if ina_window_slowdown(ina_window(fabric, workers_per_job)[1]) > 1:
+    if window_slowdown(fabric, workers_per_job) > 1:
         node_s = 2 * workers_per_job / sustained_packets_per_s(measured_packets_per_s)
         cap = min(cap, NODE_SERIAL_SHARE * 2 * bytes_to_bits(FRAME_BYTES) / node_s)
     return cap
@@ -150,6 +150,12 @@ def ina_window(fabric: InaFabric, workers_per_job: int) -> tuple[int, int]:
         raise InputError(f"fabric.slots ({pool}) leaves {jobs} job(s) no slot each with {fabric.sharing} sharing; "
                          f"raise slots to at least {need}")
     return pool, window
+
+
+def window_slowdown(fabric: InaFabric, workers_per_job: int) -> float:
+    """How many times longer each worker's INA stream keeps its link with the window the node's
+    slots leave it (1 where the window keeps the link busy)."""
+    return ina_window_slowdown(ina_window(fabric, workers_per_job)[1])
 
 
 def frame_s(rate_bps: float) -> float:

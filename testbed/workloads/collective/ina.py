@@ -14,6 +14,7 @@ from testbed.fabrics.ina.node_links import (
     lossy_ina_time_s,
     max_worker_rate_bps,
     shared_slots,
+    window_slowdown,
     worker_rate_cap_bps,
 )
 from testbed.fabrics.ina.section import InaFabric
@@ -27,7 +28,6 @@ from testbed.network.collectives import (
     Prediction,
     collective_cost,
     ina_allreduce_cost,
-    ina_window_slowdown,
 )
 from testbed.shared.ina_rules import FRAME_BYTES, PAYLOAD_BYTES
 from testbed.workloads.collective.section import CollectiveWorkload
@@ -108,7 +108,7 @@ def size_ina(scenario: Scenario, schedule: Schedule, prediction: Prediction, cal
         prediction = predict_ina_fabric(scenario, schedule, InaRunTiming.of_run(dilation.dilation, dilation.byte_scale))
     payload_share = (PAYLOAD_BYTES / FRAME_BYTES) * (MTU_FRAME_BYTES / TCP_PAYLOAD_BYTES)
     # A window that idles the link sends at 1/slowdown of the port's rate however busy.
-    expected = plan.host_rate_bps * payload_share / ina_window_slowdown(ina_window(fabric, workers)[1])
+    expected = plan.host_rate_bps * payload_share / window_slowdown(fabric, workers)
     if fabric.aggregation_gbps:
         share = fabric.aggregation_gbps / fabric.hosts / fabric.gpu_bandwidth_gbps
         expected = min(expected, plan.host_rate_bps * share)
