@@ -1,5 +1,5 @@
 """Benchmark: how long `predict` takes, and how much memory, for the placed models and the
-large-model presets at 8 to 1,024 GPUs on Elect-Flat, Elect-Cluster, SiP-OCS and SiP-Ring, and
+large-model presets at 8 to 16,384 GPUs on Elect-Flat, Elect-Cluster, SiP-OCS and SiP-Ring, and
 which method gave the figure (step-by-step simulation, the placer's estimate, the closed form).
 
 Each prediction runs in its own process (its wall time and peak memory alone), stopped at
@@ -21,15 +21,15 @@ from pathlib import Path
 import yaml
 from bench_results import save_rows
 
-GPUS = (8, 64, 128, 1024)
-# 1 Tb/s a GPU, as the placer's examples; SiP-Ring as 40 wavelengths of 25 Gb/s re-planned every
-# 100 µs with 25 µs retunes, SiP-OCS as 8 circuit switches re-planned between iterations.
+GPUS = (8, 64, 128, 1024, 4096, 16384)
+# 1 Tb/s a GPU, as the placer's examples; SiP-Ring as 40 wavelengths sharing B (25 Gb/s each at
+# 1 Tb/s, 10 at the presets' 400 Gb/s) re-planned every 100 µs with 25 µs retunes, SiP-OCS as 8
+# circuit switches re-planned between iterations.
 FABRICS = {
     "elect-flat": {"kind": "elect-flat"},
     "elect-cluster": {"kind": "elect-cluster", "gpus_per_server": 8, "server_uplink_gbps": 3200},
     "sip-ocs": {"kind": "sip-ocs", "ocs_switches": 8, "reconfig_us": 25},
-    "sip-ring": {"kind": "sip-ring", "wavelengths": 40, "wavelength_gbps": 25, "reconfig_us": 25,
-                 "estimate_period_us": 100},
+    "sip-ring": {"kind": "sip-ring", "wavelengths": 40, "reconfig_us": 25, "estimate_period_us": 100},
 }
 PLACED = ("resnet50", "transformer", "megatron")
 PLACED_MP = {"megatron": 16}  # its 18 B parameters need 16 V100s a replica; the others take 8

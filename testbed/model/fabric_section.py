@@ -9,7 +9,7 @@ from typing import ClassVar
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from testbed.model.limits import MAX_LATENCY_US, MAX_RATE_GBPS
+from testbed.model.limits import MAX_HOSTS, MAX_LATENCY_US, MAX_RATE_GBPS
 
 
 class Strict(BaseModel):
@@ -50,7 +50,7 @@ class FabricSection(Strict):
     """The scenario's `fabric` section: these fields for every kind, each kind's own beside them."""
 
     kind: str
-    hosts: int = Field(ge=2, le=1024)  # emulated GPUs (N)
+    hosts: int = Field(ge=2, le=MAX_HOSTS)  # GPUs (N); at most 1,024 but for workload kinds model and llm
     gpu_bandwidth_gbps: float = Field(gt=0, le=MAX_RATE_GBPS)  # per-GPU bandwidth B, each direction
     latency_us: float = Field(default=1.0, ge=0, le=MAX_LATENCY_US)  # per-message latency (alpha)
 

@@ -1,6 +1,11 @@
 """Limits of the emulated hardware that a scenario is checked against."""
 
-INA_MAX_WORKERS = 64  # the INA node's worker bitmap is 64 bits wide
+INA_MAX_WORKERS = 64
+# The most GPUs a scenario may name: today's largest training clusters (Llama 3's 16,384 H100s).
+# Only the kinds that predict at that scale take it (WorkloadSection.max_hosts); the rest stop at
+# WORKLOAD_MAX_HOSTS, where their step-by-step predictions stay within seconds.
+MAX_HOSTS = 16_384
+WORKLOAD_MAX_HOSTS = 1024  # the INA node's worker bitmap is 64 bits wide
 # The largest collective a scenario may name: a terabyte, beyond any model's gradient; larger
 # numbers are typos (or a float's overflow) and would only make the planners allocate without end.
 MAX_COLLECTIVE_BYTES = 10**12

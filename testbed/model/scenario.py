@@ -9,6 +9,7 @@ from typing import Any, Generic, Literal, TypeVar, Union
 from pydantic import Field, ValidationInfo, field_validator, model_validator
 
 from testbed.model.fabric_section import FabricSection, Strict
+from testbed.model.limits import WORKLOAD_MAX_HOSTS
 from testbed.model.workload_section import WorkloadSection
 
 
@@ -192,6 +193,9 @@ class ScenarioOf(Strict, Generic[F, W]):
 
     @model_validator(mode="after")
     def _sizes_agree(self) -> "ScenarioOf[F, W]":
+        if self.jobs and self.fabric.hosts > WORKLOAD_MAX_HOSTS:
+            raise ValueError(f"jobs: a fabric shared by jobs predicts at most {WORKLOAD_MAX_HOSTS:,} GPUs, not "
+                             f"fabric.hosts ({self.fabric.hosts:,})")
         self._jobs_fit()
         if not self.jobs:
             self.workload.fits(self.fabric.hosts, f"fabric.hosts ({self.fabric.hosts})")

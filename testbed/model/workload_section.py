@@ -8,6 +8,7 @@ from typing import ClassVar
 from pydantic import Field
 
 from testbed.model.fabric_section import Strict
+from testbed.model.limits import WORKLOAD_MAX_HOSTS
 
 
 class WorkloadSection(Strict):
@@ -24,10 +25,15 @@ class WorkloadSection(Strict):
     # Whether a job of several on one fabric may have this workload (not when it owns a shared
     # service, nor jobs itself).
     runs_as_job: ClassVar[bool] = True
+    # The most GPUs this kind predicts (the fabric section allows more for the kinds that do).
+    max_hosts: ClassVar[int] = WORKLOAD_MAX_HOSTS
 
     def fits(self, hosts: int, whose: str) -> None:
         """ValueError (one sentence naming the field) where this workload cannot run on `hosts` GPUs
-        (`whose`: what gives them, e.g. "fabric.hosts (8)")."""
+        (`whose`: what gives them, e.g. "fabric.hosts (8)"); kinds that override it call this too."""
+        if hosts > self.max_hosts:
+            raise ValueError(f"workload: kind {self.kind} predicts at most {self.max_hosts:,} GPUs, not "
+                             f"{whose}; kinds model and llm reach further")
 
     def job_refusal(self) -> str | None:
         """Why this workload cannot be one job of several (None: it can)."""

@@ -88,8 +88,10 @@ def max_min_links(demand: Mapping[Pair, float], pairs: Sequence[Pair], groups: S
     share = np.array([size / scale for size in demand.values()])
 
     def fewest(z: float) -> np.ndarray:
+        # At least one link for every demand (any z > 0 asks it): the rounding's allowance must
+        # not round a demand a millionth of the heaviest down to none.
         counts = low.copy()
-        counts[asking] = np.maximum(counts[asking], np.ceil(z * share - _ROUNDING))
+        counts[asking] = np.maximum(counts[asking], np.maximum(1.0, np.ceil(z * share - _ROUNDING)))
         return counts
 
     def load(counts: np.ndarray) -> np.ndarray:

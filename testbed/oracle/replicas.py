@@ -109,20 +109,44 @@ def replica_fabric(fabric: FabricSection, schedule: Schedule) -> FabricSection:
     return fabric.model_copy(update={"hosts": schedule.hosts})
 
 
-def simulate_replicated(schedule: Schedule, fabric: FabricSection, replicas: Replicas | None = None) -> Simulated:
-    """The schedule simulated, its first replica alone where that is exact (first_replica), its
-    figures then standing for every replica's."""
+def stands_for_all(fabric: FabricSection, replicas: Replicas) -> bool:
+    """Whether the fabric treats the replicas alike, so that one replica's simulation can stand for
+    all (the schedule's own steps are checked when it is simulated)."""
+    return replicas.count > 1 and fabric.kind in SYMMETRIC_KINDS and not replans_during_run(fabric) \
+        and across_replicas(fabric, replicas) is not None
+
+
+def _simulate_first(schedule: Schedule, fabric: FabricSection, replicas: Replicas | None) -> Simulated | None:
+    """The first replica simulated alone, its figures in its own numbering; None where not exact."""
     # The fabric's check first: it reads the placement, not every step.
     across = across_replicas(fabric, replicas) if replicas is not None else None
     first = first_replica(schedule, replicas, fabric) if replicas is not None and across is not None else None
     if replicas is None or across is None or first is None:
-        return simulate_counting_retunes(schedule, fabric)
+        return None
     alone = simulate_counting_retunes(first, replica_fabric(fabric, first), paths=across)
-    rank = {place: g for g, place in enumerate(replicas.placement)}
     said = (f"; one of {replicas.count} data-parallel replicas simulated, standing for all ({fabric.kind} "
             f"treats their GPUs alike)")
-    prediction = alone.prediction
-    return replace(alone, prediction=replace(prediction, formula=prediction.formula + said),
-                   message_bps={(rank[(r, src)], rank[(r, dst)], tag): bps for r in range(replicas.count)
-                                for (src, dst, tag), bps in alone.message_bps.items()},
+    return replace(alone, prediction=replace(alone.prediction, formula=alone.prediction.formula + said),
                    gpu_end_s=tuple(alone.gpu_end_s[at] for _, at in replicas.placement))
+
+
+def simulate_replicated(schedule: Schedule, fabric: FabricSection, replicas: Replicas | None = None) -> Simulated:
+    """The schedule simulated, its first replica alone where that is exact (first_replica), its
+    figures then standing for every replica's."""
+    alone = _simulate_first(schedule, fabric, replicas)
+    if alone is None or replicas is None:
+        return simulate_counting_retunes(schedule, fabric)
+    rank = {place: g for g, place in enumerate(replicas.placement)}
+    return replace(alone, message_bps={(rank[(r, src)], rank[(r, dst)], tag): bps for r in range(replicas.count)
+                                       for (src, dst, tag), bps in alone.message_bps.items()})
+
+
+def simulate_one_replica(first_only: Schedule, fabric: FabricSection, replicas: Replicas) -> Simulated | None:
+    """A schedule that holds only its first replica's GPUs (every other replica a copy of it, left
+    out: at thousands of GPUs the copies cost more than the simulation) simulated as
+    simulate_replicated does, without the per-message rates a run would read; None where one
+    replica cannot stand for all."""
+    if not stands_for_all(fabric, replicas):
+        return None
+    alone = _simulate_first(first_only, fabric, replicas)
+    return None if alone is None else replace(alone, message_bps={})

@@ -100,10 +100,13 @@ def _with_buckets(plan: Plan, local: int, steps: list[Step], alias: dict[str, st
     return [t for s in ordered for t in (s, *after.get(s.id, ()))]
 
 
-def plan_schedule(plan: Plan, name: str, iterations: int, min_bucket_bytes: float = 0.0) -> Schedule:
+def plan_schedule(plan: Plan, name: str, iterations: int, min_bucket_bytes: float = 0.0,
+                  first_replica_only: bool = False) -> Schedule:
     """The plan's per-GPU schedule: in order when there is no DP, else a DAG whose DP all-reduce
     runs in gradient buckets beside the backward compute (testbed.oracle.iteration's model);
-    buckets smaller than `min_bucket_bytes` are fused (the oracle's choice, iteration.dp_fusion_bytes)."""
+    buckets smaller than `min_bucket_bytes` are fused (the oracle's choice, iteration.dp_fusion_bytes).
+    `first_replica_only`: the first MP group's GPUs alone (its DP all-reduces still name every
+    group's counterparts), what testbed.oracle.replicas simulates for all of them; no traffic matrix."""
     plan = replace(plan, buckets=tuple(merge_buckets(own, min_bucket_bytes) for own in plan.buckets))
     closing = [frozenset(f"c{b.subops[-1][0]}.{b.subops[-1][1]}" for b in buckets) for buckets in plan.buckets] \
         or [frozenset()] * plan.k
@@ -114,11 +117,12 @@ def plan_schedule(plan: Plan, name: str, iterations: int, min_bucket_bytes: floa
         local_steps.append(_with_buckets(plan, local, merged, alias) if plan.l > 1 and plan.buckets[local]
                            else merged)
     gpus = []
-    for rank in range(plan.gpus):
+    for rank in range(plan.k if first_replica_only else plan.gpus):
         base, local = divmod(rank, plan.k)
         steps = [_offset(s, base * plan.k) for s in local_steps[local]]
         gpus.append(GpuSchedule(rank=rank, steps=tuple(steps)))
     dag = plan.l > 1
     placed = with_channels(gpus) if dag else tuple(gpus)
+    matrix = () if first_replica_only else schedule_traffic(placed, plan.gpus)
     return Schedule(name=name, hosts=plan.gpus, iterations=iterations, gpus=placed,
-                    traffic_matrix_bytes=schedule_traffic(placed, plan.gpus), execution="dag" if dag else "in-order")
+                    traffic_matrix_bytes=matrix, execution="dag" if dag else "in-order")

@@ -31,7 +31,7 @@ def test_the_fields_a_newcomer_looked_for_are_in_the_reference():
     for field in ("ocs_switches", "gpus_per_server", "server_uplink_gbps", "wavelengths", "neighbors",
                   "reconfig_us", "estimate_period_us", "cpu_servers", "slots", "dp_bucket_bytes", "max_wall_s"):
         assert f"| `{field}` |" in text, field
-    assert "| `hosts` | int | required | ≥ 2, ≤ 1,024 |" in text
+    assert "| `hosts` | int | required | ≥ 2, ≤ 16,384 |" in text
 
 
 @pytest.mark.parametrize("path", sorted((ROOT / "scenarios").glob("*.yaml")), ids=lambda p: p.stem)

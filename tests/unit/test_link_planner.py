@@ -55,3 +55,13 @@ def test_the_optimum_is_the_integer_programmes(nodes, capacity, ring, seed):
     for p in demand:
         mine = [g for g in groups if pairs.index(p) in g]
         assert counts[pairs.index(p)] == capacity or any(counts[g].sum() == capacity for g in mine)
+
+
+def test_a_demand_a_million_billion_times_lighter_still_gets_a_link():
+    # One transmit port group of 4 links: the light pair needs one, the heavy one gets the other
+    # three (z = 3 links per the heaviest demand's bytes); the rounding allowance once gave the
+    # light pair none, and the spare step divided by its zero links.
+    pairs = [(0, 1), (0, 2)]
+    solved = max_min_links({(0, 1): 1.0, (0, 2): 1e-15}, pairs, [[0, 1]], 4)
+    assert solved is not None
+    assert solved.counts == {(0, 1): 3, (0, 2): 1} and solved.bound_z == 3.0

@@ -346,3 +346,35 @@ def test_ina_for_the_gradients_is_refused_where_it_cannot_run(fabric, parallel, 
         return
     with pytest.raises(InputError, match=says):
         plan(scenario(fabric, parallel={**parallel, "dp_algorithm": "ina"}))
+
+
+@pytest.mark.parametrize(("fabric", "parallel"), [
+    ({"kind": "elect-flat", "gpu_bandwidth_gbps": 400, "latency_us": 2},
+     {"tp": 2, "pp": 2, "dp": 4, "global_batch": 16}),
+    # a replica (tp 4) fills a server of its own, so the servers are alike
+    ({"kind": "elect-cluster", "gpus_per_server": 4, "gpu_bandwidth_gbps": 400, "server_uplink_gbps": 200,
+      "latency_us": 2}, {"tp": 4, "pp": 1, "dp": 4, "global_batch": 16}),
+])
+def test_beyond_the_step_limit_one_replica_gives_the_whole_schedules_figure(monkeypatch, fabric, parallel):
+    """Past SIMULATED_STEPS a symmetric fabric simulates one data-parallel replica for all, without
+    building the others: the same figure the whole schedule's simulation gives."""
+    from testbed.workloads.llm import kind
+    from testbed.workloads.stepwise import STEPWISE
+    whole = plan(scenario(fabric, parallel=parallel))
+    assert len(whole.schedule.gpus) == 16 and whole.method == STEPWISE
+    found = scenario(fabric, parallel=parallel)
+    monkeypatch.setattr(kind, "SIMULATED_STEPS", kind.step_count(found.workload, 4))
+    alone = plan(found)
+    assert alone.schedule.gpus == () and alone.method == STEPWISE
+    assert "one of 4 data-parallel replicas simulated" in alone.prediction.formula
+    assert alone.prediction.iteration_time_s == whole.prediction.iteration_time_s
+    assert alone.gpu_end_s == whole.gpu_end_s
+    assert alone.traffic_bytes.total() == pytest.approx(whole.traffic_bytes.total(), rel=1e-6)
+
+
+def test_past_the_step_limit_a_fabric_that_plans_links_answers_in_closed_form_and_says_why(monkeypatch):
+    from testbed.workloads.llm import kind
+    monkeypatch.setattr(kind, "SIMULATED_STEPS", 10)
+    found = plan(scenario({"kind": "sip-ocs", "ocs_switches": 4, "gpu_bandwidth_gbps": 400, "latency_us": 2},
+                          parallel={"tp": 2, "dp": 4, "global_batch": 16}))
+    assert "closed form" in found.method and "not simulated" in found.prediction.formula

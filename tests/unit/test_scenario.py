@@ -238,3 +238,19 @@ def test_search_refuses_fewer_than_two_gpus_instead_of_falling_back(tmp_path):
     done = subprocess.run([sys.executable, "-m", "testbed", "search", path, "--gpus", "0"], capture_output=True,
                           text=True, timeout=120)
     assert done.returncode == 2 and "--gpus 0" in done.stderr, done.stderr
+
+
+@pytest.mark.parametrize(("change", "words"), [
+    ({"fabric.hosts": 2048}, "kind collective predicts at most 1,024 GPUs, not fabric.hosts (2048)"),
+    ({"fabric.hosts": 16_385}, "less than or equal to 16384"),
+])
+def test_only_the_kinds_that_predict_clusters_take_more_than_1024_gpus(change, words):
+    with pytest.raises(InputError, match=words.replace("(", r"\(").replace(")", r"\)")):
+        apply_overrides(parse_scenario(BASE), change)
+
+
+def test_jobs_on_more_than_1024_gpus_are_refused():
+    data = {"name": "j", "fabric": {"kind": "elect-flat", "hosts": 2048, "gpu_bandwidth_gbps": 100},
+            "jobs": [{"name": "a", "gpus": 2, "workload": BASE["workload"]}]}
+    with pytest.raises(InputError, match="a fabric shared by jobs predicts at most 1,024 GPUs"):
+        parse_scenario(data, "jobs.yaml")

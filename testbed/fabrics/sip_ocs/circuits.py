@@ -9,6 +9,7 @@ theorem lets us split exactly over the Q switches."""
 
 from __future__ import annotations
 
+import heapq
 from collections import defaultdict
 from dataclasses import dataclass
 from functools import lru_cache
@@ -67,14 +68,21 @@ def _greedy(demand: Demand, ports: int, link_bps: float, nodes: int, start: Circ
             circuits[pair] = 1
             tx[i] -= 1
             rx[j] -= 1
-    while True:
-        options = [p for p in circuits if tx[p[0]] and rx[p[1]]]
-        if not options:
-            return circuits
-        pair = max(options, key=lambda p: demand.get(p, 0.0) / circuits[p])
+    # Spare ports one at a time to the pair with the most bytes per circuit (the first such pair in
+    # `circuits` on a tie), kept in a heap: only the pair given a circuit changes its key, and a
+    # pair whose ports ran out never gets one again (a scan of every pair per port took minutes at
+    # thousands of GPUs).
+    heap = [(-demand.get(pair, 0.0) / circuits[pair], order, pair) for order, pair in enumerate(circuits)]
+    heapq.heapify(heap)
+    while heap:
+        _, order, pair = heapq.heappop(heap)
+        if not (tx[pair[0]] and rx[pair[1]]):
+            continue
         circuits[pair] += 1
         tx[pair[0]] -= 1
         rx[pair[1]] -= 1
+        heapq.heappush(heap, (-demand.get(pair, 0.0) / circuits[pair], order, pair))
+    return circuits
 
 
 def _reaches(demand: Demand, circuits: Circuits, both_ways: bool = True) -> bool:
@@ -103,8 +111,11 @@ def _optimal(demand: Demand, ports: int, link_bps: float, nodes: int) -> tuple[C
     Returns circuits and the optimum's longest transfer (no plan is faster); None when some pair
     gets no circuit whatever the plan."""
     pairs = list(demand)
-    groups = [members for node in range(nodes) for end in (0, 1)
-              if (members := [idx for idx, pair in enumerate(pairs) if pair[end] == node])]
+    by_port: dict[tuple[int, int], list[int]] = defaultdict(list)  # (node, end) -> its pairs
+    for idx, pair in enumerate(pairs):
+        by_port[(pair[0], 0)].append(idx)
+        by_port[(pair[1], 1)].append(idx)
+    groups = [by_port[(node, end)] for node in range(nodes) for end in (0, 1) if (node, end) in by_port]
     solved = max_min_links(demand, pairs, groups, ports)
     if solved is None:
         return None

@@ -17,6 +17,7 @@ class ChakraWorkload(WorkloadSection):
     comm_groups: str | None = None
 
     def fits(self, hosts: int, whose: str) -> None:
+        super().fits(hosts, whose)
         for name, ranks in (self.process_groups or {}).items():
             if len(set(ranks)) != len(ranks) or any(not 0 <= r < hosts for r in ranks):
                 raise ValueError(f"workload.process_groups.{name} must list distinct ranks in "

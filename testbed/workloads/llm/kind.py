@@ -9,7 +9,8 @@ from testbed.core.calibration import Calibration
 from testbed.model.errors import InputError
 from testbed.model.scenario import Scenario
 from testbed.model.schedule import Schedule
-from testbed.oracle.replicas import Replicas
+from testbed.oracle.replicas import Replicas, simulate_one_replica, stands_for_all
+from testbed.oracle.schedule_sim import Simulated
 from testbed.workloads.base import WorkloadKind
 from testbed.workloads.llm.estimate import CLOSED_FORM, estimate, traffic_formula
 from testbed.workloads.llm.ina import check_ina
@@ -18,11 +19,13 @@ from testbed.workloads.llm.schedule import layout_of, llm_schedule
 from testbed.workloads.llm.section import LlmWorkload
 from testbed.workloads.predicted import Predicted
 from testbed.workloads.sizing import Prepared, size_schedule
-from testbed.workloads.stepwise import retuned, simulated
+from testbed.workloads.stepwise import STEPWISE, retuned, simulated
 from testbed.workloads.traffic import traffic_bytes
 
 # Iterations of up to this many steps over all GPUs are simulated step by step (a few seconds
-# here); larger ones (hundreds of GPUs and micro-batches) are predicted in closed form.
+# here). Larger ones (hundreds of GPUs and micro-batches) are simulated as one data-parallel
+# replica standing for all where the fabric treats replicas alike and the replica has no more
+# steps than this, else predicted in closed form.
 SIMULATED_STEPS = 400_000
 
 
@@ -55,7 +58,7 @@ class LlmKind(WorkloadKind[LlmWorkload]):
         steps = step_count(workload, scenario.fabric.hosts)
         if steps > SIMULATED_STEPS:
             raise InputError(f"{scenario.name}: the iteration has about {steps:,} steps, more than a run can "
-                             f"replay ({SIMULATED_STEPS:,}); `testbed predict` answers in closed form")
+                             f"replay ({SIMULATED_STEPS:,}); `testbed predict` answers without it")
         return llm_schedule(workload, scenario.fabric.hosts, scenario.name)
 
     def predict(self, scenario: Scenario, workload: LlmWorkload) -> Predicted:
@@ -64,16 +67,36 @@ class LlmKind(WorkloadKind[LlmWorkload]):
         hosts = scenario.fabric.hosts
         if step_count(workload, hosts) > SIMULATED_STEPS:
             empty = Schedule(scenario.name, hosts, workload.iterations, ())
-            return Predicted(scenario, empty, estimate(workload, scenario.fabric), CLOSED_FORM,
+            alone = self._one_replica(scenario, workload)
+            if alone is not None:
+                return Predicted(scenario, empty, alone.prediction, STEPWISE, gpu_end_s=alone.gpu_end_s,
+                                 traffic_bytes=traffic_formula(workload), gpu_memory=memory)
+            closed = estimate(workload, scenario.fabric)
+            why = (f"; not simulated: over {SIMULATED_STEPS:,} steps only one data-parallel replica is, for all, "
+                   f"where the fabric treats replicas alike (elect-flat, elect-cluster), no expert-parallel "
+                   f"all-to-all crosses them and the replica has at most {SIMULATED_STEPS:,} steps")
+            return Predicted(scenario, empty, replace(closed, formula=closed.formula + why), CLOSED_FORM,
                              traffic_bytes=traffic_formula(workload), gpu_memory=memory)
         schedule = llm_schedule(workload, hosts, scenario.name)
         found = simulated(scenario, schedule, retuned(scenario, schedule, replicas_of(workload, hosts)))
         return replace(found, traffic_bytes=traffic_bytes(schedule), gpu_memory=memory)
 
+    @staticmethod
+    def _one_replica(scenario: Scenario, workload: LlmWorkload) -> Simulated | None:
+        """One data-parallel replica's schedule simulated for all, where the fabric treats them
+        alike, no expert-parallel all-to-all crosses them and one replica's steps are few enough."""
+        par, hosts = workload.parallel, scenario.fabric.hosts
+        replicas = replicas_of(workload, hosts)
+        if par.ep > 1 or step_count(workload, hosts // par.dp) > SIMULATED_STEPS \
+                or not stands_for_all(scenario.fabric, replicas):
+            return None
+        return simulate_one_replica(llm_schedule(workload, hosts, scenario.name, first_replica_only=True),
+                                    scenario.fabric, replicas)
+
     def size(self, predicted: Predicted, workload: LlmWorkload, calibration: Calibration) -> Prepared:
         if not predicted.schedule.gpus:
-            raise InputError(f"{predicted.scenario.name}: predicted in closed form (its schedule is too large to "
-                             f"replay, over {SIMULATED_STEPS:,} steps); a run needs fewer GPUs or micro-batches")
+            raise InputError(f"{predicted.scenario.name}: its schedule is too large to replay (over "
+                             f"{SIMULATED_STEPS:,} steps); a run needs fewer GPUs or micro-batches")
         return size_schedule(predicted, calibration)
 
 

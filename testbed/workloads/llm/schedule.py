@@ -369,9 +369,11 @@ def _chained(steps: list[Step]) -> tuple[Step, ...]:
     return tuple(replace(s, deps=data + ctrl) for s, (data, ctrl) in zip(steps, order))
 
 
-def llm_schedule(workload: LlmWorkload, hosts: int, name: str) -> Schedule:
+def llm_schedule(workload: LlmWorkload, hosts: int, name: str, first_replica_only: bool = False) -> Schedule:
     """Every GPU's steps for one iteration: in order where nothing runs beside the passes, else a
-    DAG whose gradient reductions run beside the backward compute."""
+    DAG whose gradient reductions run beside the backward compute. `first_replica_only` (without
+    expert parallelism): the first data-parallel replica's GPUs alone, what
+    testbed.oracle.replicas simulates for all of them; no traffic matrix."""
     par = workload.parallel
     layout = layout_of(workload)
     rate = workload.peak_flops()
@@ -397,16 +399,17 @@ def llm_schedule(workload: LlmWorkload, hosts: int, name: str) -> Schedule:
         chains[rank] = (chain.steps, _side_steps(workload, stage, buckets, expert_buckets, finished, order))
     dag = any(side for _, side in chains.values())
     made = {rank: (_chained(steps) + tuple(side)) if dag else tuple(steps) for rank, (steps, side) in chains.items()}
-    if copied:
+    if copied and not first_replica_only:
         first = sorted(made)
         for d in range(1, par.dp):
             to = {rank: layout.rank(t, d, p) for rank in first for t, _, p in (layout.coordinates(rank),)}
             made.update((to[rank], tuple(_moved(step, to) for step in made[rank])) for rank in first)
-    gpus: tuple[GpuSchedule, ...] = tuple(GpuSchedule(rank, made[rank]) for rank in range(hosts))
+    gpus: tuple[GpuSchedule, ...] = tuple(GpuSchedule(rank, made[rank]) for rank in sorted(made))
     if dag:
         gpus = with_channels(gpus)
+    matrix = () if first_replica_only else schedule_traffic(gpus, hosts)
     return Schedule(name=name, hosts=hosts, iterations=workload.iterations, gpus=gpus,
-                    traffic_matrix_bytes=schedule_traffic(gpus, hosts), execution="dag" if dag else "in-order")
+                    traffic_matrix_bytes=matrix, execution="dag" if dag else "in-order")
 
 
 def _moved(step: Step, to: dict[int, int]) -> Step:

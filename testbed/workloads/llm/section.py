@@ -10,6 +10,7 @@ from pydantic import Field, GetJsonSchemaHandler, field_validator, model_validat
 from pydantic.json_schema import JsonSchemaValue
 
 from testbed.model.fabric_section import Strict
+from testbed.model.limits import MAX_HOSTS
 from testbed.model.workload_section import WorkloadSection
 from testbed.workloads.llm.devices import DEFAULT_EFFICIENCY, GPUS, Gpu, Precision
 from testbed.workloads.llm.presets import PRESETS, Architecture, Mlp
@@ -218,6 +219,7 @@ class LlmWorkload(WorkloadSection):
 
     # long iterations reuse every connection many times: one unmeasured iteration is enough
     default_warmups: ClassVar[int] = 1
+    max_hosts: ClassVar[int] = MAX_HOSTS  # one replica simulated for all, or the closed form
 
     _lower_fields = field_validator("precision", "gradient_precision", "recompute", mode="before")(_lower)
 
@@ -257,6 +259,7 @@ class LlmWorkload(WorkloadSection):
         return self
 
     def fits(self, hosts: int, whose: str) -> None:
+        super().fits(hosts, whose)
         par = self.parallel
         if par.gpus() != hosts:
             raise ValueError(f"workload.parallel tp×pp×dp = {par.tp}×{par.pp}×{par.dp} = {par.gpus()} "

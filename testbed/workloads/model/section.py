@@ -7,6 +7,7 @@ from typing import ClassVar, Literal
 from pydantic import Field
 
 from testbed.model.fabric_section import Strict
+from testbed.model.limits import MAX_HOSTS
 from testbed.model.workload_section import WorkloadSection
 
 
@@ -50,8 +51,10 @@ class ModelWorkload(WorkloadSection):
 
     # long iterations reuse every connection many times: one unmeasured iteration is enough
     default_warmups: ClassVar[int] = 1
+    max_hosts: ClassVar[int] = MAX_HOSTS  # one replica simulated for all, or the placer's estimate
 
     def fits(self, hosts: int, whose: str) -> None:
+        super().fits(hosts, whose)
         mp, dp = self.model.mp, self.model.dp
         if mp * dp != hosts:
             raise ValueError(f"workload.model mp×dp = {mp}×{dp} = {mp * dp} must equal {whose}")
