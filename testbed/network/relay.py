@@ -47,28 +47,62 @@ def _next_hops(neighbours: dict[int, list[int]], incoming: dict[int, list[int]],
             for node, far in hops.items() if node != dst}
 
 
+class _Towards:
+    """Shortest hops towards one destination, found as far as the sources asked for need: a
+    breadth-first search backwards from dst, resumed where it stopped. Once a source is found,
+    every node nearer to dst is too, so the next hops along its path are those of the whole tree."""
+
+    def __init__(self, dst: int) -> None:
+        self.hops = {dst: 0}
+        self.queue = deque([dst])
+        self.next: dict[int, int] = {}
+
+    def reach(self, incoming: dict[int, list[int]], src: int) -> bool:
+        hops, queue = self.hops, self.queue
+        while src not in hops and queue:
+            here = queue.popleft()
+            for prev in incoming.get(here, ()):
+                if prev not in hops:
+                    hops[prev] = hops[here] + 1
+                    queue.append(prev)
+        return src in hops
+
+    def next_hop(self, neighbours: dict[int, list[int]], node: int) -> int:
+        found = self.next.get(node)
+        if found is None:
+            far = self.hops[node]
+            found = self.next[node] = min(b for b in neighbours[node] if self.hops.get(b) == far - 1)
+        return found
+
+
 class Relays:
-    """Relay paths over one set of direct links, each destination's tree of next hops built once
-    (a plan at hundreds of GPUs asks for hundreds of pairs towards the same destinations)."""
+    """Relay paths over one set of direct links, each destination's search kept and resumed (a
+    plan at hundreds of GPUs asks for hundreds of pairs towards the same destinations; at
+    thousands, a whole tree per destination cost minutes)."""
 
     def __init__(self, nodes: int, links: Iterable[tuple[int, int]]) -> None:
         self.neighbours = adjacency(nodes, links)
         self.direct = {(a, b) for a, peers in self.neighbours.items() for b in peers}
         self._incoming: dict[int, list[int]] | None = None
-        self._towards: dict[int, dict[int, int]] = {}
+        self._towards: dict[int, _Towards] = {}
 
     def path(self, src: int, dst: int) -> list[int] | None:
-        """As relay_path: a direct link is its own shortest path (no tree needed)."""
+        """As relay_path: a direct link is its own shortest path (no search needed)."""
         if src == dst:
             return [src]
         if (src, dst) in self.direct:
             return [src, dst]
+        if self._incoming is None:
+            self._incoming = _incoming(self.neighbours)
         towards = self._towards.get(dst)
         if towards is None:
-            if self._incoming is None:
-                self._incoming = _incoming(self.neighbours)
-            towards = self._towards[dst] = _next_hops(self.neighbours, self._incoming, dst)
-        return _walk(towards, src, dst)
+            towards = self._towards[dst] = _Towards(dst)
+        if not towards.reach(self._incoming, src):
+            return None
+        path = [src]
+        while path[-1] != dst:
+            path.append(towards.next_hop(self.neighbours, path[-1]))
+        return path
 
 
 def relay_path(neighbours: dict[int, list[int]], src: int, dst: int) -> list[int] | None:
