@@ -50,7 +50,7 @@ from testbed.oracle import progress
 from testbed.oracle.fabrics import schedule_flow_model
 from testbed.oracle.replanning import LiveReplans, replans_during_run
 from testbed.oracle.stepwise import STEPWISE, StepwiseCollective
-from testbed.shared.collective_plans import collective_traffic
+from testbed.shared.collective_plans import collective_edges
 
 # Simulation rounds (events) between progress reports: cheap beside the rounds themselves.
 PROGRESS_ROUNDS = 2048
@@ -196,11 +196,10 @@ class _Dag:
             cost = collective_cost(op, algorithm, n, size, self.static_rate[key], self.alpha).time_s
             self.at(self.now + cost, ("collected", key))
             return
-        block = collective_traffic(op, algorithm, n, size)
         # Another replica's member stands for its counterpart here (what leaves this member for it
         # is what arrives at this member from the replica before).
-        edges = [(group[a], group[b] % self.hosts, block[a][b]) for a in range(n) if group[a] < self.hosts
-                 for b in range(n) if a != b and block[a][b]]
+        edges = [(group[a], group[b] % self.hosts, bytes_) for a, b, bytes_ in collective_edges(op, algorithm, n, size)
+                 if group[a] < self.hosts and a != b]
         for src, dst, bytes_ in edges:
             self.add_flow(("collective", key), src, dst, bytes_)
         self.flows_left[key] = len(edges)
@@ -565,5 +564,5 @@ def _edges(model: FlowModel, group: tuple[int, ...], step: CollectiveStep) -> li
     ring = list(zip(group, group[1:] + group[:1]))
     if model.default is not None or all(pair in model.paths for pair in ring):
         return ring
-    block = collective_traffic(step.op, step.algorithm, len(group), step.bytes)
-    return [(group[i], group[j]) for i, row in enumerate(block) for j, size in enumerate(row) if size and i != j]
+    return [(group[i], group[j]) for i, j, _ in collective_edges(step.op, step.algorithm, len(group), step.bytes)
+            if i != j]

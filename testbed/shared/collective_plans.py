@@ -292,6 +292,27 @@ def collective_traffic(op: str, algorithm: str, hosts: int, size_bytes: int) -> 
     return tuple(tuple(max(1, round(b * scale)) if b else 0 for b in row) for row in sent)
 
 
+@functools.lru_cache(maxsize=4096)
+def collective_edges(op: str, algorithm: str, hosts: int, size_bytes: int) -> tuple[tuple[int, int, int], ...]:
+    """collective_traffic's entries with bytes, as (sender, receiver, bytes) positions in row
+    order, without its hosts × hosts matrix for the ring collectives, whose every member sends to
+    its right neighbour only (a data-parallel ring of thousands of GPUs made a matrix of
+    gigabytes, and the simulation read one row of it)."""
+    if algorithm != "ring" or op not in ("allreduce", "reducescatter", "allgather") or hosts < 2:
+        block = collective_traffic(op, algorithm, hosts, size_bytes)
+        return tuple((a, b, size) for a, row in enumerate(block) for b, size in enumerate(row) if size)
+    if op == "allreduce":  # ring_allreduce_traffic: every chunk twice but the two it ends on
+        chunks = [size_bytes // hosts + (1 if i < size_bytes % hosts else 0) for i in range(hosts)]
+        total = sum(chunks)
+        return tuple((rank, (rank + 1) % hosts, 2 * total - chunks[(rank + 1) % hosts] - chunks[(rank + 2) % hosts])
+                     for rank in range(hosts))
+    # n - 1 of n equal chunks of the plan's buffer, scaled as collective_traffic scales them
+    elements = elements_for(op, 4 * 1024 * hosts, hosts)
+    sent = ELEMENT_BYTES * (elements // hosts) * (hosts - 1)
+    wire = max(1, round(sent * (size_bytes / (ELEMENT_BYTES * elements))))
+    return tuple((rank, (rank + 1) % hosts, wire) for rank in range(hosts))
+
+
 def schedule_traffic(gpus: Iterable[GpuSchedule], hosts: int) -> tuple[tuple[int, ...], ...]:
     """Bytes per GPU pair in one iteration: the sends, and each collective's own traffic once per
     step and group (optical fabrics plan circuits and wavelengths from this matrix)."""

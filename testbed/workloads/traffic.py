@@ -6,7 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from testbed.model.schedule import CollectiveStep, Schedule, SendStep
-from testbed.shared.collective_plans import collective_traffic
+from testbed.shared.collective_plans import collective_edges
 
 PRIMITIVES = {"allreduce": "all-reduce", "reducescatter": "reduce-scatter", "allgather": "all-gather",
               "alltoall": "all-to-all", "broadcast": "broadcast"}
@@ -46,7 +46,7 @@ def traffic_bytes(schedule: Schedule) -> TrafficBytes:
                 if step.algorithm == "ina":  # each member sends M to the aggregation node
                     wire = len(step.group) * step.bytes
                 else:
-                    wire = sum(map(sum, collective_traffic(step.op, step.algorithm, len(step.group), step.bytes)))
+                    wire = sum(b for _, _, b in collective_edges(step.op, step.algorithm, len(step.group), step.bytes))
                 name = PRIMITIVES.get(step.op, step.op)
                 primitive[name] = primitive.get(name, 0) + wire
                 parallelism[parallelism_of(step.id)] = parallelism.get(parallelism_of(step.id), 0) + wire
