@@ -24,14 +24,16 @@ def max_min_rates(flows: list[Flow], capacity_bps: dict[Resource, float]) -> lis
     """Progressive filling: raise every unfrozen flow's rate together; freeze flows at a full resource."""
     names = list({r: None for f in flows for r in f.resources})
     column = {r: j for j, r in enumerate(names)}
-    uses = np.zeros((len(flows), len(names)), dtype=bool)
-    for i, f in enumerate(flows):
-        uses[i, [column[r] for r in f.resources]] = True
+    # Which flow uses which resource as (flow, resource) index pairs, each pair once: a dense
+    # flows × resources matrix took gigabytes at thousands of GPUs.
+    used = [(i, column[r]) for i, f in enumerate(flows) for r in dict.fromkeys(f.resources)]
+    flow_of = np.array([i for i, _ in used], dtype=np.int64)
+    resource_of = np.array([j for _, j in used], dtype=np.int64)
     remaining = np.array([capacity_bps[r] for r in names], dtype=float)
     rates = np.zeros(len(flows))
     active = np.ones(len(flows), dtype=bool)
     while active.any():
-        users = uses[active].sum(axis=0)
+        users = np.bincount(resource_of[active[flow_of]], minlength=len(names))
         loaded = users > 0
         shares = np.full(len(names), np.inf)
         shares[loaded] = remaining[loaded] / users[loaded]
@@ -41,7 +43,7 @@ def max_min_rates(flows: list[Flow], capacity_bps: dict[Resource, float]) -> lis
         # Resources within 1% of the bottleneck freeze together: far fewer rounds, and flows there
         # give up at most 1% of their max-min rate.
         full = loaded & (shares <= share * (1 + FREEZE_TOLERANCE))
-        active &= ~uses[:, full].any(axis=1)
+        active[flow_of[full[resource_of]]] = False
     return [float(r) for r in rates]
 
 
