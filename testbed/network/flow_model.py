@@ -64,14 +64,16 @@ def relay_paths(k: int, links: dict[tuple[int, int], Resource],
 
 def paths_over(relays: Relays, links: dict[tuple[int, int], Resource],
             traffic: Iterable[tuple[int, int]]) -> dict[tuple[int, int], tuple[Resource, ...]]:
-    """relay_paths over links whose next-hop trees `relays` keeps between calls."""
-    paths = {}
-    for (src, dst) in traffic:
+    """relay_paths over links whose searches `relays` keeps between calls; asked destination by
+    destination, so each search is made once however many it keeps."""
+    pairs = list(traffic)
+    found = {}
+    for (src, dst) in sorted(pairs, key=lambda pair: pair[1]):
         nodes = relays.path(src, dst)
         if nodes is None:
             raise ValueError(f"no path from GPU {src} to GPU {dst}")
-        paths[(src, dst)] = tuple(links[(a, b)] for a, b in zip(nodes, nodes[1:]))
-    return paths
+        found[(src, dst)] = tuple(links[(a, b)] for a, b in zip(nodes, nodes[1:]))
+    return {pair: found[pair] for pair in pairs}
 
 
 def relayed_forwarding_factor(n: int, traffic: Traffic, plan: Callable[[Traffic], FlowModel], link_kind: str) -> float:

@@ -47,6 +47,11 @@ def _next_hops(neighbours: dict[int, list[int]], incoming: dict[int, list[int]],
             for node, far in hops.items() if node != dst}
 
 
+# Destinations whose searches Relays keeps, the least recently asked dropped first: every one of a
+# run's (at most a few hundred GPUs), while at 16,384 GPUs all of them took gigabytes.
+SEARCHES_KEPT = 512
+
+
 class _Towards:
     """Shortest hops towards one destination, found as far as the sources asked for need: a
     breadth-first search backwards from dst, resumed where it stopped. Once a source is found,
@@ -94,9 +99,10 @@ class Relays:
             return [src, dst]
         if self._incoming is None:
             self._incoming = _incoming(self.neighbours)
-        towards = self._towards.get(dst)
-        if towards is None:
-            towards = self._towards[dst] = _Towards(dst)
+        towards = self._towards.pop(dst, None) or _Towards(dst)
+        self._towards[dst] = towards  # the most recently asked last
+        if len(self._towards) > SEARCHES_KEPT:
+            del self._towards[next(iter(self._towards))]
         if not towards.reach(self._incoming, src):
             return None
         path = [src]

@@ -60,3 +60,22 @@ def test_ties_go_to_the_lowest_numbered_next_hop():
     """4 → 0 is two hops either via 1 or via 3: the route, and so the oracle's path, take 1."""
     neighbours = adjacency(5, [(4, 3), (4, 1), (3, 0), (1, 0)])
     assert relay_path(neighbours, 4, 0) == [4, 1, 0]
+
+
+def test_searches_dropped_for_room_are_made_again_alike(monkeypatch):
+    """Relays keeps a bounded number of destinations' searches: with room for one, every answer,
+    asked in a shuffled order, is still the hop-by-hop route's."""
+    import random
+
+    from testbed.network import relay
+    monkeypatch.setattr(relay, "SEARCHES_KEPT", 1)
+    rng = random.Random(7)
+    for _ in range(40):
+        n = rng.randint(2, 12)
+        links = [(a, b) for a in range(n) for b in range(n) if a != b and rng.random() < 0.25]
+        neighbours = adjacency(n, links)
+        relays = Relays(n, links)
+        asked = [(s, d) for s in range(n) for d in range(n)] * 2
+        rng.shuffle(asked)
+        for src, dst in asked:
+            assert relays.path(src, dst) == relay_path(neighbours, src, dst)
