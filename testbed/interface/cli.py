@@ -213,8 +213,9 @@ def _write_plans(found: Any, out: Path) -> None:
     from testbed.oracle.schedule_sim import simulate_counting_retunes
 
     if not found.schedule.gpus:
-        raise InputError(f"{found.scenario.name}: predicted in closed form, one plan for the whole iteration's "
-                         f"traffic and no schedule to follow; --plans needs a scenario small enough to simulate")
+        raise InputError(f"{found.scenario.name}: predicted without a whole schedule to follow (in closed form, "
+                         f"or one replica simulated for all beyond what a run emulates); --plans needs a scenario "
+                         f"small enough to simulate whole")
     if out.exists() and not out.is_dir():
         raise InputError(f"--plans {out}: is a file; give a directory (it is created if missing)")
     simulated = simulate_counting_retunes(found.schedule, found.scenario.fabric)
