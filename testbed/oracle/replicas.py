@@ -145,8 +145,6 @@ def simulate_one_replica(first_only: Schedule, fabric: FabricSection, replicas: 
     """A schedule that holds only its first replica's GPUs (every other replica a copy of it, left
     out: at thousands of GPUs the copies cost more than the simulation) simulated as
     simulate_replicated does, without the per-message rates a run would read; None where one
-    replica cannot stand for all."""
-    if not stands_for_all(fabric, replicas):
-        return None
+    replica cannot stand for all (callers ask stands_for_all before building the replica)."""
     alone = _simulate_first(first_only, fabric, replicas)
     return None if alone is None else replace(alone, message_bps={})

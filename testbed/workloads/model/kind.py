@@ -10,8 +10,7 @@ from testbed.model.scenario import Scenario
 from testbed.model.schedule import Schedule
 from testbed.network.collectives import Prediction
 from testbed.oracle.iteration import dp_fusion_bytes, predict_plan_fused
-from testbed.oracle.replicas import Replicas, simulate_one_replica
-from testbed.placer.emit import plan_schedule
+from testbed.oracle.replicas import Replicas, simulate_one_replica, stands_for_all
 from testbed.workloads.base import WorkloadKind
 from testbed.workloads.model.plan import model_plan, model_schedule
 from testbed.workloads.model.section import ModelWorkload
@@ -41,8 +40,10 @@ class ModelKind(WorkloadKind[ModelWorkload]):
         if scenario.fabric.hosts > SIMULATED_MODEL_HOSTS:
             # No run at this scale: no whole schedule is built (seconds at 1,024 GPUs).
             empty = Schedule(scenario.name, scenario.fabric.hosts, workload.iterations, ())
-            first = plan_schedule(plan, scenario.name, workload.iterations, fusion_bytes, first_replica_only=True)
-            alone = simulate_one_replica(first, scenario.fabric, replicas)
+            alone = None
+            if stands_for_all(scenario.fabric, replicas):  # else the replica is not built at all
+                first = model_schedule(scenario, plan, fusion_bytes, first_replica_only=True)
+                alone = simulate_one_replica(first, scenario.fabric, replicas)
             if alone is None:
                 why = (f"; not simulated: over {SIMULATED_MODEL_HOSTS} GPUs only a fabric that treats the "
                        f"data-parallel replicas alike is (one replica for all), and {scenario.fabric.kind} "

@@ -49,7 +49,8 @@ def model_plan(scenario: Scenario) -> Plan:
         raise InputError(f"{scenario.name}: workload.model: {error}") from None
 
 
-def model_schedule(scenario: Scenario, plan: Plan, fusion_bytes: float) -> Schedule:
+def model_schedule(scenario: Scenario, plan: Plan, fusion_bytes: float, first_replica_only: bool = False) -> Schedule:
     """The schedule a run of the model workload replays: `plan` with its gradient buckets fused as
-    its prediction chose (testbed.oracle.iteration.predict_plan_fused)."""
-    return plan_schedule(plan, scenario.name, scenario.workload.iterations, fusion_bytes)
+    its prediction chose (testbed.oracle.iteration.predict_plan_fused); `first_replica_only`: its
+    first MP group's GPUs alone (placer.emit.plan_schedule)."""
+    return plan_schedule(plan, scenario.name, scenario.workload.iterations, fusion_bytes, first_replica_only)
