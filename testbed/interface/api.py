@@ -4,12 +4,13 @@ code paths as the command line (`testbed.load_scenario`, `testbed.predict`, ...)
 
 from __future__ import annotations
 
-import json
+import io
 from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from testbed.model.errors import InputError
+from testbed.model.input_files import RECORD_BYTES, read_json, read_text
 from testbed.model.scenario import Scenario
 from testbed.network.collectives import Prediction
 from testbed.placer.plan import Plan
@@ -101,10 +102,21 @@ def load_run(directory: str | Path) -> "pandas.DataFrame":
     import pandas
 
     path = Path(directory) / "results.json"
+    results = read_json(path, "a run's results.json (give a run directory)", RECORD_BYTES, finite=False)
+    if not isinstance(results, dict):
+        raise InputError(f"{path}: holds a {type(results).__name__}, not a run's results; give a run directory")
     try:
-        results = json.loads(path.read_text())
-    except (OSError, ValueError) as error:
-        raise InputError(f"{path}: not a run's results ({error.__class__.__name__}); give a run directory") from None
+        rows = _run_rows(results)
+    except (KeyError, TypeError, IndexError, AttributeError) as error:
+        raise InputError(f"{path}: a damaged run's results ({type(error).__name__}: {str(error)[:80]}); run it "
+                         f"again or give another directory") from None
+    frame = pandas.DataFrame(rows, columns=["job", "iteration", "emulated_s", "predicted_s", "emulated_over_predicted",
+                                            "steal_frac", "tcp_retransmits", "tcp_timeouts"])
+    frame.attrs["results"] = results
+    return frame
+
+
+def _run_rows(results: dict[str, Any]) -> list[dict[str, Any]]:
     rows = []
     runs = [("", results)] + [(name, job) for name, job in (results.get("jobs") or {}).items()]
     for job, record in runs:
@@ -116,10 +128,7 @@ def load_run(directory: str | Path) -> "pandas.DataFrame":
                          "steal_frac": _at(results.get("iteration_steal_frac"), i),
                          "tcp_retransmits": _at(results.get("iteration_tcp_retransmits"), i),
                          "tcp_timeouts": _at(results.get("iteration_tcp_timeouts"), i)})
-    frame = pandas.DataFrame(rows, columns=["job", "iteration", "emulated_s", "predicted_s", "emulated_over_predicted",
-                                            "steal_frac", "tcp_retransmits", "tcp_timeouts"])
-    frame.attrs["results"] = results
-    return frame
+    return rows
 
 
 def load_sweep(directory: str | Path) -> "pandas.DataFrame":
@@ -127,9 +136,14 @@ def load_sweep(directory: str | Path) -> "pandas.DataFrame":
     import pandas
 
     path = Path(directory) / "results.csv"
-    if not path.is_file():
+    if not path.exists():
         raise InputError(f"{path}: no results.csv; give a sweep directory (testbed sweep --out DIR)")
-    return pandas.read_csv(path)
+    text = read_text(path, "a sweep's results.csv (testbed sweep --out DIR)", RECORD_BYTES)
+    try:
+        return pandas.read_csv(io.StringIO(text))
+    except (ValueError, pandas.errors.ParserError) as error:
+        raise InputError(f"{path}: not a sweep's table ({str(error).splitlines()[0][:120]}); run the sweep "
+                         f"again or give another directory") from None
 
 
 def _at(values: list[Any] | None, index: int) -> Any:

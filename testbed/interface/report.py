@@ -5,6 +5,7 @@ circuit and wavelength changes) or of a sweep directory (emulated against predic
 from __future__ import annotations
 
 import csv
+import io
 import json
 import math
 from pathlib import Path
@@ -16,12 +17,13 @@ import matplotlib.pyplot as plt  # noqa: E402
 
 from testbed.emulation.plots import draw_steps  # noqa: E402
 from testbed.model.errors import InputError  # noqa: E402
+from testbed.model.input_files import RECORD_BYTES, read_json, read_json_lines, read_text  # noqa: E402
 
 
 def _load_jsonl(path: Path) -> list[dict]:
     if not path.exists():
         return []
-    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+    return read_json_lines(path, "a run's events", RECORD_BYTES, finite=False)
 
 
 # What a damaged directory raises when read: truncated or hand-edited JSON, missing keys, values of
@@ -41,6 +43,8 @@ def report(directory: Path, out: Path | None = None) -> Path:
         raise InputError(f"{directory} is neither a run directory (results.json) nor a sweep directory (sweep.json)")
     try:
         return write()
+    except InputError as error:
+        raise InputError(f"a damaged {kind} directory: {error}; run it again or give another") from None
     except DAMAGED as error:
         what = str(error).splitlines()[0][:120] if str(error) else type(error).__name__
         raise InputError(f"{directory}: a damaged {kind} directory ({type(error).__name__}: {what}); run it "
@@ -49,15 +53,15 @@ def report(directory: Path, out: Path | None = None) -> Path:
 
 def _checked_result(run_dir: Path) -> dict:
     """results.json as a report reads it: an object whose times are real durations."""
-    result = json.loads((run_dir / "results.json").read_text())
+    result = read_json(run_dir / "results.json", "a run's results.json", RECORD_BYTES, finite=False)
     if not isinstance(result, dict):
-        raise InputError(f"{run_dir}/results.json holds a {type(result).__name__}, not a run's results; run it again")
+        raise InputError(f"{run_dir}/results.json holds a {type(result).__name__}, not a run's results")
     times = result.get("iteration_times_s")
     predicted = result.get("predicted_iteration_time_s")
     for value in [*(times if isinstance(times, list) else [times]), predicted]:
         if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value <= 0:
             raise InputError(f"{run_dir}/results.json: {value!r} is not an iteration time (a positive number of "
-                             f"seconds); the directory is damaged, run it again")
+                             f"seconds)")
     return result
 
 
@@ -71,7 +75,7 @@ def run_report(run_dir: Path, out: Path | None = None) -> Path:
     figures.append(_breakdown(out, result))
     schedule_path = run_dir / "schedule.json"
     if schedule_path.exists():
-        matrix = json.loads(schedule_path.read_text()).get("traffic_matrix_bytes") or []
+        matrix = read_json(schedule_path, "a run's schedule.json", RECORD_BYTES).get("traffic_matrix_bytes") or []
         if any(any(row) for row in matrix):
             figures.append(_traffic(out, matrix))
     reconfigurations = [e for e in events if e.get("kind") == "reconfiguration"]
@@ -243,10 +247,10 @@ def _sweep_predicted(sweep_dir: Path, keys: list[str], per_point: dict[str, dict
 
 
 def sweep_report(sweep_dir: Path, out: Path | None = None) -> Path:
-    manifest = json.loads((sweep_dir / "sweep.json").read_text())
+    manifest = read_json(sweep_dir / "sweep.json", "a sweep's sweep.json", RECORD_BYTES, finite=False)
     keys = list(manifest["sets"])
-    with open(sweep_dir / "results.csv") as source:
-        rows = list(csv.DictReader(source))
+    rows = list(csv.DictReader(io.StringIO(read_text(sweep_dir / "results.csv", "a sweep's results.csv",
+                                                     RECORD_BYTES))))
     per_point: dict[str, dict] = {}
     for row in rows:
         entry = per_point.setdefault(row["point"], {"row": row, "emulated": []})

@@ -16,6 +16,7 @@ from typing import Any, Callable
 import yaml
 
 from testbed.model.errors import InputError
+from testbed.model.input_files import RECORD_BYTES, read_json
 from testbed.model.scenario import Scenario
 from testbed.planning.overrides import apply_overrides, effective_overrides, override_applies
 from testbed.planning.plan import predict_scenario
@@ -83,7 +84,9 @@ def check_manifest(sweep_dir: Path, manifest: dict) -> bool:
     path = sweep_dir / MANIFEST
     if not path.exists():
         return False
-    existing = json.loads(path.read_text())
+    existing = read_json(path, "a sweep's sweep.json (or choose another --out)", RECORD_BYTES, finite=False)
+    if not isinstance(existing, dict):
+        raise InputError(f"{path}: not a sweep's manifest; choose another --out")
     if {k: existing.get(k) for k in ("scenario", "sets")} != {k: manifest[k] for k in ("scenario", "sets")}:
         raise InputError(f"{sweep_dir} holds another sweep ({existing.get('scenario')} with "
                          f"{existing.get('sets')}); choose another --out")
@@ -268,11 +271,12 @@ def merge_sweeps(out: Path, sources: list[Path]) -> dict[str, Any]:
     counts and the ids of points no source finished."""
     manifests = []
     for source in sources:
-        try:
-            manifests.append(json.loads((source / MANIFEST).read_text()))
-        except (OSError, ValueError):
+        manifest = read_json(source / MANIFEST, "a sweep directory's manifest (give the shards' --out "
+                             "directories)", RECORD_BYTES, finite=False) if (source / MANIFEST).exists() else None
+        if not isinstance(manifest, dict):
             raise InputError(f"{source} is not a sweep directory (no readable {MANIFEST}); give the --out "
-                             f"directories of the shards") from None
+                             f"directories of the shards")
+        manifests.append(manifest)
     first = manifests[0]
     for source, manifest in zip(sources[1:], manifests[1:]):
         if (manifest.get("sets"), manifest.get("points")) != (first.get("sets"), first.get("points")):
@@ -280,8 +284,9 @@ def merge_sweeps(out: Path, sources: list[Path]) -> dict[str, Any]:
                              f"differ); merge only the shards of one sweep")
     out_manifest = out / MANIFEST
     if out_manifest.exists():
-        existing = json.loads(out_manifest.read_text())
-        if (existing.get("sets"), existing.get("points")) != (first.get("sets"), first.get("points")):
+        existing = read_json(out_manifest, "a sweep's sweep.json (or choose another --out)", RECORD_BYTES, finite=False)
+        if not isinstance(existing, dict) or \
+                (existing.get("sets"), existing.get("points")) != (first.get("sets"), first.get("points")):
             raise InputError(f"{out} holds another sweep; choose another --out")
     (out / "runs").mkdir(parents=True, exist_ok=True)
     if not out_manifest.exists():

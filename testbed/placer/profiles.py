@@ -12,6 +12,7 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from testbed.model.errors import InputError
+from testbed.model.input_files import TRACE_BYTES, read_text
 from testbed.placer.zoo import BYTES_PER_ELEMENT, ModelGraph, Op, _Builder
 
 LAUNCH_US = 1.0  # kernel launch latency per sub-op (SiP-ML §4.2)
@@ -157,7 +158,7 @@ def load_user_profile(path: str | Path) -> ModelGraph:
     try:
         # libyaml's parser where PyYAML has it: the pure-Python one took over 30 s for 20,000 ops
         loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
-        text = path.read_text()
+        text = read_text(path, "an op profile (YAML or JSON)", TRACE_BYTES)
         data = yaml.load(text, Loader=loader) if path.suffix in (".yaml", ".yml") else json.loads(text)  # noqa: S506
         profile = _Profile.model_validate(data)
     except (ValueError, yaml.YAMLError, ValidationError) as error:

@@ -13,6 +13,7 @@ from pydantic import ValidationError
 from testbed.fabrics.all_kinds import AnyFabric
 from testbed.model.errors import InputError
 from testbed.model.fabric_section import FabricSection, Strict
+from testbed.model.input_files import SCENARIO_BYTES, read_text
 from testbed.model.scenario import Scenario, ScenarioOf
 from testbed.planning.input_wording import describe_validation_error
 from testbed.workloads.all_kinds import AnyWorkload
@@ -69,23 +70,15 @@ def _unique_mapping(loader: yaml.SafeLoader, node: yaml.MappingNode, deep: bool 
 _UniqueKeyLoader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _unique_mapping)
 
 
-# A scenario is a few kilobytes (a thousand jobs take about 100 KB); a file this large is not one,
-# and parsing it would take minutes and gigabytes before saying so.
-MAX_SCENARIO_BYTES = 1_000_000
+# A file larger than a scenario would take minutes and gigabytes to parse before saying so.
+MAX_SCENARIO_BYTES = SCENARIO_BYTES
 
 
 def scenario_text(path: Path) -> str:
     """A scenario file's text: a regular file of at most MAX_SCENARIO_BYTES of UTF-8 (a BOM allowed)."""
-    if not path.is_file():
+    if not path.exists():
         raise InputError(f"{path}: no such scenario file; check the path")
-    size = path.stat().st_size
-    if size > MAX_SCENARIO_BYTES:
-        raise InputError(f"{path}: {size:,} bytes is not a scenario (at most {MAX_SCENARIO_BYTES:,}); "
-                         f"give the scenario's YAML file, with traces in files of their own")
-    try:
-        return path.read_bytes().decode("utf-8-sig")
-    except UnicodeDecodeError as error:
-        raise InputError(f"{path}: not UTF-8 text (byte {error.start} cannot be read); save it as UTF-8") from None
+    return read_text(path, "a scenario's YAML file (traces in files of their own)", MAX_SCENARIO_BYTES)
 
 
 def load_scenario(path: str | Path) -> Scenario:

@@ -18,6 +18,7 @@ import networkx as nx
 
 from testbed.core.messages import Message, MessageBook
 from testbed.model.errors import InputError
+from testbed.model.input_files import SCENARIO_BYTES, TRACE_BYTES, read_bytes, read_json
 from testbed.model.schedule import GpuSchedule, Schedule, step_from_json, with_channels
 from testbed.shared import collective_plans as plans
 from testbed.shared.collective_plans import schedule_traffic
@@ -77,16 +78,7 @@ def trace_files(directory: Path, hosts: int, given_as: str = "workload.path") ->
 def load_comm_groups(path: str | Path, hosts: int) -> dict[str, tuple[int, ...]]:
     """A comm-group file as ASTRA-sim reads it (--comm-group-configuration): JSON mapping each
     group's name (an integer) to its ranks, e.g. {"1": [0, 1, 2, 3], "2": [4, 5, 6, 7]}."""
-    try:
-        data = json.loads(Path(path).read_text())
-    except OSError as error:
-        raise InputError(f"workload.comm_groups: cannot read {path} ({error.strerror})") from None
-    except json.JSONDecodeError as error:
-        raise InputError(f"workload.comm_groups: {path} is not JSON ({error.msg}, line {error.lineno}); "
-                         f'write it as {{"1": [0, 1, 2, 3], ...}}') from None
-    except (UnicodeDecodeError, RecursionError):
-        raise InputError(f"workload.comm_groups: {path} is not UTF-8 JSON a few levels deep; "
-                         f'write it as {{"1": [0, 1, 2, 3], ...}}') from None
+    data = read_json(path, 'a comm-group file ({"1": [0, 1, 2, 3], ...})', SCENARIO_BYTES, "workload.comm_groups")
     if not isinstance(data, dict):
         raise InputError(f'workload.comm_groups: {path} must map group names to rank lists, e.g. {{"1": [0, 1]}}')
     groups = {}
@@ -109,11 +101,7 @@ def load_chakra(directory: str | Path, hosts: int, iterations: int,
     groups.update({str(k): tuple(v) for k, v in (process_groups or {}).items()})
     traces = []
     for rank, path in enumerate(files):
-        try:
-            data = path.read_bytes()
-        except OSError as error:
-            raise InputError(f"{path}: cannot read it ({error.strerror})") from None
-        traces.append(decode(data, str(path)))
+        traces.append(decode(read_bytes(path, "a Chakra .et trace file", TRACE_BYTES), str(path)))
     return chakra_schedule([(str(p), *t) for p, t in zip(files, traces)], hosts, iterations,
                            groups, name or Path(directory).name)
 

@@ -15,6 +15,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 from testbed.model.errors import InputError
+from testbed.model.input_files import read_text
 from testbed.model.limits import MAX_COLLECTIVE_BYTES
 from testbed.model.schedule import (
     CollectiveStep,
@@ -88,17 +89,8 @@ def _phase(fields: list[str], at: int, where: str, skipped: Counter[str], what: 
 
 def read_simai(path: str | Path, given_as: str = "workload.path") -> SimaiFile:
     source = Path(path)
-    if not source.is_file():
-        raise InputError(f"{given_as}: {source} is not a file; give a SimAI/AICB workload file")
-    if source.stat().st_size > MAX_FILE_BYTES:
-        raise InputError(f"{given_as}: {source} is larger than {MAX_FILE_BYTES // 1_000_000} MB; an AICB "
-                         f"workload file is a few hundred KB")
-    try:
-        lines = [line for line in source.read_text(encoding="utf-8").splitlines() if line.strip()]
-    except UnicodeDecodeError:
-        raise InputError(f"{given_as}: {source} is not UTF-8 text; give a SimAI/AICB workload file") from None
-    except OSError as error:
-        raise InputError(f"{given_as}: cannot read {source} ({error.strerror})") from None
+    text = read_text(source, "a SimAI/AICB workload file (a few hundred KB)", MAX_FILE_BYTES, given_as)
+    lines = [line for line in text.splitlines() if line.strip()]
     if len(lines) < 2:
         raise InputError(f"{given_as}: {source} needs a header line and a line count (an AICB workload file)")
     header = lines[0].split()

@@ -4,13 +4,13 @@ the step, and says what to fix. Pure."""
 
 from __future__ import annotations
 
-import json
 import math
 from pathlib import Path
 from typing import Any
 
 from testbed.core.messages import Message, MessageBook
 from testbed.model.errors import InputError
+from testbed.model.input_files import TRACE_BYTES, read_json
 from testbed.model.limits import MAX_COLLECTIVE_BYTES
 from testbed.model.schedule import (
     EXECUTIONS,
@@ -32,16 +32,7 @@ def load_trace(path: str | Path, hosts: int, iterations: int, base_dir: Path | N
     source = Path(path)
     if not source.is_absolute() and base_dir is not None:
         source = base_dir / source
-    if source.exists() and not source.is_file():  # a device or a pipe would be read until memory ran out
-        raise InputError(f"{given_as}: {source} is not a regular file; give the path of a schedule.json")
-    try:
-        data = json.loads(source.read_text())
-    except OSError as error:
-        raise InputError(f"{given_as}: cannot read {source} ({error.strerror}); give the path of a schedule.json")
-    except ValueError as error:
-        raise InputError(f"{source}: not JSON ({error}); a trace is a {SCHEDULE_FORMAT} schedule.json") from None
-    except RecursionError:
-        raise InputError(f"{source}: nested too deeply to read; a trace's steps are a few levels deep") from None
+    data = read_json(source, f"a {SCHEDULE_FORMAT} schedule.json", TRACE_BYTES, given_as)
     return schedule_from_json(data, str(source), hosts, iterations)
 
 
