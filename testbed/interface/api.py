@@ -9,9 +9,9 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from testbed.interface.records import run_results, sweep_text
 from testbed.model.errors import InputError
-from testbed.model.input_files import RECORD_BYTES, read_json, read_text
-from testbed.model.scenario import Scenario
+from testbed.model.scenario import Scenario, ScenarioOf
 from testbed.network.collectives import Prediction
 from testbed.placer.plan import Plan
 from testbed.planning.overrides import apply_overrides
@@ -32,7 +32,7 @@ def load_scenario(source: str | Path | Mapping[str, Any], **overrides: Any) -> S
     if isinstance(source, Mapping):
         scenario = parse_scenario(dict(source), "scenario")
     else:
-        scenario = _load_file(Path(source))
+        scenario = _load_file(_path(source, "load_scenario", "a scenario file's path or a dict"))
     if overrides:
         scenario = apply_overrides(scenario, {key.replace("__", "."): value for key, value in overrides.items()})
     return scenario
@@ -41,12 +41,12 @@ def load_scenario(source: str | Path | Mapping[str, Any], **overrides: Any) -> S
 def predict(scenario: Scenario) -> Prediction:
     """The one predicted iteration time a run is judged against: `.iteration_time_s`,
     `.breakdown` (compute_s, communication_s, reconfiguration_s, ...) and `.formula`."""
-    return predict_scenario(scenario)
+    return predict_scenario(_scenario(scenario, "predict"))
 
 
 def predict_each_job(scenario: Scenario) -> list[JobPrediction]:
     """For a scenario of several jobs: each job's time beside the others (`together_s`) and alone."""
-    if not scenario.jobs:
+    if not _scenario(scenario, "predict_each_job").jobs:
         raise InputError(f"{scenario.name}: predict_each_job needs a scenario with jobs")
     return predict_jobs(scenario)[1]
 
@@ -56,7 +56,7 @@ def place(scenario: Scenario) -> Plan:
     from testbed.workloads.model.plan import model_plan
     from testbed.workloads.model.section import ModelWorkload
 
-    if not isinstance(scenario.workload, ModelWorkload):
+    if not isinstance(_scenario(scenario, "place").workload, ModelWorkload):
         raise InputError(f"{scenario.name}: place needs workload.kind model (got {scenario.workload.kind})")
     return model_plan(scenario)
 
@@ -69,7 +69,7 @@ def search_splits(scenario: Scenario, gpus: int | None = None, top: int = 5) -> 
 
     if isinstance(top, bool) or not isinstance(top, int) or top < 1:
         raise InputError(f"search_splits(top={top!r}): give how many splits to list, an integer of 1 or more")
-    if not isinstance(scenario.workload, LlmWorkload):
+    if not isinstance(_scenario(scenario, "search_splits").workload, LlmWorkload):
         raise InputError(f"search_splits needs workload.kind llm (got {scenario.workload.kind})")
     return splits(scenario, gpus, top)[0]
 
@@ -81,7 +81,7 @@ def search(scenario: Scenario, gpus: int | None = None, top: int = 1) -> list[Ch
 
     if isinstance(top, bool) or not isinstance(top, int) or top < 1:
         raise InputError(f"search(top={top!r}): give how many choices to list, an integer of 1 or more")
-    space = search_space(scenario, gpus)
+    space = search_space(_scenario(scenario, "search"), gpus)
     return ranked(space.cache, space.gpus, space.fabric, ks=space.ks, top=top)
 
 
@@ -91,7 +91,7 @@ def run(scenario: Scenario, out: str | Path | None = None) -> dict[str, Any]:
     from testbed.emulation.run import Runner, default_run_dir
     from testbed.planning.plan import prepare
 
-    run_dir = Path(out) if out is not None else default_run_dir(scenario)
+    run_dir = _path(out, "run", "a directory path") if out is not None else default_run_dir(_scenario(scenario, "run"))
     return Runner(prepare(scenario), run_dir).execute()
 
 
@@ -101,10 +101,10 @@ def load_run(directory: str | Path) -> "pandas.DataFrame":
     results.json is in `.attrs["results"]`."""
     import pandas
 
-    path = Path(directory) / "results.json"
-    results = read_json(path, "a run's results.json (give a run directory)", RECORD_BYTES, finite=False)
-    if not isinstance(results, dict):
-        raise InputError(f"{path}: holds a {type(results).__name__}, not a run's results; give a run directory")
+    path = _path(directory, "load_run", "a run directory's path") / "results.json"
+    if not path.exists():
+        raise InputError(f"{path}: no results.json; give a run directory (testbed run --out DIR)")
+    results = run_results(path.parent)
     try:
         rows = _run_rows(results)
     except (KeyError, TypeError, IndexError, AttributeError) as error:
@@ -135,10 +135,12 @@ def load_sweep(directory: str | Path) -> "pandas.DataFrame":
     """A sweep directory's results.csv: one row per point and iteration, with the swept values."""
     import pandas
 
-    path = Path(directory) / "results.csv"
+    path = _path(directory, "load_sweep", "a sweep directory's path") / "results.csv"
     if not path.exists():
         raise InputError(f"{path}: no results.csv; give a sweep directory (testbed sweep --out DIR)")
-    text = read_text(path, "a sweep's results.csv (testbed sweep --out DIR)", RECORD_BYTES)
+    text = sweep_text(path.parent)
+    if not text.strip():
+        raise InputError(f"{path}: empty, no point of the sweep finished; run the sweep or give another directory")
     try:
         return pandas.read_csv(io.StringIO(text))
     except (ValueError, pandas.errors.ParserError) as error:
@@ -148,3 +150,16 @@ def load_sweep(directory: str | Path) -> "pandas.DataFrame":
 
 def _at(values: list[Any] | None, index: int) -> Any:
     return values[index] if values is not None and index < len(values) else None
+
+
+def _scenario(value: Any, call: str) -> Scenario:
+    if not isinstance(value, ScenarioOf):
+        raise InputError(f"{call}() takes a scenario (testbed.load_scenario(path or dict)), not a "
+                         f"{type(value).__name__}")
+    return value
+
+
+def _path(value: Any, call: str, what: str) -> Path:
+    if not isinstance(value, (str, Path)) or not str(value):
+        raise InputError(f"{call}() takes {what}, not {type(value).__name__} {str(value)[:40]!r}")
+    return Path(value)

@@ -7,7 +7,6 @@ from __future__ import annotations
 import csv
 import io
 import json
-import math
 from pathlib import Path
 
 import matplotlib
@@ -16,8 +15,9 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
 from testbed.emulation.plots import draw_steps  # noqa: E402
+from testbed.interface.records import run_results, sweep_text  # noqa: E402
 from testbed.model.errors import InputError  # noqa: E402
-from testbed.model.input_files import RECORD_BYTES, read_json, read_json_lines, read_text  # noqa: E402
+from testbed.model.input_files import RECORD_BYTES, read_json, read_json_lines  # noqa: E402
 
 
 def _load_jsonl(path: Path) -> list[dict]:
@@ -51,23 +51,9 @@ def report(directory: Path, out: Path | None = None) -> Path:
                          f"again or give another") from None
 
 
-def _checked_result(run_dir: Path) -> dict:
-    """results.json as a report reads it: an object whose times are real durations."""
-    result = read_json(run_dir / "results.json", "a run's results.json", RECORD_BYTES, finite=False)
-    if not isinstance(result, dict):
-        raise InputError(f"{run_dir}/results.json holds a {type(result).__name__}, not a run's results")
-    times = result.get("iteration_times_s")
-    predicted = result.get("predicted_iteration_time_s")
-    for value in [*(times if isinstance(times, list) else [times]), predicted]:
-        if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value <= 0:
-            raise InputError(f"{run_dir}/results.json: {value!r} is not an iteration time (a positive number of "
-                             f"seconds)")
-    return result
-
-
 def run_report(run_dir: Path, out: Path | None = None) -> Path:
     out = out or run_dir
-    result = _checked_result(run_dir)
+    result = run_results(run_dir)
     events = _load_jsonl(run_dir / "events.jsonl")
     figures = []
     if events:
@@ -249,8 +235,7 @@ def _sweep_predicted(sweep_dir: Path, keys: list[str], per_point: dict[str, dict
 def sweep_report(sweep_dir: Path, out: Path | None = None) -> Path:
     manifest = read_json(sweep_dir / "sweep.json", "a sweep's sweep.json", RECORD_BYTES, finite=False)
     keys = list(manifest["sets"])
-    rows = list(csv.DictReader(io.StringIO(read_text(sweep_dir / "results.csv", "a sweep's results.csv",
-                                                     RECORD_BYTES))))
+    rows = list(csv.DictReader(io.StringIO(sweep_text(sweep_dir, tuple(keys)))))
     per_point: dict[str, dict] = {}
     for row in rows:
         entry = per_point.setdefault(row["point"], {"row": row, "emulated": []})

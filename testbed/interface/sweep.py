@@ -15,6 +15,7 @@ from typing import Any, Callable
 
 import yaml
 
+from testbed.interface.records import SWEEP_COLUMNS
 from testbed.model.errors import InputError
 from testbed.model.input_files import RECORD_BYTES, read_json
 from testbed.model.scenario import Scenario
@@ -148,8 +149,7 @@ def point_rows(sweep_dir: Path, point: SweepPoint) -> list[dict[str, Any]]:
 
 
 def csv_columns(keys: list[str]) -> list[str]:
-    return ["point", *keys, "iteration", "emulated_s", "predicted_s", "emulated_over_predicted", "status",
-            "faithful", "sums_correct", "dilation", "byte_scale", "run_dir"]
+    return ["point", *keys, *SWEEP_COLUMNS]
 
 
 def write_csv(path: Path, rows: list[dict[str, Any]], keys: list[str]) -> None:

@@ -5,11 +5,11 @@ which the runner, the Mininet shim and the controller's launcher read instead of
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import ClassVar
+from typing import Any, ClassVar, get_args
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from testbed.model.limits import MAX_HOSTS, MAX_LATENCY_US, MAX_RATE_GBPS
+from testbed.model.limits import MAX_HOSTS, MAX_LATENCY_US, MAX_RATE_GBPS, MAX_RECONFIG_US
 
 
 class Strict(BaseModel):
@@ -17,6 +17,34 @@ class Strict(BaseModel):
     (`.inf` bandwidth predicted a 0.07 ms iteration)."""
 
     model_config = ConfigDict(extra="forbid", frozen=True, strict=False, allow_inf_nan=False)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _plain_numbers(cls, data: Any) -> Any:
+        """true/false is not a number (pydantic would read it as 1 or 0), and no count, size or
+        time a scenario names is beyond 10^18 (a float would overflow on 10^400)."""
+        if not isinstance(data, dict):
+            return data
+        for name, value in data.items():
+            field = cls.model_fields.get(name) if isinstance(name, str) else None
+            if field is None:
+                continue
+            if isinstance(value, bool) and not _takes_bool(field.annotation):
+                raise ValueError(f"'{name}': {str(value).lower()} is not a value this field takes; give a number "
+                                 f"or a name")
+            if isinstance(value, int) and not isinstance(value, bool) and abs(value) > MAX_INTEGER:
+                raise ValueError(f"'{name}': a number of {len(str(abs(value)))} digits is beyond any count, size "
+                                 f"or time (at most 10^18)")
+        return data
+
+
+# Integers beyond this are typos: 10^18 bytes is an exabyte, 10^18 µs thirty thousand years.
+MAX_INTEGER = 10**18
+
+
+def _takes_bool(annotation: Any) -> bool:
+    return annotation is bool or annotation is Any or any(_takes_bool(a) for a in get_args(annotation)) \
+        or any(isinstance(a, bool) for a in get_args(annotation))
 
 
 @dataclass(frozen=True)
@@ -72,12 +100,13 @@ COMMON_FIELDS = tuple(FabricSection.model_fields)
 class ReconfigurableSection(FabricSection):
     """A section of a kind whose controller changes its links during a run (circuits, lightpaths)."""
 
-    reconfig_us: float | None = Field(default=None, ge=0)  # dark time of one change (unset: the kind's)
-    estimate_period_us: float = Field(default=100.0, gt=0)  # how often the controller re-plans
+    # dark time of one change (unset: the kind's)
+    reconfig_us: float | None = Field(default=None, ge=0, le=MAX_RECONFIG_US)
+    estimate_period_us: float = Field(default=100.0, gt=0, le=MAX_RECONFIG_US)  # how often the controller re-plans
     # A re-plan retunes only when it expects to gain more than this over the next period (unset:
     # the prediction picks a rung at or above reconfig_us, or standing still, and the controller
     # then also holds retuned links dark that long: docs/placer.md says why).
-    retune_threshold_us: float | None = Field(default=None, ge=0)
+    retune_threshold_us: float | None = Field(default=None, ge=0, le=MAX_RECONFIG_US)
     # How long the controller keeps a retuned link dark, never less than reconfig_us (unset:
     # reconfig_us, or the rung the prediction picks where retune_threshold_us is unset too).
-    dark_hold_us: float | None = Field(default=None, ge=0)
+    dark_hold_us: float | None = Field(default=None, ge=0, le=MAX_RECONFIG_US)

@@ -21,3 +21,16 @@ MAX_OPTICAL_PORTS = 1024
 # Packet loss an INA fabric may inject per link and in the node: a half (a 50%-lossy link already
 # triples an all-reduce; at 0.999999 its simulation never finished).
 MAX_LOSS_FRAC = 0.5
+# The longest step of compute a trace or profile may name: an hour (larger numbers are typos, and
+# the simulation cannot time what never ends).
+MAX_COMPUTE_US = 3.6e9
+# The longest reconfiguration, re-planning period or hold: three hours, past any iteration (a period
+# of 10^9 µs is how "never re-plan" is written); at 10^308 µs the controller's timers overflow.
+MAX_RECONFIG_US = 1e10
+# How much slower than real time a run may go, and how much it may scale bytes: a million (a 1 ms
+# iteration then takes 17 minutes of wall time); beyond, nothing a run measures is meaningful.
+MAX_DILATION = 1e6
+# INA aggregation slots: a million, beyond any switch's SRAM (Tofino holds tens of thousands).
+MAX_INA_SLOTS = 1_000_000
+# Samples in one iteration: a hundred million, beyond any published global batch (LLMs use ~4 M tokens).
+MAX_GLOBAL_BATCH = 100_000_000

@@ -9,7 +9,7 @@ from typing import Any, Generic, Literal, TypeVar, Union
 from pydantic import Field, ValidationInfo, field_validator, model_validator
 
 from testbed.model.fabric_section import FabricSection, Strict
-from testbed.model.limits import WORKLOAD_MAX_HOSTS
+from testbed.model.limits import MAX_DILATION, WORKLOAD_MAX_HOSTS
 from testbed.model.workload_section import WorkloadSection
 
 
@@ -35,8 +35,9 @@ class Emulation(Strict):
     def _auto_or_positive(cls, value: Any, info: ValidationInfo) -> Any:
         if value == "auto":
             return value
-        if isinstance(value, bool) or not isinstance(value, (int, float)) or value <= 0:
-            raise ValueError(f"'{info.field_name}' must be 'auto' or a number greater than 0 (got {value!r})")
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 < value <= MAX_DILATION:
+            raise ValueError(f"'{info.field_name}' must be 'auto' or a number greater than 0 and at most "
+                             f"{MAX_DILATION:.0e} (got {str(value)[:40]})")
         return float(value)
 
 
@@ -128,13 +129,20 @@ class ScenarioOf(Strict, Generic[F, W]):
         """Each job with its host indices: a count takes the lowest hosts the jobs before it left."""
         taken: set[int] = set()
         out = []
+        lowest = 0  # every host below it is taken: counts take hosts upward from here (linear in all)
         for job in self.jobs or []:
             if isinstance(job.gpus, int):
-                free = [h for h in range(self.fabric.hosts) if h not in taken]
-                gpus = free[:job.gpus]
+                gpus: list[int] = []
+                host = lowest
+                while len(gpus) < job.gpus and host < self.fabric.hosts:
+                    if host not in taken:
+                        gpus.append(host)
+                    host += 1
             else:
                 gpus = list(job.gpus)
             taken |= set(gpus)
+            while lowest in taken:
+                lowest += 1
             out.append((job, gpus))
         return out
 

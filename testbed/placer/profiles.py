@@ -13,6 +13,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from testbed.model.errors import InputError
 from testbed.model.input_files import TRACE_BYTES, read_text
+from testbed.model.limits import MAX_COLLECTIVE_BYTES, MAX_COMPUTE_US
 from testbed.placer.zoo import BYTES_PER_ELEMENT, ModelGraph, Op, _Builder
 
 LAUNCH_US = 1.0  # kernel launch latency per sub-op (SiP-ML §4.2)
@@ -127,12 +128,12 @@ class _ProfiledOp(BaseModel):
     model_config = ConfigDict(extra="forbid")
     name: str
     kind: OpKind = "linear"
-    compute_us_per_sample: float | None = Field(default=None, ge=0)
-    compute_us_per_batch: float | None = Field(default=None, ge=0)
+    compute_us_per_sample: float | None = Field(default=None, ge=0, le=MAX_COMPUTE_US)
+    compute_us_per_batch: float | None = Field(default=None, ge=0, le=MAX_COMPUTE_US)
     # µs at each measured batch size, e.g. {1: 40, 8: 60, 64: 310}: the op's curve over the batch
     compute_us_by_batch: dict[int, float] | None = None
-    output_bytes: float = Field(ge=0, description="per sample")
-    parameter_bytes: float = Field(default=0, ge=0)
+    output_bytes: float = Field(ge=0, le=MAX_COLLECTIVE_BYTES, description="per sample")
+    parameter_bytes: float = Field(default=0, ge=0, le=MAX_COLLECTIVE_BYTES)
     deps: list[str] = []
     max_parts: int = Field(default=1 << 30, ge=1)
 

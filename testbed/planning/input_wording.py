@@ -5,6 +5,7 @@ real one."""
 from __future__ import annotations
 
 import difflib
+import re
 from typing import Any
 
 from pydantic import BaseModel, ValidationError
@@ -121,7 +122,19 @@ def _describe(first: Any, source: str, root: type[BaseModel]) -> str:
         return f"{source}: missing required field '{missing}'; add it{more}"
     message = first["msg"].removeprefix("Value error, ")
     got = first.get("input")
-    got_text = "" if isinstance(got, (dict, list)) or got is None else f" (got {got!r})"
+    got_text = "" if isinstance(got, (dict, list)) or got is None else f" (got {_short(repr(got))})"
+    named = NAMED_FIELD.match(message)
+    if first["type"] == "value_error" and named:  # a section's own check naming one of its fields
+        field = named["field"] if where == "(top level)" else f"{where}.{named['field']}"
+        return f"{source}: {field}: {named['rest']}{more}"
     if first["type"] == "value_error":
         return f"{source}: {where}: {message}{more}"
     return f"{source}: field '{where}': {message}{got_text}{more}"
+
+
+NAMED_FIELD = re.compile(r"^'(?P<field>\w+)': (?P<rest>.*)$", re.DOTALL)
+ECHOED_CHARS = 80  # what an error quotes of a value (a 10,000-character name quoted whole buried the sentence)
+
+
+def _short(text: str) -> str:
+    return text if len(text) <= ECHOED_CHARS else f"{text[:ECHOED_CHARS - 20]}... ({len(text):,} characters)"

@@ -4,6 +4,7 @@ Pure, but for the stored calibration `prepare` reads when not given one."""
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 from testbed.core.calibration import Calibration, load_calibration
@@ -27,8 +28,16 @@ class CheckReport:
 
 def plan(scenario: Scenario) -> Predicted:
     """The scenario's schedule and its one prediction; InputError (one sentence) for anything no
-    schedule or prediction can be made of."""
-    return predicted(scenario)
+    schedule or prediction can be made of, or that takes no time."""
+    found = predicted(scenario)
+    seconds = found.prediction.iteration_time_s
+    if not math.isfinite(seconds):
+        raise InputError(f"{scenario.name}: the prediction is {seconds} s, not a time; a step's compute or size "
+                         f"is beyond what the simulation can time")
+    if seconds <= 0:
+        raise InputError(f"{scenario.name}: an iteration takes no time (no step computes or moves a byte), so "
+                         f"there is nothing to predict or emulate; give steps that compute or communicate")
+    return found
 
 
 def plan_schedule(scenario: Scenario, path: str) -> Predicted:

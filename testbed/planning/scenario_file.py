@@ -48,9 +48,9 @@ def make_fabric(source: str = "<fabric>", **fields: Any) -> FabricSection:
 
 
 class _DuplicateKey(Exception):
-    def __init__(self, key: Any, line: int) -> None:
+    def __init__(self, key: Any, line: int, unhashable: bool = False) -> None:
         super().__init__(key, line)
-        self.key, self.line = key, line
+        self.key, self.line, self.unhashable = key, line, unhashable
 
 
 class _UniqueKeyLoader(yaml.SafeLoader):
@@ -61,6 +61,8 @@ def _unique_mapping(loader: yaml.SafeLoader, node: yaml.MappingNode, deep: bool 
     seen: set[Any] = set()
     for key_node, _ in node.value:
         key = loader.construct_object(key_node, deep=deep)  # type: ignore[no-untyped-call]
+        if not isinstance(key, (str, int, float, bool)) and key is not None:
+            raise _DuplicateKey(key, key_node.start_mark.line + 1, unhashable=True)
         if key in seen:
             raise _DuplicateKey(key, key_node.start_mark.line + 1)
         seen.add(key)
@@ -91,6 +93,9 @@ def load_scenario(path: str | Path) -> Scenario:
         raise InputError(f"{path}: nested too deeply to read; a scenario's sections are a few levels "
                          f"deep") from None
     except _DuplicateKey as duplicate:
+        if duplicate.unhashable:
+            raise InputError(f"{path}: a key that is a {type(duplicate.key).__name__} (line {duplicate.line}); "
+                             f"a scenario's keys are names") from None
         raise InputError(f"{path}: key '{duplicate.key}' appears twice in one mapping (line {duplicate.line}); "
                          f"keep one") from None
     except yaml.YAMLError as error:

@@ -7,14 +7,14 @@ from typing import ClassVar, Literal
 from pydantic import Field, model_validator
 
 from testbed.model.fabric_section import FabricSection, KindSpec
-from testbed.model.limits import INA_MAX_WORKERS, MAX_LOSS_FRAC, MAX_RATE_GBPS
+from testbed.model.limits import INA_MAX_WORKERS, MAX_INA_SLOTS, MAX_LOSS_FRAC, MAX_RATE_GBPS
 
 
 class InaFabric(FabricSection):
     kind: Literal["ina"]
     # the node's summing rate (unset: line rate)
     aggregation_gbps: float | None = Field(default=None, gt=0, le=MAX_RATE_GBPS)
-    slots: int | None = Field(default=None, ge=1)  # aggregation slots (unset: what a window needs)
+    slots: int | None = Field(default=None, ge=1, le=MAX_INA_SLOTS)  # aggregation slots (unset: what a window needs)
     workers_per_job: int | None = Field(default=None, ge=1)  # unset: one job of every host
     sharing: Literal["reserved", "shared"] = "reserved"  # SwitchML-reserved or ATP-shared slots
     # Each loss at most a half: the window protocol is simulated packet by packet, and near 1 a

@@ -57,7 +57,7 @@ def combined_schedule(scenario: Scenario, make: Callable[[Scenario], Schedule],
     execution = executions.pop() if len(executions) == 1 else "dag"
     n = scenario.fabric.hosts
     steps: list[tuple[Step, ...]] = [() for _ in range(n)]
-    matrix = [[0] * n for _ in range(n)]
+    matrix: list[list[int] | None] = [None] * n  # rows of GPUs that send; the rest share one row of zeros
     for job, gpus, schedule in schedules:
         for gpu in schedule.gpus:
             explicit = [d + c for d, c in in_order_deps([(s.id, s.kind, s.deps) for s in gpu.steps])] \
@@ -65,7 +65,12 @@ def combined_schedule(scenario: Scenario, make: Callable[[Scenario], Schedule],
             steps[gpus[gpu.rank]] = tuple(_renamed(job.name, s, gpus, deps) for s, deps in zip(gpu.steps, explicit))
         for i, row in enumerate(schedule.traffic_matrix_bytes):
             for j, size in enumerate(row):
-                matrix[gpus[i]][gpus[j]] += size
+                if size:
+                    out = matrix[gpus[i]]
+                    if out is None:
+                        out = matrix[gpus[i]] = [0] * n
+                    out[gpus[j]] += size
+    zeros = (0,) * n
     gpus_out = tuple(GpuSchedule(h, s) for h, s in enumerate(steps))
     if execution == "dag":
         gpus_out = with_channels(gpus_out)
@@ -74,7 +79,8 @@ def combined_schedule(scenario: Scenario, make: Callable[[Scenario], Schedule],
         partitions = tuple(tuple(gpus) for _, gpus in placed)
         shares(scenario.fabric, partitions)  # a kind without shares, or a job too small for one: said here
     return Schedule(f"{scenario.name}" if only is None else f"{scenario.name}-{only}", n,
-                    scenario.workload.iterations, gpus_out, tuple(tuple(row) for row in matrix), execution,
+                    scenario.workload.iterations, gpus_out, tuple(tuple(row) if row else zeros for row in matrix),
+                    execution,
                     partitions=partitions)
 
 

@@ -7,7 +7,7 @@ from typing import ClassVar, Literal
 from pydantic import Field
 
 from testbed.model.fabric_section import Strict
-from testbed.model.limits import MAX_HOSTS
+from testbed.model.limits import MAX_COMPUTE_US, MAX_GLOBAL_BATCH, MAX_HOSTS
 from testbed.model.workload_section import WorkloadSection
 
 
@@ -15,7 +15,7 @@ class PlacedModel(Strict):
     """`workload.model`: what the placer splits, how, and on which device."""
 
     name: str  # resnet50 | transformer | megatron, or the name given in `profile`
-    global_batch: int = Field(ge=1)  # samples per iteration over all DP groups (B)
+    global_batch: int = Field(ge=1, le=MAX_GLOBAL_BATCH)  # samples per iteration over all DP groups (B)
     mp: int = Field(default=1, ge=1)  # GPUs a model-parallel group splits each op over (k)
     dp: int = Field(default=1, ge=1)  # data-parallel groups (l): the job takes mp·dp GPUs
     degree: int | None = Field(default=None, ge=1)  # default: the fabric's (Q for sip-ocs)
@@ -28,7 +28,7 @@ class PlacedModel(Strict):
     profile: str | None = None  # a user op profile (YAML/JSON) instead of the zoo model
     # SiP-ML's balance target: an op is split into parts of about this much compute (fewer where
     # the degree or the op's size caps them)
-    tau_us: float = Field(default=10.0, gt=0)
+    tau_us: float = Field(default=10.0, gt=0, le=MAX_COMPUTE_US)
     # DP all-reduce in buckets of this many bytes, each started as the backward compute fills it
     # (PyTorch DDP's 25 MB); 0: one all-reduce after the whole backward pass
     dp_bucket_bytes: int = Field(default=25_000_000, ge=0)

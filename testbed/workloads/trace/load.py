@@ -11,7 +11,7 @@ from typing import Any
 from testbed.core.messages import Message, MessageBook
 from testbed.model.errors import InputError
 from testbed.model.input_files import TRACE_BYTES, read_json
-from testbed.model.limits import MAX_COLLECTIVE_BYTES
+from testbed.model.limits import MAX_COLLECTIVE_BYTES, MAX_COMPUTE_US
 from testbed.model.schedule import (
     EXECUTIONS,
     SCHEDULE_FORMAT,
@@ -36,9 +36,8 @@ def load_trace(path: str | Path, hosts: int, iterations: int, base_dir: Path | N
     return schedule_from_json(data, str(source), hosts, iterations)
 
 
-# A step's largest figures: a terabyte per message (MAX_COLLECTIVE_BYTES) and an hour of compute;
-# larger numbers are typos, and the simulation cannot time what never ends.
-MAX_STEP_COMPUTE_US = 3.6e9
+# A step's largest figures: a terabyte per message and an hour of compute (model/limits.py).
+MAX_STEP_COMPUTE_US = MAX_COMPUTE_US
 
 
 def _field(where: str, step: dict[str, Any], key: str, kind: type, minimum: float | None = None,
