@@ -242,7 +242,8 @@ def scenario_value_cases() -> list[Case]:
         _scenario_case("scenario values", "no workload", {k: v for k, v in quick.items() if k != "workload"}),
         _scenario_case("scenario values", "fabric is a list", {**quick, "fabric": [1, 2]}),
         _scenario_case("scenario values", "bytes as 1e9 float", _set(quick, "workload.bytes", 1e9), EITHER),
-        _scenario_case("scenario values", "bytes as text 1e9", _set(quick, "workload.bytes", "1e9")),
+        _scenario_case("scenario values", "bytes written 1e9", _set(quick, "workload.bytes", "1e9"), EITHER),
+        _scenario_case("scenario values", "bytes written 1.5", _set(quick, "workload.bytes", 1.5)),
         _scenario_case("scenario values", "a huge list echoed", _set(quick, "fabric.hosts", list(range(200_000)))),
         _scenario_case("scenario values", "name markup accepted", {**quick, "name": "[/red]"}, EITHER),
         _scenario_case("scenario values", "name of 10,000 characters", {**quick, "name": "x" * 10_000}),
@@ -540,6 +541,9 @@ def cli_cases() -> list[Case]:
     quick = str(SCENARIOS / "quickstart.yaml")
     placer = str(SCENARIOS / "placer-example.yaml")
 
+    def swept(w: Path, *sets: str) -> list[str]:
+        return ["sweep", quick, "--predict-only", "--out", str(w / "sw"), *(x for one in sets for x in ("--set", one))]
+
     def afile(w: Path) -> str:
         (w / "f").write_text("x")
         return str(w / "f")
@@ -548,15 +552,20 @@ def cli_cases() -> list[Case]:
         _cli_case("an unknown command", lambda w: ["teleport"]),
         _cli_case("check without a file", lambda w: ["check"]),
         _cli_case("an unknown flag", lambda w: ["predict", quick, "--frobnicate"]),
-        _cli_case("--set without =", lambda w: ["predict", quick, "--set", "fabric.hosts"]),
-        _cli_case("--set of an unknown field", lambda w: ["predict", quick, "--set", "fabric.warp=3"]),
-        _cli_case("--set of a bracketed key", lambda w: ["predict", quick, "--set", "fabric[0].hosts=3"]),
-        _cli_case("--set of NaN", lambda w: ["predict", quick, "--set", "fabric.gpu_bandwidth_gbps=nan"]),
-        _cli_case("--set of inf", lambda w: ["predict", quick, "--set", "fabric.latency_us=inf"]),
-        _cli_case("--set of markup", lambda w: ["predict", quick, "--set", "name=[/red]"], EITHER),
-        _cli_case("--set of a YAML bomb", lambda w: ["predict", quick, "--set", "name=" + "[" * 5000]),
-        _cli_case("--set of an empty path", lambda w: ["predict", quick, "--set", "=3"]),
-        _cli_case("--set into a scalar", lambda w: ["predict", quick, "--set", "seed.x=3"]),
+        _cli_case("--set on predict", lambda w: ["predict", quick, "--set", "fabric.hosts=4"]),
+        _cli_case("--set of 1e9 bytes", lambda w: swept(w, "workload.bytes=1e9,2e9"), EITHER),
+        _cli_case("--set of 100e9 Gb/s", lambda w: swept(w, "fabric.gpu_bandwidth_gbps=100e9")),
+        _cli_case("--set of true for hosts", lambda w: swept(w, "fabric.hosts=true")),
+        _cli_case("--set of hosts beyond the fabric's bound", lambda w: swept(w, "fabric.hosts=99999")),
+        _cli_case("--set without =", lambda w: swept(w, "fabric.hosts")),
+        _cli_case("--set of an unknown field", lambda w: swept(w, "fabric.warp=3")),
+        _cli_case("--set of a bracketed key", lambda w: swept(w, "fabric[0].hosts=3")),
+        _cli_case("--set of NaN", lambda w: swept(w, "fabric.gpu_bandwidth_gbps=nan")),
+        _cli_case("--set of inf", lambda w: swept(w, "fabric.latency_us=inf")),
+        _cli_case("--set of markup", lambda w: swept(w, "name=[/red]"), EITHER),
+        _cli_case("--set of a YAML bomb", lambda w: swept(w, "name=" + "[" * 5000)),
+        _cli_case("--set of an empty path", lambda w: swept(w, "=3")),
+        _cli_case("--set into a scalar", lambda w: swept(w, "seed.x=3")),
         _cli_case("place --out at a file", lambda w: ["place", placer, "--out", afile(w)]),
         _cli_case("place --out under a file", lambda w: ["place", placer, "--out", afile(w) + "/sub"]),
         _cli_case("place --out in /proc", lambda w: ["place", placer, "--out", "/proc/testbed-out"]),

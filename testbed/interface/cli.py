@@ -8,6 +8,7 @@ import json
 import os
 import signal
 import sys
+import time
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any
@@ -80,7 +81,7 @@ def cmd_check(args: argparse.Namespace) -> int:
     try:
         scenario = load_scenario(args.scenario)
         # What the fields allow but no schedule can run (placement, profiles, traces) fails here.
-        with _naming(args.scenario):
+        with _naming(args.scenario), _prediction_progress(quiet=args.json):
             report = check_scenario(scenario)
     except TestbedError as error:
         if not args.json:
@@ -142,16 +143,33 @@ def _warn(warnings: Iterable[str]) -> None:
         err_console.print(f"[yellow]warning[/]: {escape(warning)}", highlight=False)
 
 
+PLAIN_PROGRESS_AFTER_S, PLAIN_PROGRESS_EVERY_S = 10.0, 30.0
+
+
 @contextlib.contextmanager
 def _prediction_progress(quiet: bool) -> Iterator[None]:
     """A bar on a terminal's stderr while a prediction simulates (what, how far, time left), gone
-    when it ends; nothing under --json or where stderr is not a terminal."""
-    if quiet or not err_console.is_terminal:
+    when it ends; where stderr is a file or pipe, a line every half minute once it has taken ten
+    seconds (a log then says why the command is still going); nothing under --json."""
+    from testbed.oracle import progress
+
+    if quiet:
         yield
         return
-    from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
+    if not err_console.is_terminal:
+        started = time.monotonic()
+        said = [started + PLAIN_PROGRESS_AFTER_S - PLAIN_PROGRESS_EVERY_S]
 
-    from testbed.oracle import progress
+        def line(what: str, done: float) -> None:
+            now = time.monotonic()
+            if now - said[0] >= PLAIN_PROGRESS_EVERY_S:
+                said[0] = now
+                err_console.print(f"predicting: {escape(what)}: {done:.0%} done after {now - started:.0f} s",
+                                  highlight=False)
+        with progress.reporting(line):
+            yield
+        return
+    from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 
     bar = Progress(TextColumn("{task.description}"), BarColumn(), TimeElapsedColumn(), TextColumn("left"),
                    TimeRemainingColumn(), console=err_console, transient=True)

@@ -21,7 +21,7 @@ from testbed.model.input_files import RECORD_BYTES, read_json
 from testbed.model.scenario import Scenario
 from testbed.planning.overrides import apply_overrides, effective_overrides, override_applies
 from testbed.planning.plan import predict_scenario
-from testbed.planning.scenario_file import scenario_to_yaml
+from testbed.planning.scenario_file import scenario_to_yaml, yaml_value
 
 MANIFEST = "sweep.json"
 CSV_NAME = "results.csv"
@@ -49,9 +49,9 @@ def parse_sets(sets: list[str]) -> dict[str, list[Any]]:
         if key in parsed:
             raise InputError(f"--set {key} is given twice; put all its values in one --set {key}=v1,v2")
         try:
-            parsed[key] = [yaml.safe_load(v.strip()) for v in values.split(",")]
-        except yaml.YAMLError:
-            raise InputError(f"--set {item!r}: a value is not a plain number, word or boolean") from None
+            parsed[key] = [yaml_value(v.strip()) for v in values.split(",")]
+        except (yaml.YAMLError, RecursionError):
+            raise InputError(f"--set {item[:60]!r}: a value is not a plain number, word or boolean") from None
     if not parsed:
         raise InputError("a sweep needs at least one --set key=v1,v2")
     return parsed

@@ -34,3 +34,34 @@ MAX_DILATION = 1e6
 MAX_INA_SLOTS = 1_000_000
 # Samples in one iteration: a hundred million, beyond any published global batch (LLMs use ~4 M tokens).
 MAX_GLOBAL_BATCH = 100_000_000
+# A fat-tree's oversubscription: a thousand to one, beyond any fabric built (4:1 is already steep).
+MAX_OVERSUBSCRIPTION = 1000.0
+# The longest a run may be asked to take, and the latest a fault may be placed: a week.
+MAX_WALL_S = 7 * 24 * 3600.0
+
+# Why each upper bound is where it is, said beside a refusal (by field name).
+BOUND_WHY = {
+    "hosts": "today's largest training clusters have 16,384 GPUs",
+    "gpu_bandwidth_gbps": "10 Pb/s, ten thousand times today's fastest NIC",
+    "server_uplink_gbps": "10 Pb/s, ten thousand times today's fastest NIC",
+    "wavelength_gbps": "10 Pb/s, ten thousand times today's fastest NIC",
+    "aggregation_gbps": "10 Pb/s, ten thousand times today's fastest NIC",
+    "latency_us": "a second, beyond any fabric's per-message latency",
+    "bytes": "a terabyte, beyond any model's gradient",
+    "dp_bucket_bytes": "a terabyte, beyond any model's gradient",
+    "wavelengths": "co-packaged optics carry 8-64 wavelengths; 1,024 keeps the planners quick",
+    "ocs_switches": "each switch is an optical port of every GPU; 1,024 keeps the planners quick",
+    "reconfig_us": "three hours, past any iteration",
+    "estimate_period_us": "three hours, past any iteration (a period this long never re-plans)",
+    "retune_threshold_us": "three hours, past any iteration",
+    "dark_hold_us": "three hours, past any iteration",
+    "node_drop_frac": "a 50%-lossy link already triples an all-reduce",
+    "link_loss_frac": "a 50%-lossy link already triples an all-reduce",
+    "slots": "a million, beyond any switch's memory",
+    "global_batch": "a hundred million samples, beyond any published batch",
+    "tau_us": "an hour of compute",
+    "max_wall_s": "a week",
+    "at_ms": "a week",
+    "duration_ms": "a week",
+    "oversubscription": "a thousand to one, beyond any fabric built",
+}

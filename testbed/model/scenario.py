@@ -9,7 +9,7 @@ from typing import Any, Generic, Literal, TypeVar, Union
 from pydantic import Field, ValidationInfo, field_validator, model_validator
 
 from testbed.model.fabric_section import FabricSection, Strict
-from testbed.model.limits import MAX_DILATION, WORKLOAD_MAX_HOSTS
+from testbed.model.limits import MAX_DILATION, MAX_HOSTS, MAX_WALL_S, WORKLOAD_MAX_HOSTS
 from testbed.model.workload_section import WorkloadSection
 
 
@@ -21,7 +21,7 @@ class Emulation(Strict):
     # where messages would be too small to time
     byte_scale: Union[Literal["auto"], float] = "auto"
     # Wall time the user allows for the measured iterations; `auto` sizes the run to fit it.
-    max_wall_s: float = Field(default=60.0, gt=0)
+    max_wall_s: float = Field(default=60.0, gt=0, le=MAX_WALL_S)
     # Unmeasured iterations first: TCP windows open and buffers fault in before timing starts.
     # Unset: 2 for collectives (all-to-all and send/recv use each connection once an iteration,
     # and its window is still opening in the second), 1 for placed models (long iterations that
@@ -50,10 +50,12 @@ class Fault(Strict):
     iterations included). link_loss and link_down last `duration_ms` (unset: the rest of the run)."""
 
     kind: FaultKind  # what fails (docs/faults.md)
-    at_ms: float = Field(ge=0)  # when, in real-world ms after every host agent connected (warm-ups included)
-    host: int | None = Field(default=None, ge=0)  # link_loss, link_down, agent_kill: whose link or agent
+    # when, in real-world ms after every host agent connected (warm-ups included)
+    at_ms: float = Field(ge=0, le=MAX_WALL_S * 1e3)
+    host: int | None = Field(default=None, ge=0, le=MAX_HOSTS)  # link_loss, link_down, agent_kill: whose link or agent
     loss_frac: float | None = Field(default=None, gt=0, lt=1)  # link_loss: the share of packets lost
-    duration_ms: float | None = Field(default=None, gt=0)  # link_loss, link_down: how long (unset: the rest of the run)
+    # link_loss, link_down: how long (unset: the rest of the run)
+    duration_ms: float | None = Field(default=None, gt=0, le=MAX_WALL_S * 1e3)
 
     @model_validator(mode="after")
     def _fields_of_kind(self) -> "Fault":

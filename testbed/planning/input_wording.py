@@ -12,6 +12,7 @@ from pydantic import BaseModel, ValidationError
 
 from testbed.fabrics.all_kinds import SECTIONS as FABRIC_SECTIONS
 from testbed.model.fabric_section import COMMON_FIELDS
+from testbed.model.limits import BOUND_WHY
 from testbed.model.workload_section import WorkloadSection
 from testbed.workloads.all_kinds import SECTIONS as WORKLOAD_SECTIONS
 
@@ -129,6 +130,8 @@ def _describe(first: Any, source: str, root: type[BaseModel]) -> str:
         return f"{source}: {field}: {named['rest']}{more}"
     if first["type"] == "value_error":
         return f"{source}: {where}: {message}{more}"
+    if first["type"] in ("less_than_equal", "less_than") and str(loc[-1]) in BOUND_WHY:
+        message = f"{message} ({BOUND_WHY[str(loc[-1])]})"
     return f"{source}: field '{where}': {message}{got_text}{more}"
 
 

@@ -4,6 +4,7 @@ every problem becomes one sentence naming the file and the field (testbed.planni
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import Any
 
@@ -70,6 +71,16 @@ def _unique_mapping(loader: yaml.SafeLoader, node: yaml.MappingNode, deep: bool 
 
 
 _UniqueKeyLoader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _unique_mapping)
+# YAML 1.1 reads 1e9 (no dot, no sign in the exponent) as a string; users mean the number, as YAML
+# 1.2 and JSON read it (`bytes: 1e9` was refused as "not a valid integer").
+_UniqueKeyLoader.add_implicit_resolver(
+    "tag:yaml.org,2002:float", re.compile(r"^[-+]?([0-9][0-9_]*\.?[0-9_]*|\.[0-9_]+)[eE][-+]?[0-9]+$"),
+    list("-+0123456789."))
+
+
+def yaml_value(text: str) -> Any:
+    """One YAML value as a scenario file reads it (--set values, sweeps)."""
+    return yaml.load(text, Loader=_UniqueKeyLoader)  # noqa: S506 (a SafeLoader)
 
 
 # A file larger than a scenario would take minutes and gigabytes to parse before saying so.

@@ -44,3 +44,21 @@ def test_the_retune_search_reports_its_rules_and_delays_within_the_whole(monkeyp
     assert heard and all(0.0 <= done <= 1.0 for _, done in heard)
     assert any(what.startswith("standing still: ") for what, _ in heard)
     assert any(what.startswith("retune rule 1/") and "delay 1/5" in what for what, _ in heard)
+
+
+def test_a_long_prediction_into_a_pipe_says_how_far_it_has_got(monkeypatch, capsys):
+    """Where stderr is no terminal (a log, a pipe), `check` and `predict` say in plain lines how
+    far a long prediction has got (here at once: the wait is set to nothing); --json stays quiet."""
+    from testbed.interface import cli
+
+    from ..conftest import ROOT
+
+    monkeypatch.setattr(cli, "PLAIN_PROGRESS_AFTER_S", 0.0)
+    monkeypatch.setattr(cli, "PLAIN_PROGRESS_EVERY_S", 0.0)
+    scenario = str(ROOT / "scenarios" / "placed-resnet-ring.yaml")
+    for command in ("check", "predict"):
+        assert cli.main([command, scenario]) == 0
+        err = capsys.readouterr().err
+        assert "predicting: " in err and "% done after" in err, command
+    assert cli.main(["predict", scenario, "--json"]) == 0
+    assert "predicting" not in capsys.readouterr().err

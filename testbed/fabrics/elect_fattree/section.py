@@ -7,14 +7,15 @@ from typing import ClassVar, Literal
 from pydantic import Field, model_validator
 
 from testbed.model.fabric_section import FabricSection, KindSpec
+from testbed.model.limits import MAX_HOSTS, MAX_OVERSUBSCRIPTION
 
 
 class ElectFattreeFabric(FabricSection):
     kind: Literal["elect-fattree"]
-    leaf_hosts: int = Field(default=4, ge=1)  # GPUs per leaf switch
-    spines: int = Field(default=2, ge=1)  # spine switches, each wired to every leaf
+    leaf_hosts: int = Field(default=4, ge=1, le=MAX_HOSTS)  # GPUs per leaf switch
+    spines: int = Field(default=2, ge=1, le=MAX_HOSTS)  # spine switches, each wired to every leaf
     # a leaf's GPU bandwidth over its uplinks' (1: non-blocking; 4: uplinks carry a quarter)
-    oversubscription: float = Field(default=1.0, ge=1.0)
+    oversubscription: float = Field(default=1.0, ge=1.0, le=MAX_OVERSUBSCRIPTION)
 
     spec: ClassVar[KindSpec] = KindSpec("a two-tier leaf-spine: leaf switches of GPUs, each wired to every spine, "
                                         "flows hashed over the spines (ECMP)",

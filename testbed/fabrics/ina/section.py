@@ -15,7 +15,7 @@ class InaFabric(FabricSection):
     # the node's summing rate (unset: line rate)
     aggregation_gbps: float | None = Field(default=None, gt=0, le=MAX_RATE_GBPS)
     slots: int | None = Field(default=None, ge=1, le=MAX_INA_SLOTS)  # aggregation slots (unset: what a window needs)
-    workers_per_job: int | None = Field(default=None, ge=1)  # unset: one job of every host
+    workers_per_job: int | None = Field(default=None, ge=1, le=INA_MAX_WORKERS)  # unset: one job of every host
     sharing: Literal["reserved", "shared"] = "reserved"  # SwitchML-reserved or ATP-shared slots
     # Each loss at most a half: the window protocol is simulated packet by packet, and near 1 a
     # chunk waits out timers without end.

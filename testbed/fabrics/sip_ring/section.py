@@ -8,7 +8,7 @@ from typing import ClassVar, Literal
 from pydantic import Field, model_validator
 
 from testbed.model.fabric_section import KindSpec, ReconfigurableSection
-from testbed.model.limits import MAX_OPTICAL_PORTS, MAX_RATE_GBPS
+from testbed.model.limits import MAX_HOSTS, MAX_OPTICAL_PORTS, MAX_RATE_GBPS
 
 
 class SipRingFabric(ReconfigurableSection):
@@ -17,7 +17,7 @@ class SipRingFabric(ReconfigurableSection):
     # One wavelength's rate; unset, B / W: a GPU sends B over its W wavelengths. Set, W times it
     # must be B (a sweep of B alone then keeps every point's rate: refused, not ignored).
     wavelength_gbps: float | None = Field(default=None, gt=0, le=MAX_RATE_GBPS)
-    neighbors: int = Field(default=16, ge=1)  # reach: the farthest GPU a lightpath spans, in hops
+    neighbors: int = Field(default=16, ge=1, le=MAX_HOSTS)  # reach: the farthest GPU a lightpath spans, in hops
 
     spec: ClassVar[KindSpec] = KindSpec("a silicon-photonic micro-ring ring of wavelength lightpaths",
                                         controller_app="controller.optical_app", routed=True, reconfigurable=True)

@@ -7,7 +7,7 @@ from typing import ClassVar, Literal
 from pydantic import Field
 
 from testbed.model.fabric_section import Strict
-from testbed.model.limits import MAX_COMPUTE_US, MAX_GLOBAL_BATCH, MAX_HOSTS
+from testbed.model.limits import MAX_COLLECTIVE_BYTES, MAX_COMPUTE_US, MAX_GLOBAL_BATCH, MAX_HOSTS
 from testbed.model.workload_section import WorkloadSection
 
 
@@ -16,9 +16,9 @@ class PlacedModel(Strict):
 
     name: str  # resnet50 | transformer | megatron, or the name given in `profile`
     global_batch: int = Field(ge=1, le=MAX_GLOBAL_BATCH)  # samples per iteration over all DP groups (B)
-    mp: int = Field(default=1, ge=1)  # GPUs a model-parallel group splits each op over (k)
-    dp: int = Field(default=1, ge=1)  # data-parallel groups (l): the job takes mp·dp GPUs
-    degree: int | None = Field(default=None, ge=1)  # default: the fabric's (Q for sip-ocs)
+    mp: int = Field(default=1, ge=1, le=MAX_HOSTS)  # GPUs a model-parallel group splits each op over (k)
+    dp: int = Field(default=1, ge=1, le=MAX_HOSTS)  # data-parallel groups (l): the job takes mp·dp GPUs
+    degree: int | None = Field(default=None, ge=1, le=MAX_HOSTS)  # default: the fabric's (Q for sip-ocs)
     device: str = "v100"  # the GPU whose compute profile times the ops: v100, a100 or h100
     # constant: every op at the device's large-GEMM throughput; waves: a GEMM piece too small to
     # fill the GPU's multiprocessors with output tiles gets less (testbed/placer/profiles.py);
@@ -31,7 +31,7 @@ class PlacedModel(Strict):
     tau_us: float = Field(default=10.0, gt=0, le=MAX_COMPUTE_US)
     # DP all-reduce in buckets of this many bytes, each started as the backward compute fills it
     # (PyTorch DDP's 25 MB); 0: one all-reduce after the whole backward pass
-    dp_bucket_bytes: int = Field(default=25_000_000, ge=0)
+    dp_bucket_bytes: int = Field(default=25_000_000, ge=0, le=MAX_COLLECTIVE_BYTES)
     # Convolutions may be cut by rows (a spatial split) where that moves fewer bytes than a channel
     # split; false: channel splits only
     spatial_splits: bool = True

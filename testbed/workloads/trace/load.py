@@ -81,7 +81,7 @@ def schedule_from_json(data: Any, source: str, hosts: int, iterations: int) -> S
             if kind not in STEP_KINDS:
                 raise InputError(f"{where}: 'kind' must be one of {', '.join(STEP_KINDS)} (got {kind!r})")
             deps = step.get("deps", [])
-            if not isinstance(deps, list) or any(d not in ids for d in deps):
+            if not isinstance(deps, list) or any(not isinstance(d, str) or d not in ids for d in deps):
                 raise InputError(f"{where}: 'deps' must list ids of earlier steps on the same GPU")
             fields: dict[str, Any] = {"id": step_id, "kind": kind, "deps": tuple(deps)}
             if kind == "compute":
