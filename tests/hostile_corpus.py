@@ -339,9 +339,17 @@ def scenario_file_cases() -> list[Case]:
     ]
 
 
-def _trace_scenario(work: Path, trace: str | bytes | None, link: str | None = None) -> list[str]:
+def _sparse(path: Path, size: int) -> None:
+    with path.open("r+b") as out:
+        out.truncate(size)  # a hole: the size a reader sees, no bytes written
+
+
+def _trace_scenario(work: Path, trace: str | bytes | None, link: str | None = None, sparse: int = 0) -> list[str]:
     path = work / "t.json"
-    if link is not None:
+    if sparse:
+        path.touch()
+        _sparse(path, sparse)
+    elif link is not None:
         path.symlink_to(link)
     elif isinstance(trace, bytes):
         path.write_bytes(trace)
@@ -429,6 +437,8 @@ def trace_cases() -> list[Case]:
         case("a symlink to /dev/zero", None, link="/dev/zero"),
         case("a symlink to a directory", None, link="/"),
         case("missing", None),
+        Case("JSON traces", "a sparse 101 MB trace", lambda w: _trace_scenario(w, None, sparse=101_000_000),
+             also_predict=True),
         case("10,000 steps of zero compute", _steps([{"id": f"c{i}", "kind": "compute", "compute_us": 0}
                                                      for i in range(10_000)], []), EITHER),
     ]
@@ -484,6 +494,7 @@ def chakra_cases() -> list[Case]:
         case("a rank that is a directory", lambda d: ((d / rank).unlink(), (d / rank).mkdir())),
         case("a rank that links to /dev/zero", lambda d: ((d / rank).unlink(), (d / rank).symlink_to("/dev/zero"))),
         case("no trace files", lambda d: [p.unlink() for p in d.glob("*.et")]),
+        case("ranks of 21 MB together (sparse files)", lambda d: [_sparse(p, 2_700_000) for p in d.glob("*.et")]),
         case("comm groups not JSON", lambda d: None, "{1: [0, 1]"),
         case("comm groups not UTF-8", lambda d: None, '{"1": [0, 1]}'.encode("utf-16")),
         case("comm groups with a rank out of range", lambda d: None, '{"1": [0, 99]}'),

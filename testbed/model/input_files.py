@@ -14,7 +14,12 @@ from testbed.model.errors import InputError
 # thousand jobs about 100 KB), a run's results a few MB, a JSON trace of a large model tens of MB.
 SCENARIO_BYTES = 1_000_000
 RECORD_BYTES = 200_000_000  # a run's or a sweep's own files (results, events, tables)
-TRACE_BYTES = 200_000_000  # JSON traces, Chakra .et files, profiles, AICB workload files
+# JSON traces, op profiles, AICB workload files: a JSON trace takes about 14 times its size in
+# memory once read, so 100 MB stays near 1.4 GB.
+TRACE_BYTES = 100_000_000
+# A Chakra trace, all its ranks' .et files together: protobuf nodes take about 85 times their size
+# in memory as steps, so 20 MB stays under 2 GB.
+CHAKRA_TRACE_BYTES = 20_000_000
 # Python's JSON decoder recurses once per level; a file nested this deep is not a trace or a record.
 MAX_JSON_DEPTH = 200
 
