@@ -17,27 +17,29 @@ ROWS = (_rows("resnet50", 512, flat=8.0, dp=9.0) +
         _rows("megatron", 1024, flat=4.0, c400=20.0, c200=30.0, ocs=8.0, ring=5.0))
 
 
-def test_each_point_compares_the_best_sip_fabric_with_its_baselines():
+def test_each_point_compares_each_sip_fabric_with_its_baselines():
     points = point_claims(ROWS)
     resnet = points[("resnet50", 1024)]
-    # best SiP is SiP-OCS's 5.0: 10/5, 15/5; ring/OCS 6/5; SiP at B over Elect-Flat at B/2 5/8;
-    # pure DP over hybrid 6/4.
-    assert resnet == {"cluster400": 2.0, "cluster200": 3.0, "ring_ocs": pytest.approx(1.2),
-                      "flat_half": pytest.approx(0.625), "dp_hybrid": 1.5}
+    # SiP-OCS 5.0, SiP-Ring 6.0, each on its own: 10/5 and 10/6, 15/5 and 15/6; ring/OCS 6/5; at B
+    # over Elect-Flat at B/2 (8.0) 5/8 and 6/8; pure DP over hybrid 6/4.
+    assert resnet == {"cluster400_ocs": 2.0, "cluster400_ring": pytest.approx(10 / 6), "cluster200_ocs": 3.0,
+                      "cluster200_ring": 2.5, "ring_ocs": pytest.approx(1.2), "flat_half_ocs": pytest.approx(0.625),
+                      "flat_half_ring": 0.75, "dp_hybrid": 1.5}
     megatron = points[("megatron", 1024)]
-    assert (megatron["cluster400"], megatron["dp_hybrid"], megatron["flat_half"]) == (4.0, None, None)
+    assert (megatron["cluster400_ocs"], megatron["cluster400_ring"], megatron["dp_hybrid"],
+            megatron["flat_half_ring"]) == (2.5, 4.0, None, None)
 
 
 def test_the_summary_spans_every_model_and_the_page_lists_both_setups(tmp_path):
     summary = dict((claim, (paper, default)) for claim, paper, default in claims_summary(ROWS, ROWS))
-    cluster = summary["Elect-Cluster 400G over the best SiP fabric (paper: 1.3–9.1×)"]
-    assert cluster[0] == cluster[1] == "2.00 to 4.00 (resnet50 2.00 to 2.00; megatron 4.00 to 4.00)"
+    cluster = summary["Elect-Cluster 400G over SiP-Ring (paper: 1.3–9.1×)"]
+    assert cluster[0] == cluster[1] == "1.67 to 4.00 (resnet50 1.67 to 1.67; megatron 4.00 to 4.00)"
     # The hybrid claim is the paper's at Tb/s bandwidths: 512 Gb/s (9/8) is left out.
     assert summary["Pure DP over the best hybrid on Elect-Flat (paper: up to 2×)"][1].startswith("1.50 to 1.50")
     write_claims_page({"gpus": 1024, "when": "2026-12-05", "rows": ROWS},
                       {"gpus": 1024, "when": "2026-12-05", "rows": ROWS}, tmp_path)
     page = (tmp_path / "sipml-claims.md").read_text()
-    assert "| megatron | — / — | 4.00 / 4.00 |" in page
+    assert "| megatron | — / — | 2.50 / 2.50 |" in page
     assert "- default setup: no fabric beats Elect-Flat at any point." in page
 
 
