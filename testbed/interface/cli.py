@@ -151,7 +151,7 @@ def _prediction_progress(quiet: bool) -> Iterator[None]:
     """A bar on a terminal's stderr while a prediction simulates (what, how far, time left), gone
     when it ends; where stderr is a file or pipe, a line every half minute once it has taken ten
     seconds (a log then says why the command is still going); nothing under --json."""
-    from testbed.oracle import progress
+    from testbed.core import progress
 
     if quiet:
         yield

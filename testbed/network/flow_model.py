@@ -7,6 +7,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from functools import cached_property
 
+from testbed.core import progress
 from testbed.network.collectives import ring_allreduce_time_s
 from testbed.network.flows import Resource
 from testbed.network.relay import Relays
@@ -56,6 +57,9 @@ def nic_flow_model(B: float, k: int) -> FlowModel:
     return FlowModel(nic_capacities(B, k), default=lambda s, d: (("out", s), ("in", d)))
 
 
+PROGRESS_REPORTS = 200  # reports over one call's pairs
+
+
 def relay_paths(k: int, links: dict[tuple[int, int], Resource],
                 traffic: Traffic) -> dict[tuple[int, int], tuple[Resource, ...]]:
     """Shortest hop paths over direct links for every pair with traffic (relaying through GPUs)."""
@@ -68,7 +72,11 @@ def paths_over(relays: Relays, links: dict[tuple[int, int], Resource],
     destination, so each search is made once however many it keeps."""
     pairs = list(traffic)
     found = {}
-    for (src, dst) in sorted(pairs, key=lambda pair: pair[1]):
+    # Thousands of GPUs relaying an all-to-all take minutes: say how far the paths have got.
+    every = max(1, len(pairs) // PROGRESS_REPORTS)
+    for done, (src, dst) in enumerate(sorted(pairs, key=lambda pair: pair[1])):
+        if done % every == 0:
+            progress.report(f"relay paths {done:,}/{len(pairs):,}", done / len(pairs))
         nodes = relays.path(src, dst)
         if nodes is None:
             raise ValueError(f"no path from GPU {src} to GPU {dst}")

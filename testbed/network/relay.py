@@ -47,9 +47,9 @@ def _next_hops(neighbours: dict[int, list[int]], incoming: dict[int, list[int]],
             for node, far in hops.items() if node != dst}
 
 
-# Destinations whose searches Relays keeps, the least recently asked dropped first: every one of a
-# run's (at most a few hundred GPUs), while at 16,384 GPUs all of them took gigabytes.
-SEARCHES_KEPT = 512
+# Destinations whose searches Relays keeps, the least recently asked dropped first: paths are asked
+# destination by destination, so a few suffice; at 16,384 GPUs 512 of them took a gigabyte.
+SEARCHES_KEPT = 64
 
 
 class _Towards:

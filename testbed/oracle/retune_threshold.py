@@ -27,12 +27,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from testbed.core import progress
 from testbed.fabrics.timing import dark_us, estimate_period_us, reconfig_us
 from testbed.model.fabric_section import FabricSection, ReconfigurableSection
 from testbed.model.schedule import Schedule
 from testbed.model.units import us_to_s
 from testbed.network.collectives import Prediction
-from testbed.oracle import progress
 from testbed.oracle.replanning import replans_during_run
 from testbed.oracle.replicas import Replicas, simulate_replicated
 from testbed.oracle.schedule_sim import Simulated, mean_outcome, simulate_counting_retunes

@@ -24,6 +24,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, fields, replace
 from typing import Any
 
+from testbed.core import progress
 from testbed.fabrics.ina.node_links import window_slowdown
 from testbed.fabrics.ina.section import InaFabric
 from testbed.model.errors import InputError
@@ -46,7 +47,6 @@ from testbed.network.collectives import (
 )
 from testbed.network.flow_model import FlowModel
 from testbed.network.flows import Flow, max_min_rates
-from testbed.oracle import progress
 from testbed.oracle.fabrics import schedule_flow_model
 from testbed.oracle.replanning import LiveReplans, replans_during_run
 from testbed.oracle.stepwise import STEPWISE, StepwiseCollective

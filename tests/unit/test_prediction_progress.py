@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import pytest
 
+from testbed.core import progress
 from testbed.model.schedule import Schedule
-from testbed.oracle import progress
 from testbed.oracle.retune_threshold import with_retune_threshold
 
 from .test_replanning_sim import phased, ring

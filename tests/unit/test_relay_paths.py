@@ -79,3 +79,20 @@ def test_searches_dropped_for_room_are_made_again_alike(monkeypatch):
         rng.shuffle(asked)
         for src, dst in asked:
             assert relays.path(src, dst) == relay_path(neighbours, src, dst)
+
+
+def test_relaying_many_pairs_says_how_far_it_has_got():
+    """A one-way ring of 40 GPUs, every pair relayed: the reports name the paths done, rise from 0
+    and stay below 1, and the paths are the ring's (src to dst clockwise, dst - src hops)."""
+    from testbed.core import progress
+    from testbed.network.flow_model import paths_over
+
+    n = 40
+    links = {(g, (g + 1) % n): ("circuit", g, (g + 1) % n) for g in range(n)}
+    pairs = [(s, d) for s in range(n) for d in range(n) if s != d]
+    heard: list[tuple[str, float]] = []
+    with progress.reporting(lambda what, done: heard.append((what, done))):
+        found = paths_over(Relays(n, links), links, pairs)
+    assert len(found[(3, 1)]) == (1 - 3) % n and found[(0, 1)] == (links[(0, 1)],)
+    shares = [done for _, done in heard]
+    assert heard[0] == (f"relay paths 0/{len(pairs):,}", 0.0) and shares == sorted(shares) and shares[-1] < 1
