@@ -30,6 +30,7 @@ from dataclasses import dataclass
 from testbed.core import progress
 from testbed.fabrics.timing import dark_us, estimate_period_us, reconfig_us
 from testbed.model.fabric_section import FabricSection, ReconfigurableSection
+from testbed.model.limits import MAX_RECONFIG_US
 from testbed.model.schedule import Schedule
 from testbed.model.units import us_to_s
 from testbed.network.collectives import Prediction
@@ -40,7 +41,9 @@ from testbed.oracle.schedule_sim import Simulated, mean_outcome, simulate_counti
 # Absolute rungs (µs), the same whatever the reconfiguration time, so that a longer one only removes
 # rungs: 0, then 1, 2, 2.5 and 5 per decade up to 5 s (the values papers sweep fall on a rung).
 LADDER_US = (0.0,) + tuple(m * 10.0 ** k for k in range(7) for m in (1.0, 2.0, 2.5, 5.0))
-NEVER_US = 1e12  # above any gain a period can bring: the plan the run starts with stays
+# Above any gain a period can bring, and the largest a scenario takes (the run's controller reads
+# it from its config): the plan the run starts with stays.
+NEVER_US = MAX_RECONFIG_US
 # Delays from a controller that retunes the instant its period ends to a fifth of a period later:
 # reading the switches' counters and planning took 10-18 µs of emulated time at the dilations
 # re-planning runs need (docs/optical.md), a fifth of a 100 µs period; at longer periods the same
