@@ -41,3 +41,20 @@ def test_an_at_most_claim_allows_its_small_tolerance_only():
     at_most = PaperFigure("≤ 1", None, 1.0, 0.02)
     assert verdict(at_most, [0.7, 1.015]) == "reproduced"
     assert verdict(at_most, [0.7, 1.15]) == "not reproduced"
+
+
+def test_the_latency_rows_compare_the_oracles_alpha_terms_with_one_send():
+    """The article: one send for INA against ring's 2(n−1) and HD's 2·log2 n, so at least 50% lower
+    from n = 2. The oracle charges INA's returning sum a second message: at n = 2 it is no faster
+    than ring (2α each), which the row must call not reproduced."""
+    import sys
+
+    from ..conftest import ROOT
+
+    sys.path.insert(0, str(ROOT / "bench"))
+    from reproduce import latency_rows
+
+    rows = {row["claim"]: row for row in latency_rows()}
+    ring = rows["INA's static latency at least 50% below ring's"]
+    at_two = float(ring["ours"].split("INA/ring ")[1].split(" at n = 2")[0])
+    assert ring["verdict"] == "not reproduced" and at_two >= 1.0  # 2α and the switch against 2α
