@@ -55,10 +55,12 @@ def retune_threshold_us(fabric: FabricSection) -> float:
 
 
 def estimate_period_us(fabric: FabricSection) -> float:
-    """How often the controller re-plans: the scenario's period, else the kind's rule."""
+    """How often the controller re-plans: the scenario's period, else the kind's rule (a multiple
+    of the reconfiguration time; at zero reconfiguration, which would re-plan without end, the
+    scenario's default period)."""
     if not isinstance(fabric, ReconfigurableSection):
         return float(ReconfigurableSection.model_fields["estimate_period_us"].default)
     per_reconfig = behaviour(fabric.kind).period_per_reconfig
-    if per_reconfig is not None and "estimate_period_us" not in fabric.model_fields_set:
+    if per_reconfig is not None and "estimate_period_us" not in fabric.model_fields_set and reconfig_us(fabric) > 0:
         return per_reconfig * reconfig_us(fabric)
     return fabric.estimate_period_us
