@@ -159,10 +159,6 @@ def saved_runs(saved: dict) -> dict[str, dict]:
     return found
 
 
-def _ms(run_: dict, key: str) -> float | None:
-    return run_.get(key)
-
-
 def sipml_rows(paper_rows: list[dict]) -> list[dict]:
     """Each SiP-ML claim per SiP fabric at the paper's scale and setup (every model and bandwidth;
     the hybrid claim at B ≥ 1 Tb/s, as the paper states it)."""
